@@ -1,0 +1,292 @@
+"""The ``paperboy`` command line: a thin layer over the engine, the Slack app and the digest.
+
+Every command takes ``--db PATH`` (default: ``$PAPERBOY_DB``, else ``paperboy.db`` in the
+working directory). A fresh database is filled from the seed corpus in ``data/`` the first
+time a command other than ``ingest`` uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import click
+
+from .settings import Settings, SettingsError
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except SettingsError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def db_option(func):
+    return click.option(
+        "--db",
+        "db_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="SQLite database (default: $PAPERBOY_DB or ./paperboy.db).",
+    )(func)
+
+
+class Context:
+    def __init__(self, db_path: Path | None):
+        self.settings = _settings()
+        self.db_path = db_path or self.settings.db_path
+
+    def engine(self, seed: bool = True):
+        from .engine.search import Engine
+
+        seed_dir = self.settings.seed_dir if seed else None
+        if seed_dir and not seed_dir.is_dir():
+            seed_dir = None
+        return Engine.open(self.resolve_db(), seed_dir=seed_dir)
+
+    def resolve_db(self) -> Path:
+        return self.db_path
+
+
+def _ctx(click_ctx: click.Context, db_path: Path | None) -> Context:
+    parent = click_ctx.find_object(Context)
+    if db_path is None and parent is not None:
+        return parent
+    return Context(db_path)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@db_option
+@click.version_option(package_name="paperboy")
+@click.pass_context
+def main(ctx: click.Context, db_path: Path | None) -> None:
+    """Paperboy: find ML papers, subscribe to topics, get a daily digest in Slack."""
+    ctx.obj = Context(db_path)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@db_option
+@click.pass_context
+def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) -> None:
+    """Add or update papers from files (seed text, JSON, JSON Lines, CSV, arXiv Atom; .gz too).
+
+    Re-ingesting a file changes nothing; a changed paper is updated in place. Rejected
+    records are listed with their file and line; the exit status is 1 when nothing at all
+    could be read.
+    """
+    context = _ctx(ctx, db_path)
+    missing = [str(p) for p in paths if not p.is_file()]
+    for path in missing:
+        click.secho(f"{path}: no such file.", fg="red", err=True)
+    engine = context.engine(seed=False)
+    report = engine.ingest([p for p in paths if p.is_file()], progress=_progress)
+    for message in report.file_errors:
+        click.secho(message, fg="red", err=True)
+    rejected = report.rejected
+    for item in rejected[:50]:
+        click.secho(f"rejected: {item}", fg="yellow", err=True)
+    if len(rejected) > 50:
+        click.secho(f"... and {len(rejected) - 50:,} more rejected records.", fg="yellow", err=True)
+    for result in report.files:
+        click.echo(f"{result.path}: {result.format}, {len(result.papers):,} papers read", err=True)
+    if report.index:
+        click.echo(
+            f"index: {report.index.documents:,} papers, {report.index.terms:,} terms, "
+            f"built in {report.index.seconds:.1f}s",
+            err=True,
+        )
+    click.echo(report.summary())
+    if not report.ok:
+        sys.exit(1)
+
+
+def _progress(papers: list) -> Iterable:
+    if not sys.stderr.isatty() or len(papers) < 2000:
+        return papers
+    return _bar(papers)
+
+
+def _bar(papers: list) -> Iterable:
+    with click.progressbar(papers, label="storing papers", file=sys.stderr) as bar:
+        yield from bar
+
+
+@main.command()
+@click.argument("query", required=False, default="")
+@click.option("--limit", "-n", default=10, show_default=True, help="How many results.")
+@click.option("--offset", default=0, help="Skip this many results (paging).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option(
+    "--batch",
+    type=click.File("r"),
+    default=None,
+    help="Read one query per line from FILE ('-' for stdin); prints one JSON line per query.",
+)
+@db_option
+@click.pass_context
+def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_path) -> None:
+    """Look papers up: keywords, "quoted phrases", -excluded, venue:, year:, author:."""
+    engine = _ctx(ctx, db_path).engine()
+    if batch is not None:
+        for line in batch:
+            text = line.strip()
+            if not text:
+                continue
+            results = [{"id": i, "score": round(s, 6)} for i, s in engine.rank(text, k=limit)]
+            click.echo(json.dumps({"query": text, "results": results}, ensure_ascii=False))
+        return
+    result = engine.search(query, limit=limit, offset=offset)
+    if as_json:
+        click.echo(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
+    else:
+        _print_result(result)
+    if result.error:
+        sys.exit(2)
+
+
+@main.command()
+@click.argument("paper_id")
+@click.option("--limit", "-n", default=5, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@db_option
+@click.pass_context
+def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
+    """Papers most like PAPER_ID (ids are shown by `paperboy search`)."""
+    result = _ctx(ctx, db_path).engine().similar(paper_id, limit=limit)
+    if as_json:
+        click.echo(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
+    else:
+        _print_result(result)
+    if result.error:
+        sys.exit(2)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+@db_option
+@click.pass_context
+def stats(ctx, as_json: bool, db_path) -> None:
+    """What is in the corpus: papers per venue and year, index size."""
+    engine = _ctx(ctx, db_path).engine()
+    data = engine.corpus.stats()
+    index = engine.index
+    data["index"] = {
+        "documents": index.n_docs,
+        "terms": index.n_terms,
+        "path": str(index.directory),
+    }
+    data["database"] = str(engine.db_path)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(f"database  {data['database']}")
+    click.echo(f"papers    {data['papers']:,}")
+    click.echo(f"index     {index.n_terms:,} terms over {index.n_docs:,} papers")
+    click.echo("")
+    width = max((len(r["venue"] or "?") for r in data["by_venue_year"]), default=5)
+    for row in data["by_venue_year"]:
+        click.echo(
+            f"  {(row['venue'] or '?'):<{width}}  {row['year'] or '':>4}  {row['papers']:>8,}"
+        )
+
+
+@main.command()
+@click.option("--port", type=int, default=None, help="Port to listen on (default: $PORT or 3000).")
+@db_option
+@click.pass_context
+def serve(ctx, port: int | None, db_path) -> None:
+    """Run the Slack app: HTTP at /slack/events, Socket Mode with SLACK_APP_TOKEN, or, with no
+    Slack credentials at all, the local playground at http://127.0.0.1:$PORT/."""
+    from dataclasses import replace
+
+    from .slack.server import run
+
+    context = _ctx(ctx, db_path)
+    settings = replace(context.settings, db_path=context.db_path)
+    if port is not None:
+        settings = replace(settings, port=port)
+    try:
+        settings.check_slack()
+    except SettingsError as error:
+        raise click.ClickException(str(error)) from None
+    run(settings)
+
+
+def _result_json(result) -> dict:
+    return {
+        "query": result.query,
+        "total": result.total,
+        "offset": result.offset,
+        "error": result.error,
+        "suggestions": result.suggestions,
+        "results": [
+            {
+                "id": hit.id,
+                "score": round(hit.score, 6),
+                "title": hit.paper["title"],
+                "title_derived": hit.paper["title_derived"],
+                "venue": hit.paper["venue"],
+                "year": hit.paper["year"],
+                "authors": hit.paper["authors"],
+                "url": hit.paper["url"],
+                "snippet": "".join(t for t, _ in hit.snippet),
+                "matched": sorted({t for t, m in hit.snippet if m}),
+                "why": hit.why,
+            }
+            for hit in result.hits
+        ],
+    }
+
+
+def short_authors(authors: list[str], limit: int = 3) -> str:
+    if len(authors) <= limit:
+        return ", ".join(authors)
+    return ", ".join(authors[:limit]) + " et al."
+
+
+def _print_result(result) -> None:
+    if result.error:
+        click.secho(result.error, fg="red", err=True)
+        return
+    if not result.hits:
+        click.echo(f"No papers match “{result.query}”.")
+        for suggestion in result.suggestions:
+            click.echo(f"  try: paperboy search {json.dumps(suggestion)}")
+        return
+    click.echo(
+        f"{result.total:,} {'paper matches' if result.total == 1 else 'papers match'}; showing {result.offset + 1}-"
+        f"{result.offset + len(result.hits)}."
+    )
+    for rank, hit in enumerate(result.hits, start=result.offset + 1):
+        paper = hit.paper
+        title = paper["title"] + (
+            "  (title derived from the abstract)" if paper["title_derived"] else ""
+        )
+        click.echo("")
+        click.echo(f"{rank:>3}. {hit.score:.3f}  " + click.style(title, bold=True))
+        meta = " · ".join(
+            x
+            for x in (
+                f"{paper['venue']} {paper['year'] or ''}".strip(),
+                short_authors(paper["authors"]),
+            )
+            if x
+        )
+        click.echo(f"{'':11}{meta}")
+        click.echo(f"{'':11}id {paper['id']}" + (f"  {paper['url']}" if paper["url"] else ""))
+        snippet = "".join(
+            click.style(t, bold=True, fg="yellow") if m else t for t, m in hit.snippet
+        )
+        click.echo(f"{'':11}{snippet}")
+        if hit.why:
+            click.echo(f"{'':11}" + click.style("why: " + ", ".join(hit.why), dim=True))
+    if result.has_more:
+        click.echo(f"\nmore: --offset {result.offset + len(result.hits)}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,1 @@
+"""The search engine: corpus store, TF-IDF index and query language. Knows nothing about Slack."""

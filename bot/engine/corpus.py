@@ -1,0 +1,213 @@
+"""The corpus store: papers in SQLite, written through sqlite-utils upserts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from .paper import Paper
+from .schema import migrate
+
+
+def utcnow() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class UpsertCounts:
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    @property
+    def changed(self) -> int:
+        return self.added + self.updated
+
+
+def open_database(path: str | Path) -> Database:
+    """Open (creating if needed) a Paperboy database with the latest schema.
+
+    WAL lets the web process read while the scheduler process ingests; the busy timeout
+    makes a writer wait for another instead of failing at once.
+    """
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    db = Database(path)
+    db.execute("PRAGMA busy_timeout = 30000")
+    db.enable_wal()
+    migrate(db)
+    return db
+
+
+class Corpus:
+    """Papers in SQLite. ``rowid`` order is the document order of the TF-IDF index."""
+
+    def __init__(self, db: Database):
+        self.db = db
+        self.table = db["papers"]
+
+    @property
+    def version(self) -> int:
+        row = self.db.execute("select value from meta where key = 'corpus_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def count(self) -> int:
+        return self.db.execute("select count(*) from papers").fetchone()[0]
+
+    def upsert(self, papers: Iterable[Paper], batch_size: int = 1000) -> UpsertCounts:
+        """Add new papers, update changed ones, leave identical ones alone.
+
+        Runs in the caller's transaction when there is one (see ``Engine.ingest``); bumps
+        ``corpus_version`` only when something changed so an unchanged re-ingest is free.
+        """
+        counts = UpsertCounts()
+        now = utcnow()
+        batch: list[Paper] = []
+
+        def flush() -> None:
+            if not batch:
+                return
+            ids = [p.id for p in batch]
+            placeholders = ",".join("?" * len(ids))
+            known = dict(
+                self.db.execute(
+                    f"select id, content_hash from papers where id in ({placeholders})", ids
+                ).fetchall()
+            )
+            rows = []
+            for paper in batch:
+                digest = paper.content_hash()
+                if known.get(paper.id) == digest:
+                    counts.unchanged += 1
+                    continue
+                row = _row(paper, digest, now)
+                if paper.id in known:
+                    counts.updated += 1
+                    row.pop("added_at")  # an updated paper keeps its place in digests
+                else:
+                    counts.added += 1
+                known[paper.id] = digest  # a duplicate id later in the same input is unchanged
+                rows.append(row)
+            if rows:
+                self.table.upsert_all(rows, pk="id")
+            batch.clear()
+
+        with self.db.atomic():
+            for paper in papers:
+                batch.append(paper)
+                if len(batch) >= batch_size:
+                    flush()
+            flush()
+            if counts.changed:
+                self.db.execute(
+                    "update meta set value = cast(value as integer) + 1 "
+                    "where key = 'corpus_version'"
+                )
+        return counts
+
+    def get(self, paper_id: str) -> dict[str, Any] | None:
+        rows = self.get_many([paper_id])
+        return rows[0] if rows else None
+
+    def get_many(self, paper_ids: list[str]) -> list[dict[str, Any]]:
+        """Papers by id, in the order asked (missing ids are skipped)."""
+        if not paper_ids:
+            return []
+        placeholders = ",".join("?" * len(paper_ids))
+        found = {
+            row["id"]: row
+            for row in self.table.rows_where(f"id in ({placeholders})", list(paper_ids))
+        }
+        return [_decode(found[i]) for i in paper_ids if i in found]
+
+    def by_rowids(self, rowids: list[int]) -> list[dict[str, Any]]:
+        """Papers by rowid (the index's document handle), in the order asked."""
+        if not rowids:
+            return []
+        placeholders = ",".join("?" * len(rowids))
+        cursor = self.db.execute(
+            f"select rowid as _rowid, * from papers where rowid in ({placeholders})",
+            [int(r) for r in rowids],
+        )
+        names = [d[0] for d in cursor.description]
+        found = {row[0]: _decode(dict(zip(names, row, strict=True))) for row in cursor}
+        return [found[r] for r in rowids if r in found]
+
+    def ids_for_rowids(self, rowids: list[int]) -> list[str]:
+        if not rowids:
+            return []
+        placeholders = ",".join("?" * len(rowids))
+        found = dict(
+            self.db.execute(
+                f"select rowid, id from papers where rowid in ({placeholders})",
+                [int(r) for r in rowids],
+            ).fetchall()
+        )
+        return [found[int(r)] for r in rowids if int(r) in found]
+
+    def rowid_of(self, paper_id: str) -> int | None:
+        row = self.db.execute("select rowid from papers where id = ?", [paper_id]).fetchone()
+        return row[0] if row else None
+
+    def iter_documents(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every paper in rowid order, for building the index."""
+        cursor = self.db.execute(
+            "select rowid, title, abstract, authors, keywords, venue, year, added_at "
+            "from papers order by rowid"
+        )
+        for rowid, title, abstract, authors, keywords, venue, year, added_at in cursor:
+            yield (
+                rowid,
+                {
+                    "title": title or "",
+                    "abstract": abstract or "",
+                    "authors": json.loads(authors or "[]"),
+                    "keywords": json.loads(keywords or "[]"),
+                    "venue": venue or "",
+                    "year": year,
+                    "added_at": added_at,
+                },
+            )
+
+    def stats(self) -> dict[str, Any]:
+        by_venue = self.db.execute(
+            "select venue, year, count(*) from papers group by venue, year "
+            "order by year desc, venue"
+        ).fetchall()
+        return {
+            "papers": self.count(),
+            "corpus_version": self.version,
+            "by_venue_year": [{"venue": v, "year": y, "papers": n} for v, y, n in by_venue],
+        }
+
+
+def _row(paper: Paper, digest: str, now: str) -> dict[str, Any]:
+    return {
+        "id": paper.id,
+        "venue": paper.venue or "",
+        "year": paper.year,
+        "title": paper.title,
+        "title_derived": int(paper.title_derived),
+        "abstract": paper.abstract or "",
+        "authors": json.dumps(paper.authors, ensure_ascii=False),
+        "keywords": json.dumps(paper.keywords, ensure_ascii=False),
+        "url": paper.url or "",
+        "content_hash": digest,
+        "added_at": now,
+        "updated_at": now,
+    }
+
+
+def _decode(row: dict[str, Any]) -> dict[str, Any]:
+    row = dict(row)
+    row["authors"] = json.loads(row.get("authors") or "[]")
+    row["keywords"] = json.loads(row.get("keywords") or "[]")
+    row["title_derived"] = bool(row.get("title_derived"))
+    return row

@@ -1,0 +1,341 @@
+"""The TF-IDF index: built with scikit-learn, stored beside the database, opened with mmap.
+
+Documents are the papers in ``rowid`` order. Two sparse matrices are kept:
+
+* ``xt`` (terms x documents): an inverted index, so a query only touches the posting
+  lists of its own terms instead of multiplying the whole matrix (``X @ q``);
+* ``x`` (documents x terms): a paper's own vector, for "why it matched" and "similar papers".
+
+Both are plain ``.npy`` arrays opened with ``mmap_mode="r"``: opening the index costs a few
+milliseconds whatever the corpus size, and processes share the pages. The vocabulary is
+sorted (scikit-learn sorts features), stored as one UTF-8 blob with offsets and looked up
+by binary search, so no multi-million-entry dict has to be rebuilt at start-up.
+
+The index records the ``corpus_version`` it was built from; ``Engine`` refuses to serve an
+index whose version differs from the database's and rebuilds it instead.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import mmap
+import os
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from .corpus import Corpus
+from .text import analyze
+
+#: A title word counts this many times as much as the same word in the abstract.
+TITLE_WEIGHT = 2
+#: Author-given keywords summarise the paper: weighted like the title.
+KEYWORD_WEIGHT = 3
+FORMAT_VERSION = 1
+PIVOT = 0.0
+PIVOT_UNIQUE = False
+_ARRAYS = ("xt_data", "xt_indices", "xt_indptr", "x_data", "x_indices", "x_indptr")
+
+
+def index_dir_for(db_path: str | Path) -> Path:
+    return Path(f"{db_path}.index")
+
+
+@dataclass
+class BuildStats:
+    documents: int
+    terms: int
+    seconds: float
+
+
+def _documents(
+    corpus: Corpus,
+) -> tuple[list[int], list[str], list[str], list[str], list[int], list[str]]:
+    rowids, bodies, titles, keywords, years, venues = [], [], [], [], [], []
+    for rowid, doc in corpus.iter_documents():
+        rowids.append(rowid)
+        titles.append(doc["title"])
+        keywords.append(" ; ".join(doc["keywords"]))
+        # Authors join the text so that a name typed as plain words still finds the paper.
+        bodies.append(f"{doc['abstract']}\n{' ; '.join(doc['authors'])}")
+        years.append(doc["year"] or 0)
+        venues.append(doc["venue"] or "")
+    return rowids, bodies, titles, keywords, years, venues
+
+
+def build_index(corpus: Corpus, directory: Path, progress=None) -> BuildStats:
+    """Fit TF-IDF on the whole corpus and write the index atomically to ``directory``."""
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
+
+    started = time.perf_counter()
+    version = corpus.version
+    rowids, bodies, titles, keywords, years, venues = _documents(corpus)
+    n = len(rowids)
+    if progress:
+        progress("analysing", n)
+    counter = CountVectorizer(analyzer=analyze, dtype=np.float32)
+    if n:
+        # The vocabulary comes from every field; each field is then counted with its weight.
+        counts = counter.fit_transform(
+            f"{t}\n{k}\n{b}" for t, k, b in zip(titles, keywords, bodies, strict=True)
+        )
+        vocabulary = counter.get_feature_names_out()
+        extra = counter.transform(titles) + counter.transform(keywords)
+        counts = counts + (TITLE_WEIGHT - 1) * extra
+        tfidf = TfidfTransformer(sublinear_tf=True, smooth_idf=True, norm=None if PIVOT else "l2")
+        x = tfidf.fit_transform(counts).astype(np.float32).tocsr()
+        if PIVOT:
+            if PIVOT_UNIQUE:
+                lengths = np.diff(x.indptr).astype(np.float32)
+            else:
+                lengths = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
+            pivot = (1 - PIVOT) * lengths.mean() + PIVOT * lengths
+            x = sp.csr_matrix(sp.diags(1 / np.maximum(pivot, 1e-9)) @ x, dtype=np.float32)
+        idf = tfidf.idf_.astype(np.float32)
+    else:
+        vocabulary = np.array([], dtype=object)
+        x = sp.csr_matrix((0, 0), dtype=np.float32)
+        idf = np.zeros(0, np.float32)
+    x.sort_indices()
+    xt = x.T.tocsr()
+    xt.sort_indices()
+
+    venue_names = sorted(set(venues))
+    venue_code = {v: i for i, v in enumerate(venue_names)}
+    arrays = {
+        "xt_data": xt.data,
+        "xt_indices": xt.indices.astype(np.int32),
+        "xt_indptr": xt.indptr.astype(np.int64),
+        "x_data": x.data,
+        "x_indices": x.indices.astype(np.int32),
+        "x_indptr": x.indptr.astype(np.int64),
+        "idf": idf,
+        "rowids": np.asarray(rowids, dtype=np.int64),
+        "years": np.asarray(years, dtype=np.int32),
+        "venue_codes": np.asarray([venue_code[v] for v in venues], dtype=np.int32),
+    }
+    blob = "\n".join(vocabulary).encode()
+    lengths = np.fromiter(
+        (len(t.encode()) for t in vocabulary), dtype=np.int64, count=len(vocabulary)
+    )
+    offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+    np.cumsum(lengths + 1, out=offsets[1:])
+    arrays["vocab_offsets"] = offsets
+
+    directory = Path(directory)
+    tmp = directory.with_name(f"{directory.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name, array in arrays.items():
+        np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
+    (tmp / "vocab.bin").write_bytes(blob + b"\n")
+    meta = {
+        "format": FORMAT_VERSION,
+        "corpus_version": version,
+        "documents": n,
+        "terms": len(vocabulary),
+        "venues": venue_names,
+        "title_weight": TITLE_WEIGHT,
+        "built_at": time.time(),
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta))
+    # Swap in the new index; readers holding the old files keep their mmaps until they reload.
+    old = directory.with_name(f"{directory.name}.old-{os.getpid()}")
+    if directory.exists():
+        directory.rename(old)
+    tmp.rename(directory)
+    shutil.rmtree(old, ignore_errors=True)
+    return BuildStats(documents=n, terms=len(vocabulary), seconds=time.perf_counter() - started)
+
+
+@contextmanager
+def build_lock(directory: Path):
+    """One builder at a time across processes (the web app, the scheduler, the CLI)."""
+    lock_path = Path(f"{directory}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class Vocabulary:
+    """Sorted terms in one mmapped blob; ``id_of`` is a binary search (no dict to load)."""
+
+    def __init__(self, blob: mmap.mmap | bytes, offsets: np.ndarray):
+        self._blob = blob
+        self._offsets = offsets.tolist() if len(offsets) < 5_000_000 else offsets
+        self.size = len(offsets) - 1
+        self._cache: dict[str, int] = {}
+
+    def term(self, term_id: int) -> str:
+        start, end = self._offsets[term_id], self._offsets[term_id + 1] - 1
+        return self._blob[start:end].decode()
+
+    def _key(self, term_id: int) -> bytes:
+        return self._blob[self._offsets[term_id] : self._offsets[term_id + 1] - 1]
+
+    def id_of(self, term: str) -> int:
+        """The term's id, or -1 when no paper contains it."""
+        cached = self._cache.get(term)
+        if cached is not None:
+            return cached
+        key = term.encode()
+        lo, hi = 0, self.size
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._key(mid) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        found = lo if lo < self.size and self._key(lo) == key else -1
+        if len(self._cache) < 100_000:
+            self._cache[term] = found
+        return found
+
+    def with_prefix(self, prefix: str, limit: int = 5000) -> list[str]:
+        """Terms starting with ``prefix`` (for "did you mean" suggestions)."""
+        key = prefix.encode()
+        lo, hi = 0, self.size
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._key(mid) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        out = []
+        while lo < self.size and len(out) < limit:
+            term = self._key(lo)
+            if not term.startswith(key):
+                break
+            out.append(term.decode())
+            lo += 1
+        return out
+
+
+class Index:
+    """An opened index. Read-only and thread-safe: every query allocates its own buffers."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.meta = json.loads((self.directory / "meta.json").read_text())
+        if self.meta.get("format") != FORMAT_VERSION:
+            raise ValueError("index format changed")
+        arrays = {
+            name: np.load(self.directory / f"{name}.npy", mmap_mode="r")
+            for name in (*_ARRAYS, "idf", "rowids", "years", "venue_codes", "vocab_offsets")
+        }
+        self.n_docs = int(self.meta["documents"])
+        self.n_terms = int(self.meta["terms"])
+        self.xt_data, self.xt_indices = arrays["xt_data"], arrays["xt_indices"]
+        self.xt_indptr = arrays["xt_indptr"]
+        self.x_data, self.x_indices = arrays["x_data"], arrays["x_indices"]
+        self.x_indptr = arrays["x_indptr"]
+        self.idf = arrays["idf"]
+        self.rowids = arrays["rowids"]
+        self.years = arrays["years"]
+        self.venue_codes = arrays["venue_codes"]
+        self.venues: list[str] = self.meta["venues"]
+        with open(self.directory / "vocab.bin", "rb") as handle:
+            blob = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if self.n_terms else b""
+        self.vocab = Vocabulary(blob, arrays["vocab_offsets"])
+
+    @classmethod
+    def load(cls, directory: Path) -> Index | None:
+        """The index at ``directory``, or None if there is none (or it is unreadable)."""
+        try:
+            return cls(directory)
+        except (OSError, ValueError, KeyError):
+            return None
+
+    @property
+    def corpus_version(self) -> int:
+        return int(self.meta["corpus_version"])
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def vectorize(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The query's TF-IDF vector (term ids, weights), transformed exactly like the papers."""
+        counts: dict[int, int] = {}
+        for term in terms:
+            tid = self.vocab.id_of(term)
+            if tid >= 0:
+                counts[tid] = counts.get(tid, 0) + 1
+        if not counts:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        ids = np.fromiter(counts, dtype=np.int64, count=len(counts))
+        tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
+        weights = (1.0 + np.log(tf)) * self.idf[ids]
+        weights /= np.linalg.norm(weights)
+        return ids, weights.astype(np.float32)
+
+    def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
+        start, end = self.xt_indptr[term_id], self.xt_indptr[term_id + 1]
+        return self.xt_indices[start:end], self.xt_data[start:end]
+
+    def score(self, term_ids: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Cosine scores of every document, touching only the query terms' posting lists."""
+        scores = np.zeros(self.n_docs, dtype=np.float32)
+        for tid, weight in zip(term_ids.tolist(), weights.tolist(), strict=True):
+            docs, values = self.postings(tid)
+            scores[docs] += weight * values
+        return scores
+
+    def docs_with_all(self, term_ids: Iterable[int]) -> np.ndarray:
+        """Sorted document numbers containing every one of the terms (-1: none can)."""
+        result: np.ndarray | None = None
+        for tid in term_ids:
+            if tid < 0:
+                return np.zeros(0, np.int32)
+            docs = np.asarray(self.postings(tid)[0])
+            result = docs if result is None else np.intersect1d(result, docs, assume_unique=True)
+            if not len(result):
+                break
+        return np.zeros(0, np.int32) if result is None else result
+
+    def doc_vector(self, doc: int) -> tuple[np.ndarray, np.ndarray]:
+        start, end = self.x_indptr[doc], self.x_indptr[doc + 1]
+        return np.asarray(self.x_indices[start:end]), np.asarray(self.x_data[start:end])
+
+    def contributions(
+        self, doc: int, term_ids: np.ndarray, weights: np.ndarray
+    ) -> list[tuple[str, float]]:
+        """Which query terms gave this document its score, largest first."""
+        terms, values = self.doc_vector(doc)
+        out = []
+        for tid, weight in zip(term_ids.tolist(), weights.tolist(), strict=True):
+            pos = int(np.searchsorted(terms, tid))
+            if pos < len(terms) and terms[pos] == tid:
+                out.append((self.vocab.term(tid), float(weight * values[pos])))
+        out.sort(key=lambda item: -item[1])
+        return out
+
+    def doc_of_rowid(self, rowid: int) -> int | None:
+        pos = int(np.searchsorted(self.rowids, rowid))
+        return pos if pos < self.n_docs and int(self.rowids[pos]) == rowid else None
+
+    def docs_of_rowids(self, rowids: Iterable[int]) -> np.ndarray:
+        wanted = np.fromiter(rowids, dtype=np.int64)
+        pos = np.searchsorted(self.rowids, wanted)
+        pos = pos[pos < self.n_docs]
+        return pos[np.isin(np.asarray(self.rowids)[pos], wanted)]
+
+    def matrix_xt(self) -> sp.csr_matrix:
+        """The inverted index as a scipy matrix (batch scoring, e.g. all digest topics at once)."""
+        return sp.csr_matrix(
+            (self.xt_data, self.xt_indices, self.xt_indptr), shape=(self.n_terms, self.n_docs)
+        )
+
+    def matrix_x(self) -> sp.csr_matrix:
+        return sp.csr_matrix(
+            (self.x_data, self.x_indices, self.x_indptr), shape=(self.n_docs, self.n_terms)
+        )

@@ -1,0 +1,45 @@
+"""The one record every corpus format is read into, before it reaches SQLite."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Paper:
+    """A paper as Paperboy stores it.
+
+    ``title_derived`` is True when the source had no title (the seed format) and the
+    title was made up from the abstract; the UI marks such titles so nobody cites them.
+    """
+
+    id: str
+    title: str
+    abstract: str = ""
+    venue: str = ""
+    year: int | None = None
+    authors: list[str] = field(default_factory=list)
+    keywords: list[str] = field(default_factory=list)
+    url: str = ""
+    title_derived: bool = False
+
+    def content_hash(self) -> str:
+        """A digest of everything but the id, so re-ingesting can tell changed from unchanged."""
+        payload = asdict(self)
+        payload.pop("id")
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
+        return hashlib.sha1(blob).hexdigest()
+
+
+@dataclass
+class Rejected:
+    """A record that could not be read, with where it was and why (shown to the user)."""
+
+    path: str
+    location: str  # "line 12" or "record 3"
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}, {self.location}: {self.reason}"

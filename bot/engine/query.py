@@ -1,0 +1,113 @@
+"""The query language, parsed into a plain object the index can run.
+
+    diffusion models "score matching" -survey venue:ICLR year:2023-2025 author:"Jane Doe"
+
+Plain words are ranked by TF-IDF; a quoted phrase must occur; ``-word`` or ``-"a phrase"``
+must not; filters narrow the candidates. Anything the parser cannot use is reported back
+as a ``QueryError`` whose message tells the user what to type instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+MAX_QUERY_CHARS = 500
+FILTERS = ("venue", "year", "author")
+
+# One token: an optional "-", an optional "field:", then a "quoted phrase" or a bare word.
+_TOKEN = re.compile(r'(?P<neg>-)?(?:(?P<field>[A-Za-z]+):)?(?:"(?P<quoted>[^"]*)"?|(?P<bare>\S+))?')
+_YEAR = re.compile(r"^(\d{4})?(?:(-|\.\.)(\d{4})?)?$")
+
+
+class QueryError(ValueError):
+    """The query cannot be run; the message is shown to the user as is."""
+
+
+@dataclass
+class Query:
+    text: str
+    words: list[str] = field(default_factory=list)  # free text, ranked
+    phrases: list[str] = field(default_factory=list)  # must occur
+    excluded: list[str] = field(default_factory=list)  # must not occur (words or phrases)
+    venues: list[str] = field(default_factory=list)  # any of these (case-insensitive)
+    year_from: int | None = None
+    year_to: int | None = None
+    authors: list[str] = field(default_factory=list)  # all of these
+
+    @property
+    def ranked_text(self) -> str:
+        """What is scored: the free words and the phrases (a phrase also counts for rank)."""
+        return " ".join(self.words + self.phrases)
+
+    @property
+    def has_filters(self) -> bool:
+        return bool(self.venues or self.authors or self.year_from or self.year_to)
+
+    def without_filters(self) -> str:
+        parts = list(self.words) + [f'"{p}"' for p in self.phrases]
+        parts += [f'-"{e}"' if " " in e else f"-{e}" for e in self.excluded]
+        return " ".join(parts)
+
+
+def parse_query(text: str) -> Query:
+    text = (text or "").strip()
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"That query is {len(text):,} characters long; please keep it under "
+            f"{MAX_QUERY_CHARS} (a few keywords work best)."
+        )
+    query = Query(text=text)
+    for match in _TOKEN.finditer(text):
+        if not match.group():
+            continue
+        neg, name, quoted, bare = match.group("neg", "field", "quoted", "bare")
+        value = (quoted if quoted is not None else bare or "").strip()
+        if name:
+            key = name.lower()
+            if key not in FILTERS and not value and quoted is None:
+                query.words.append(name)  # "QLASS: Q-guided ..." - a pasted title, not a filter
+                continue
+            if key not in FILTERS:
+                if bare and bare.startswith("//"):  # a URL: search its words, not a filter
+                    query.words.append(f"{name}:{bare}")
+                    continue
+                raise QueryError(
+                    f"I don't know the filter `{name}:`. Filters are `venue:ICLR`, "
+                    f'`year:2025` or `year:2023-2025`, and `author:"Jane Doe"`.'
+                )
+            if neg:
+                raise QueryError(f"`-{name}:` is not supported; use `{name}:` to narrow instead.")
+            if not value:
+                raise QueryError(f"`{name}:` needs a value, like `{_EXAMPLE[key]}`.")
+            _apply_filter(query, key, value)
+        elif neg and value:
+            query.excluded.append(value)
+        elif quoted is not None:
+            if value:
+                query.phrases.append(value)
+        elif value and value != "-":
+            query.words.append(value)
+    return query
+
+
+_EXAMPLE = {"venue": "venue:ICLR", "year": "year:2023-2025", "author": 'author:"Jane Doe"'}
+
+
+def _apply_filter(query: Query, key: str, value: str) -> None:
+    if key == "venue":
+        query.venues.extend(v for v in re.split(r"[,|]", value) if v.strip())
+    elif key == "author":
+        query.authors.append(value)
+    else:
+        match = _YEAR.match(value)
+        if not match or not (match.group(1) or match.group(3)):
+            raise QueryError(
+                f"`year:{value}` is not a year I understand; use `year:2025`, "
+                f"`year:2023-2025`, `year:2023-` or `year:-2020`."
+            )
+        start, dash, end = match.group(1), match.group(2), match.group(3)
+        query.year_from = int(start) if start else None
+        query.year_to = int(end) if end else (None if dash else query.year_from)
+        if query.year_from and query.year_to and query.year_from > query.year_to:
+            query.year_from, query.year_to = query.year_to, query.year_from

@@ -1,0 +1,99 @@
+"""The whole SQLite schema, in one place, as numbered migrations.
+
+A fresh database and an upgraded one end up identical because both are built only by
+running these migrations in order (sqlite-utils records which ones ran in
+``_sqlite_migrations``). Never edit a migration that has shipped; add the next number.
+"""
+
+from __future__ import annotations
+
+from sqlite_utils import Database, Migrations
+
+migrations = Migrations("paperboy")
+
+
+@migrations()
+def m001_papers(db: Database) -> None:
+    """The corpus: one row per paper, ``content_hash`` tells changed from unchanged on re-ingest."""
+    db["papers"].create(
+        {
+            "id": str,
+            "venue": str,
+            "year": int,
+            "title": str,
+            "title_derived": int,  # 1 when the source had no title and we made one up
+            "abstract": str,
+            "authors": str,  # JSON list
+            "keywords": str,  # JSON list
+            "url": str,
+            "content_hash": str,
+            "added_at": str,  # ISO 8601 UTC; digests put papers added since the last one first
+            "updated_at": str,
+        },
+        pk="id",
+        not_null={"id", "title"},
+    )
+    db["papers"].create_index(["added_at"])
+    # corpus_version goes up on every change, so an index built from an older corpus is never served.
+    db["meta"].create({"key": str, "value": str}, pk="key")
+    db["meta"].insert({"key": "corpus_version", "value": "0"})
+
+
+@migrations()
+def m002_subscriptions(db: Database) -> None:
+    """Members, their topics and digest preferences (see digest/)."""
+    db["members"].create(
+        {
+            "user_id": str,
+            "team_id": str,
+            "tz": str,  # IANA name from users.info, e.g. "Europe/Berlin"
+            "tz_checked_at": str,
+            "digest_enabled": int,
+            "digest_time": str,  # "HH:MM" local time
+            "digest_days": str,  # "mon,tue,wed,thu,fri"
+            "digest_channel": str,  # None: DM
+            "created_at": str,
+        },
+        pk="user_id",
+    )
+    db["topics"].create(
+        {"id": int, "user_id": str, "query": str, "normalized": str, "created_at": str},
+        pk="id",
+        foreign_keys=[("user_id", "members", "user_id")],
+    )
+    db["topics"].create_index(["user_id", "normalized"], unique=True)
+
+
+@migrations()
+def m003_digests(db: Database) -> None:
+    """Digest deliveries (claimed -> posted -> sent) and every paper ever sent to each member.
+
+    A digest row is claimed before it is posted, so a crash or a second scheduler never sends
+    the same digest twice; ``sent_papers`` is why the same paper never comes again.
+    """
+    db["digests"].create(
+        {
+            "id": str,  # f"{user_id}:{local date}"; also put in the Slack message metadata
+            "user_id": str,
+            "local_date": str,
+            "status": str,  # claimed | posted | sent | skipped | failed
+            "claimed_by": str,
+            "claimed_at": str,
+            "channel": str,
+            "ts": str,
+            "paper_ids": str,  # JSON list
+            "error": str,
+            "finished_at": str,
+        },
+        pk="id",
+    )
+    db["digests"].create_index(["user_id", "local_date"], unique=True)
+    db["sent_papers"].create(
+        {"user_id": str, "paper_id": str, "digest_id": str, "sent_at": str},
+        pk=("user_id", "paper_id"),
+    )
+
+
+def migrate(db: Database) -> None:
+    """Bring ``db`` up to the latest schema (a no-op when it already is)."""
+    migrations.apply(db)

@@ -1,0 +1,420 @@
+"""The engine: corpus + index + query language, answering lookups with ranked, explained hits.
+
+This is the one object the CLI, the Slack app and the digest use. It knows nothing about
+Slack: results come back as plain data (a snippet is a list of ``(text, matched)`` pieces)
+and each front end renders them its own way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlite_utils import Database
+
+from .corpus import Corpus, UpsertCounts, open_database
+from .formats import CorpusFileError, ReadResult, read_corpus_file
+from .index import BuildStats, Index, build_index, build_lock, index_dir_for
+from .paper import Paper, Rejected
+from .query import Query, QueryError, parse_query
+from .text import analyze, surface_words, words
+
+SNIPPET_WORDS = 40
+WHY_TERMS = 3
+SIMILAR_TERMS = 40  # a paper's strongest terms stand for it in "similar papers"
+
+
+@dataclass
+class Hit:
+    paper: dict[str, Any]
+    score: float
+    snippet: list[tuple[str, bool]] = field(default_factory=list)
+    why: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.paper["id"]
+
+
+@dataclass
+class SearchResult:
+    query: str
+    hits: list[Hit] = field(default_factory=list)
+    total: int = 0
+    offset: int = 0
+    error: str | None = None
+    notices: list[str] = field(default_factory=list)
+    suggestions: list[str] = field(default_factory=list)
+
+    @property
+    def has_more(self) -> bool:
+        return self.offset + len(self.hits) < self.total
+
+
+@dataclass
+class IngestReport:
+    files: list[ReadResult] = field(default_factory=list)
+    file_errors: list[str] = field(default_factory=list)
+    counts: UpsertCounts = field(default_factory=UpsertCounts)
+    index: BuildStats | None = None
+
+    @property
+    def rejected(self) -> list[Rejected]:
+        return [r for f in self.files for r in f.rejected]
+
+    @property
+    def ok(self) -> bool:
+        """False when nothing at all could be read (the CLI's exit status)."""
+        return any(f.papers for f in self.files)
+
+    def summary(self) -> str:
+        c = self.counts
+        return (
+            f"{c.added:,} added, {c.updated:,} updated, {c.unchanged:,} unchanged, "
+            f"{len(self.rejected):,} rejected"
+            + (f", {len(self.file_errors)} file(s) unreadable" if self.file_errors else "")
+        )
+
+
+@dataclass
+class _Ranked:
+    docs: np.ndarray  # document numbers, best first (only the page asked for)
+    scores: np.ndarray
+    total: int
+    term_ids: np.ndarray
+    weights: np.ndarray
+
+
+class Engine:
+    """Open with ``Engine.open(db_path, seed_dir=...)``; safe to share between threads."""
+
+    def __init__(self, db_path: str | Path, seed_dir: str | Path | None = None):
+        self.db_path = Path(db_path)
+        self.seed_dir = Path(seed_dir) if seed_dir else None
+        self.index_dir = index_dir_for(self.db_path)
+        self._local = threading.local()
+        self._index: Index | None = None
+        self._index_lock = threading.Lock()
+        open_database(self.db_path).close()  # create and migrate once, up front
+
+    @classmethod
+    def open(cls, db_path: str | Path, seed_dir: str | Path | None = None) -> Engine:
+        engine = cls(db_path, seed_dir)
+        if engine.seed_dir and engine.corpus.count() == 0:
+            engine.ingest(sorted(p for p in engine.seed_dir.iterdir() if p.is_file()))
+        return engine
+
+    # -- storage ---------------------------------------------------------------------------
+
+    @property
+    def db(self) -> Database:
+        """This thread's connection (sqlite3 connections must stay on their thread)."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = Database(self.db_path)
+            db.execute("PRAGMA busy_timeout = 30000")
+            self._local.db = db
+        return db
+
+    @property
+    def corpus(self) -> Corpus:
+        return Corpus(self.db)
+
+    def ingest(
+        self,
+        paths: Sequence[str | Path],
+        progress: Callable[[list[Paper]], Iterable[Paper]] | None = None,
+    ) -> IngestReport:
+        """Read every file, then write all their papers in one transaction, then re-index.
+
+        Files are read completely before anything is written, so a file that fails half-way
+        leaves the database exactly as it was.
+        """
+        report = IngestReport()
+        papers: list[Paper] = []
+        for path in paths:
+            try:
+                result = read_corpus_file(path)
+            except CorpusFileError as error:
+                report.file_errors.append(str(error))
+                continue
+            report.files.append(result)
+            papers.extend(result.papers)
+        if papers:
+            report.counts = self.corpus.upsert(progress(papers) if progress else papers)
+        if report.counts.changed or self._load_index() is None:
+            report.index = self.rebuild_index()
+        return report
+
+    # -- the index, kept in step with the corpus --------------------------------------------
+
+    def rebuild_index(self) -> BuildStats:
+        with self._index_lock, build_lock(self.index_dir):
+            stats = build_index(self.corpus, self.index_dir)
+            self._index = Index.load(self.index_dir)
+        return stats
+
+    def _load_index(self) -> Index | None:
+        index = Index.load(self.index_dir)
+        if index is not None and index.corpus_version == self.corpus.version:
+            return index
+        return None
+
+    @property
+    def index(self) -> Index:
+        """The index for the corpus as it is now: reloaded or rebuilt when the corpus changed.
+
+        Costs one small SQL query per call; another process's ingest is picked up on the
+        next lookup and a stale index is never served.
+        """
+        version = self.corpus.version
+        index = self._index
+        if index is not None and index.corpus_version == version:
+            return index
+        with self._index_lock:
+            index = self._index
+            if index is None or index.corpus_version != version:
+                index = self._load_index()
+                if index is None:
+                    with build_lock(self.index_dir):
+                        index = self._load_index()  # another process may have just built it
+                        if index is None:
+                            build_index(self.corpus, self.index_dir)
+                            index = Index.load(self.index_dir)
+                self._index = index
+        assert index is not None
+        return index
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def rank(self, query: str, k: int = 10) -> list[tuple[str, float]]:
+        """Ids and scores only: the fast path for batch evaluation and benchmarks."""
+        try:
+            ranked = self._rank(parse_query(query), k, 0)
+        except QueryError:
+            return []
+        ids = self.corpus.ids_for_rowids([int(self.index.rowids[d]) for d in ranked.docs])
+        return list(zip(ids, (float(s) for s in ranked.scores), strict=True))
+
+    def search(
+        self, query: str, limit: int = 5, offset: int = 0, snippets: bool = True
+    ) -> SearchResult:
+        result = SearchResult(query=query, offset=offset)
+        try:
+            parsed = parse_query(query)
+            ranked = self._rank(parsed, limit, offset)
+        except QueryError as error:
+            result.error = str(error)
+            return result
+        result.total = ranked.total
+        result.hits = self._hits(ranked, parsed, snippets)
+        if not result.hits:
+            result.suggestions = self._suggestions(parsed)
+        return result
+
+    def count(self, query: str) -> int:
+        """How many papers a query matches (raises QueryError for an unusable query)."""
+        return self._rank(parse_query(query), 0, 0).total
+
+    def similar(self, paper_id: str, limit: int = 5, offset: int = 0) -> SearchResult:
+        """More like this: the paper's strongest terms, as a query, without the paper itself."""
+        result = SearchResult(query=f"similar:{paper_id}", offset=offset)
+        index = self.index
+        rowid = self.corpus.rowid_of(paper_id)
+        doc = index.doc_of_rowid(rowid) if rowid is not None else None
+        if doc is None:
+            result.error = f"There is no paper with id `{paper_id}` in the corpus."
+            return result
+        terms, values = index.doc_vector(doc)
+        top = np.argsort(-values)[:SIMILAR_TERMS]
+        term_ids, weights = terms[top].astype(np.int64), values[top]
+        weights = weights / np.linalg.norm(weights)
+        scores = index.score(term_ids, weights)
+        scores[doc] = 0.0
+        ranked = self._top(scores, np.flatnonzero(scores), limit, offset, term_ids, weights)
+        result.total = ranked.total
+        result.hits = self._hits(ranked, None, snippets=True)
+        return result
+
+    def paper(self, paper_id: str) -> dict[str, Any] | None:
+        return self.corpus.get(paper_id)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _rank(self, query: Query, limit: int, offset: int) -> _Ranked:
+        index = self.index
+        ranked_terms = analyze(query.ranked_text)
+        term_ids, weights = index.vectorize(ranked_terms)
+        if not ranked_terms and not query.has_filters:
+            if query.words or query.phrases or query.excluded:
+                raise QueryError(
+                    "That query has nothing I can look for: only very common words (like “the” "
+                    "or “of”), symbols or overlong strings. Try a specific term, like "
+                    '`diffusion` or `"graph neural networks"`.'
+                )
+            raise QueryError("Type a few keywords to look for, like `diffusion models`.")
+
+        if ranked_terms:
+            scores = index.score(term_ids, weights)
+            candidates = np.flatnonzero(scores)
+        else:  # filters only: every paper that passes them, newest first
+            scores = index.years.astype(np.float32) / 10_000 + 0.0
+            candidates = np.arange(index.n_docs)
+        for phrase in query.phrases:
+            candidates = np.intersect1d(candidates, self._docs_with_phrase(index, phrase))
+        for excluded in query.excluded:
+            candidates = np.setdiff1d(candidates, self._docs_with_phrase(index, excluded))
+        candidates = self._filter(index, query, candidates)
+        return self._top(scores, candidates, limit, offset, term_ids, weights)
+
+    @staticmethod
+    def _top(scores, candidates, limit, offset, term_ids, weights) -> _Ranked:
+        total = len(candidates)
+        want = min(limit + offset, total)
+        if want <= 0:
+            empty = np.zeros(0, np.int64)
+            return _Ranked(empty, np.zeros(0, np.float32), total, term_ids, weights)
+        cand_scores = scores[candidates]
+        if want < total:
+            part = np.argpartition(-cand_scores, want - 1)[:want]
+        else:
+            part = np.arange(total)
+        # Ties broken by document number so pages never overlap or skip.
+        order = part[np.lexsort((candidates[part], -cand_scores[part]))][offset:want]
+        return _Ranked(candidates[order], cand_scores[order], total, term_ids, weights)
+
+    @staticmethod
+    def _docs_with_phrase(index: Index, phrase: str) -> np.ndarray:
+        """Documents containing the phrase's words next to each other (via its bigrams)."""
+        tokens = words(phrase)
+        if not tokens:
+            return np.arange(index.n_docs)
+        if len(tokens) == 1:
+            terms = tokens
+        else:
+            terms = [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
+        return index.docs_with_all(index.vocab.id_of(t) for t in terms)
+
+    def _filter(self, index: Index, query: Query, candidates: np.ndarray) -> np.ndarray:
+        if query.venues:
+            wanted = {v.lower() for v in query.venues}
+            codes = [i for i, name in enumerate(index.venues) if name.lower() in wanted]
+            if not codes:
+                known = ", ".join(v for v in index.venues if v) or "none"
+                raise QueryError(
+                    f"No papers from venue `{', '.join(query.venues)}` in this corpus. "
+                    f"Venues here: {known}."
+                )
+            candidates = candidates[np.isin(index.venue_codes[candidates], codes)]
+        if query.year_from or query.year_to:
+            years = index.years[candidates]
+            keep = np.ones(len(candidates), dtype=bool)
+            if query.year_from:
+                keep &= years >= query.year_from
+            if query.year_to:
+                keep &= years <= query.year_to
+            candidates = candidates[keep]
+        for author in query.authors:
+            rowids = [
+                r
+                for (r,) in self.db.execute(
+                    "select rowid from papers where authors like ?", [f"%{author.strip()}%"]
+                )
+            ]
+            candidates = np.intersect1d(candidates, index.docs_of_rowids(rowids))
+        return candidates
+
+    def _hits(self, ranked: _Ranked, query: Query | None, snippets: bool) -> list[Hit]:
+        index = self.index
+        rowids = [int(index.rowids[d]) for d in ranked.docs]
+        papers = self.corpus.by_rowids(rowids)
+        marked = set(words(query.ranked_text)) if query else set()
+        hits = []
+        for doc, score, paper in zip(ranked.docs, ranked.scores, papers, strict=True):
+            why = [
+                term for term, _ in index.contributions(int(doc), ranked.term_ids, ranked.weights)
+            ][:WHY_TERMS]
+            terms = marked or {w for t in why for w in t.split()}
+            hits.append(
+                Hit(
+                    paper=paper,
+                    score=float(score),
+                    snippet=make_snippet(paper["abstract"] or paper["title"], terms)
+                    if snippets
+                    else [],
+                    why=why,
+                )
+            )
+        return hits
+
+    def _suggestions(self, query: Query) -> list[str]:
+        out = []
+        if query.has_filters and query.without_filters():
+            try:
+                n = self.count(query.without_filters())
+            except QueryError:
+                n = 0
+            if n:
+                out.append(f"{query.without_filters()}")
+        vocab = self.index.vocab
+        fixed, changed = [], False
+        for word in query.words:
+            tokens = words(word)
+            token = tokens[0] if len(tokens) == 1 else None
+            if token and vocab.id_of(token) < 0 and len(token) > 3:
+                close = difflib.get_close_matches(
+                    token, vocab.with_prefix(token[:2]), n=1, cutoff=0.75
+                )
+                if close:
+                    fixed.append(close[0])
+                    changed = True
+                    continue
+            fixed.append(word)
+        if changed:
+            out.append(" ".join(fixed))
+        if query.phrases and not query.has_filters:
+            out.append(" ".join(query.words + query.phrases))
+        return [s for s in dict.fromkeys(out) if s and s != query.text]
+
+
+def make_snippet(
+    text: str, terms: set[str], max_words: int = SNIPPET_WORDS
+) -> list[tuple[str, bool]]:
+    """The window of ``text`` richest in query terms, as (piece, matched) pairs."""
+    spans = surface_words(text)
+    if not spans:
+        return [(text[:300], False)] if text else []
+    hits = [i for i, (_, _, norm) in enumerate(spans) if norm and norm in terms]
+    start = 0
+    if hits and len(spans) > max_words:
+        best, best_count = 0, -1
+        for first in hits:
+            window_start = max(0, first - 5)
+            distinct = {spans[i][2] for i in hits if window_start <= i < window_start + max_words}
+            if len(distinct) > best_count:
+                best, best_count = window_start, len(distinct)
+        start = best
+    end = min(len(spans), start + max_words)
+    char_start = spans[start][0]
+    char_end = spans[end - 1][1] if end < len(spans) else len(text)
+    pieces: list[tuple[str, bool]] = []
+    if char_start > 0:
+        pieces.append(("…", False))
+    cursor = char_start
+    for i in range(start, end):
+        s, e, norm = spans[i]
+        if norm and norm in terms:
+            if s > cursor:
+                pieces.append((text[cursor:s], False))
+            pieces.append((text[s:e], True))
+            cursor = e
+    if char_end > cursor:
+        pieces.append((text[cursor:char_end], False))
+    if end < len(spans):
+        pieces.append(("…", False))
+    return pieces

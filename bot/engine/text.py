@@ -1,0 +1,107 @@
+"""Text analysis shared by indexing, querying, snippets and "why it matched".
+
+One function turns text into terms for all of them, so a query is always analysed exactly
+like the papers it is matched against. Choices (measured with ``python -m bench.quality``):
+accents stripped, LaTeX markup dropped (``$(L_0,L_1)$-smoothness`` -> ``l0 l1 smoothness``),
+hyphenated words split into their parts (the bigram keeps ``self attention`` together),
+English stop words removed, a light plural folding (``networks`` -> ``network``), and
+unigrams plus bigrams.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+# LaTeX layout commands are noise; the names of symbols (``\\alpha``) are kept as words.
+_LATEX_LAYOUT = {
+    "mathcal",
+    "mathbb",
+    "mathbf",
+    "mathrm",
+    "text",
+    "textbf",
+    "emph",
+    "frac",
+    "left",
+    "right",
+}
+STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) | {"et", "al", "eg", "ie", "vs", "via"} | _LATEX_LAYOUT
+MAX_TERM_CHARS = 32  # longer "words" are URLs, hashes, formula soup: never useful to search
+
+_LATEX = re.compile(r"\\([a-zA-Z]+)|[$\\{}^_~]")
+# Letters that Unicode does not decompose into a base letter plus an accent.
+_UNDECOMPOSABLE = str.maketrans(
+    {"ł": "l", "Ł": "L", "ø": "o", "Ø": "O", "ß": "ss", "æ": "ae", "œ": "oe", "đ": "d", "ı": "i"}
+)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def fold(text: str) -> str:
+    """Lowercase, strip accents and LaTeX markup; keeps word boundaries where they were."""
+    text = _LATEX.sub(lambda m: f" {m.group(1)} " if m.group(1) else "", text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKD", text.translate(_UNDECOMPOSABLE))
+        text = "".join(c for c in text if not unicodedata.combining(c))
+    return text.lower()
+
+
+def normalize_word(word: str) -> str:
+    """Fold plurals so ``network``/``networks``, ``study``/``studies`` meet. Deliberately light:
+    a full stemmer merges too much for technical vocabulary (``policy``/``police``)."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is", "ous")):
+        return word[:-1]
+    return word
+
+
+_TOKEN_NORMS: dict[str, str] = {}
+
+
+def _norm_token(token: str) -> str:
+    """The token's index form, or "" when it is not indexed (cached: the vocabulary is small)."""
+    norm = _TOKEN_NORMS.get(token)
+    if norm is None:
+        keep = 2 <= len(token) <= MAX_TERM_CHARS and token not in STOP_WORDS
+        norm = normalize_word(token) if keep else ""
+        if len(_TOKEN_NORMS) < 2_000_000:
+            _TOKEN_NORMS[token] = norm
+    return norm
+
+
+def words(text: str) -> list[str]:
+    """The normalized content words of ``text``, in order (stop words and 1-char tokens dropped)."""
+    get = _TOKEN_NORMS.get
+    out = []
+    for token in _WORD.findall(fold(text)):
+        norm = get(token)
+        if norm is None:
+            norm = _norm_token(token)
+        if norm:
+            out.append(norm)
+    return out
+
+
+def analyze(text: str) -> list[str]:
+    """Unigrams and bigrams of the content words: the index's and the query's terms."""
+    unigrams = words(text)
+    return unigrams + [f"{a} {b}" for a, b in zip(unigrams, unigrams[1:], strict=False)]
+
+
+def surface_words(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, normalized) for each word of the original text, for marking snippets.
+
+    Works on the original string (not the folded one) so offsets stay valid; a word whose
+    normalized form is a stop word comes back with an empty normalized form.
+    """
+    out = []
+    for match in _WORD.finditer(text):
+        out.append((match.start(), match.end(), _norm_token(fold(match.group()))))
+    return out

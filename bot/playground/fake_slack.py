@@ -1,0 +1,729 @@
+"""A local stand-in for Slack's Web API, for the test-suite and the app's "local playground" mode.
+
+Pointing ``slack_sdk.WebClient(base_url=fake.api_url)`` (and Bolt's ``respond()`` at
+``fake.response_url()``) at a real HTTP server, rather than mocking the client, exercises the
+same code paths as production: form/JSON encoding, retry handlers, error mapping. The fake
+checks Block Kit limits the way Slack does, because those errors otherwise only show up in
+production, and it can be told to fail (rate limits, ``ok: false`` answers, dropped sockets).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit
+from zoneinfo import ZoneInfo
+
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.blocks import Block
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+TEAM_ID, BOT_USER_ID, BOT_ID, APP_ID = "T0PAPERBOY", "UBOT", "BBOT", "APAPERBOY"
+DEFAULT_TZ = "America/Los_Angeles"
+MAX_MESSAGE_BLOCKS, MAX_VIEW_BLOCKS, MAX_TEXT = 50, 100, 40_000
+BLOCK_TYPES = frozenset(
+    {"actions", "call", "context", "divider", "file", "header", "image", "input", "markdown"}
+    | {"rich_text", "section", "table", "video"}
+)
+_JSON_PARAMS = ("blocks", "metadata", "view", "attachments")
+_BOT_AUTHOR = {"user": BOT_USER_ID, "bot_id": BOT_ID, "app_id": APP_ID, "team": TEAM_ID}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request to /api/<method>, recorded before it is answered (failed ones included)."""
+
+    method: str
+    params: dict[str, Any]
+    at: float
+
+
+@dataclass(frozen=True)
+class Response:
+    """One JSON payload POSTed to a response_url, as Bolt's ``respond()`` sends it."""
+
+    token: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One visible change, in order, so the playground page can replay what a user would see."""
+
+    seq: int
+    kind: str  # "message" | "ephemeral" | "response" | "update" | "delete"
+    channel: str | None = None
+    user: str | None = None
+    ts: str | None = None
+    text: str | None = None
+    blocks: list[Any] | None = None
+    replace_original: bool = False
+    delete_original: bool = False
+    response_type: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Failure:
+    method: str
+    times: int
+    status: int = 200
+    error: str = "internal_error"
+    retry_after: int = 1
+    user: str | None = None
+    channel: str | None = None
+    disconnect: bool = False
+
+    def matches(self, method: str, params: dict[str, Any]) -> bool:
+        users = {
+            params.get("user"),
+            params.get("user_id"),
+            *str(params.get("users") or "").split(","),
+        }
+        return (
+            self.method == method
+            and (self.user is None or self.user in users)
+            and (self.channel is None or self.channel == params.get("channel"))
+        )
+
+
+@dataclass
+class _Reply:
+    status: int
+    body: dict[str, Any] | str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _ok(**fields: Any) -> dict[str, Any]:
+    return {"ok": True, **fields}
+
+
+def _error(error: str, **extra: Any) -> dict[str, Any]:
+    return {"ok": False, "error": error, **extra}
+
+
+def _truthy(value: Any) -> bool:
+    """Clients send booleans as JSON true, "true" or "1" depending on the encoding."""
+    return value is True or str(value).lower() in ("1", "true")
+
+
+# --- Block Kit validation ----------------------------------------------------------------------
+
+
+def validate_blocks(blocks: Any, max_blocks: int = MAX_MESSAGE_BLOCKS) -> list[str]:
+    """Return Slack-style errors ("<problem> [json-pointer:/blocks/0/text]"); empty means valid.
+
+    Explicit checks cover the limits a bot can plausibly hit; slack_sdk's model validators then
+    catch the rest (e.g. an image without alt_text). Stricter than Slack in one way: action_ids
+    must be unique in the whole message, not just per block, so element lookups stay unambiguous.
+    """
+    errors: list[str] = []
+    action_ids: set[str] = set()
+    block_ids: set[str] = set()
+
+    def err(path: str, problem: str) -> None:
+        errors.append(f"{problem} [json-pointer:{path}]")
+
+    def text_obj(obj: Any, path: str, max_len: int, plain_only: bool = False) -> None:
+        kinds = ("plain_text",) if plain_only else ("plain_text", "mrkdwn")
+        if not isinstance(obj, dict) or obj.get("type") not in kinds:
+            err(path, f"must be a text object of type {' or '.join(kinds)}")
+        elif not isinstance(obj.get("text"), str) or not obj["text"]:
+            err(f"{path}/text", "must be more than 0 characters")
+        elif len(obj["text"]) > max_len:
+            err(f"{path}/text", f"must be less than {max_len + 1} characters")
+
+    def unique_id(value: Any, seen: set[str], path: str, name: str) -> None:
+        if value is None:
+            return
+        if not isinstance(value, str) or not 0 < len(value) <= 255:
+            err(path, f"{name} must be a string of 1 to 255 characters")
+        elif value in seen:
+            err(path, f"duplicate {name} {value!r}")
+        seen.add(str(value))
+
+    def element(el: Any, path: str) -> None:
+        if not isinstance(el, dict) or not isinstance(el.get("type"), str):
+            err(path, "must be an element object with a type")
+            return
+        unique_id(el.get("action_id"), action_ids, f"{path}/action_id", "action_id")
+        if el["type"] == "button":
+            text_obj(el.get("text"), f"{path}/text", 75, plain_only=True)
+            if len(str(el.get("value", ""))) > 2000:
+                err(f"{path}/value", "must be less than 2001 characters")
+
+    def elements(block: dict[str, Any], path: str, limit: int) -> list[Any]:
+        items = block.get("elements")
+        if isinstance(items, list) and 1 <= len(items) <= limit:
+            return items
+        err(f"{path}/elements", f"must have between 1 and {limit} items")
+        return []
+
+    if not isinstance(blocks, list):
+        return ["must be an array [json-pointer:/blocks]"]
+    if len(blocks) > max_blocks:
+        err("/blocks", f"no more than {max_blocks} items allowed")
+    for i, block in enumerate(blocks):
+        path, before = f"/blocks/{i}", len(errors)
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind not in BLOCK_TYPES:
+            err(f"{path}/type", f"unknown block type {kind!r}")
+            continue
+        unique_id(block.get("block_id"), block_ids, f"{path}/block_id", "block_id")
+        if kind == "section":
+            if "text" not in block and "fields" not in block:
+                err(path, "must have text or fields")
+            if "text" in block:
+                text_obj(block["text"], f"{path}/text", 3000)
+            fields = block.get("fields", [])
+            if not isinstance(fields, list) or len(fields) > 10:
+                err(f"{path}/fields", "no more than 10 items allowed")
+            else:
+                for j, item in enumerate(fields):
+                    text_obj(item, f"{path}/fields/{j}", 2000)
+            if "accessory" in block:
+                element(block["accessory"], f"{path}/accessory")
+        elif kind == "header":
+            text_obj(block.get("text"), f"{path}/text", 150, plain_only=True)
+        elif kind == "actions":
+            for j, el in enumerate(elements(block, path, 25)):
+                element(el, f"{path}/elements/{j}")
+        elif kind == "context":
+            for j, el in enumerate(elements(block, path, 10)):
+                if not (isinstance(el, dict) and el.get("type") == "image"):
+                    text_obj(el, f"{path}/elements/{j}", 3000)
+        elif kind == "input":
+            text_obj(block.get("label"), f"{path}/label", 2000, plain_only=True)
+            element(block.get("element"), f"{path}/element")
+        if len(errors) == before:
+            try:
+                parsed = Block.parse(block)  # None for types this slack_sdk version predates
+                if parsed is not None:
+                    parsed.to_dict()  # runs the validators of the block and its children
+            except (SlackObjectFormationError, AttributeError, KeyError, TypeError) as exc:
+                err(path, str(exc) or "failed to match all allowed schemas")
+    return errors
+
+
+def _check_message(params: dict[str, Any]) -> dict[str, Any] | None:
+    """Slack's error answer for a message's text/blocks/metadata, or None when acceptable."""
+    text, blocks, metadata = params.get("text"), params.get("blocks"), params.get("metadata")
+    if isinstance(blocks, str) and blocks:  # form field that was not valid JSON
+        return _error("invalid_blocks_format")
+    if not text and not blocks and not params.get("attachments"):
+        return _error("no_text")
+    if isinstance(text, str) and len(text) > MAX_TEXT:
+        return _error("msg_too_long")
+    if blocks and (errors := validate_blocks(blocks)):
+        messages = [f"[ERROR] {e}" for e in errors]
+        return _error("invalid_blocks", errors=errors, response_metadata={"messages": messages})
+    if metadata and not (isinstance(metadata, dict) and "event_type" in metadata):
+        return _error("invalid_metadata_format")
+    return None
+
+
+# --- The fake workspace ------------------------------------------------------------------------
+
+
+class FakeSlack:
+    """An in-memory Slack workspace served over HTTP on 127.0.0.1; see the module docstring.
+
+    All state sits behind one re-entrant lock wrapped in a Condition, so the app can post from
+    several threads while a test blocks in :meth:`wait_for` instead of sleeping. Web API
+    methods are the ``_api_<method with dots as underscores>`` methods below.
+    """
+
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        if host not in ("127.0.0.1", "localhost"):
+            raise ValueError("FakeSlack listens on the loopback interface only (127.0.0.1)")
+        self._port, self._clock = port, clock
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._cond = threading.Condition(threading.RLock())
+        self._calls: list[Call] = []
+        self._responses: list[Response] = []
+        self._events: list[Event] = []
+        self._failures: list[_Failure] = []
+        self._channels: dict[str, list[dict[str, Any]]] = {}
+        self._users: dict[str, dict[str, Any]] = {}
+        self._home_views: dict[str, dict[str, Any]] = {}
+        self._response_targets: dict[str, dict[str, str | None]] = {}
+        self._last_micros = 0
+
+    # lifecycle
+
+    def start(self) -> FakeSlack:
+        if self._server is not None:
+            raise RuntimeError("FakeSlack is already running")
+        self._server = _Server(("127.0.0.1", self._port), self)
+        # A short poll interval keeps stop(), and so every test's teardown, fast.
+        poll = {"poll_interval": 0.02}
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs=poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = self._thread = None
+
+    def __enter__(self) -> FakeSlack:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("FakeSlack is not running; call start() first")
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def api_url(self) -> str:
+        """Pass as ``WebClient(base_url=...)``; slack_sdk appends the method name."""
+        return f"{self.base_url}/api/"
+
+    # configuration
+
+    def set_user(
+        self,
+        user_id: str,
+        tz: str = "Europe/Berlin",
+        real_name: str | None = None,
+        deleted: bool = False,
+    ) -> None:
+        ZoneInfo(tz)  # a typo fails here, in the test, not inside a request thread
+        with self._cond:
+            self._users[user_id] = {"tz": tz, "real_name": real_name, "deleted": deleted}
+
+    def fail_next(
+        self,
+        method: str,
+        times: int = 1,
+        *,
+        status: int | None = None,
+        error: str | None = None,
+        retry_after: int = 1,
+        user: str | None = None,
+        channel: str | None = None,
+    ) -> None:
+        """Fail the next ``times`` matching calls to ``method``.
+
+        Without ``error``: HTTP 429 ``ratelimited`` with a Retry-After header. With ``error``:
+        HTTP 200 ``{"ok": false, "error": error}``, as Slack answers most failures. ``user`` and
+        ``channel`` restrict it to calls naming that user (user/user_id/users) or channel.
+        """
+        status = status or (200 if error else 429)
+        error = error or ("ratelimited" if status == 429 else "internal_error")
+        failure = _Failure(method, times, status, error, retry_after, user, channel)
+        with self._cond:
+            self._failures.append(failure)
+
+    def disconnect_next(self, method: str, times: int = 1) -> None:
+        """Close the socket without answering, to exercise connection-error retries."""
+        with self._cond:
+            self._failures.append(_Failure(method, times, disconnect=True))
+
+    def response_url(
+        self, channel: str | None = None, user: str | None = None, message_ts: str | None = None
+    ) -> str:
+        """A fresh response_url. ``channel``/``user`` label the replies in the event feed;
+        ``message_ts`` is the message that ``replace_original``/``delete_original`` act on."""
+        token = uuid.uuid4().hex
+        with self._cond:
+            self._response_targets[token] = {"channel": channel, "user": user, "ts": message_ts}
+        return f"{self.base_url}/respond/{token}"
+
+    # inspection
+
+    @property
+    def calls(self) -> list[Call]:
+        with self._cond:
+            return list(self._calls)
+
+    def calls_to(self, method: str) -> list[Call]:
+        with self._cond:
+            return [c for c in self._calls if c.method == method]
+
+    @property
+    def responses(self) -> list[Response]:
+        with self._cond:
+            return list(self._responses)
+
+    def events_since(self, seq: int = 0) -> list[Event]:
+        with self._cond:
+            return [e for e in self._events if e.seq > seq]
+
+    def messages_in(self, channel: str) -> list[dict[str, Any]]:
+        """The channel's current messages (updates applied, deletions gone), oldest first."""
+        with self._cond:
+            return copy.deepcopy(self._channels.get(channel, []))
+
+    def home_view(self, user_id: str) -> dict[str, Any] | None:
+        """The App Home view last published for ``user_id``."""
+        with self._cond:
+            return copy.deepcopy(self._home_views.get(user_id))
+
+    def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0) -> T:
+        """Block until ``predicate()`` is truthy, re-checking on every recorded call/response."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not (value := predicate()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"condition not met within {timeout}s; {self._describe()}")
+                self._cond.wait(remaining)
+            return value
+
+    def _describe(self) -> str:
+        calls = [
+            f"{c.method}({', '.join(f'{k}={v!r:.40}' for k, v in c.params.items())})"
+            for c in self._calls
+        ]
+        replies = [f"{r.payload!r:.80}" for r in self._responses]
+        return f"{len(calls)} call(s) recorded: {calls[-20:]}; {len(replies)} response(s): {replies[-10:]}"
+
+    # request handling (server threads)
+
+    def _handle_api(
+        self, method: str, token: str | None, params: dict[str, Any] | None
+    ) -> _Reply | None:
+        with self._cond:
+            self._calls.append(Call(method, params or {}, self._clock()))
+            # Waiters wake only when this block releases the lock, i.e. after the state change.
+            self._cond.notify_all()
+            if params is None:
+                return _Reply(200, _error("invalid_json"))
+            if not token:
+                return _Reply(200, _error("not_authed"))
+            if not token.startswith("xoxb-"):
+                return _Reply(200, _error("invalid_auth"))
+            failure = next((f for f in self._failures if f.matches(method, params)), None)
+            if failure is not None:
+                failure.times -= 1
+                if failure.times <= 0:
+                    self._failures.remove(failure)
+                if failure.disconnect:
+                    return None
+                headers = {"Retry-After": str(failure.retry_after)} if failure.status == 429 else {}
+                return _Reply(failure.status, _error(failure.error), headers)
+            handler = getattr(self, "_api_" + method.replace(".", "_"), None)
+            return _Reply(200, handler(params) if handler else _error("unknown_method"))
+
+    def _handle_response(self, token: str, payload: Any) -> _Reply:
+        """Answer a response_url POST the way Slack does: 200 "ok", or 4xx with a bare error."""
+        with self._cond:
+            target = self._response_targets.get(token)
+            if target is None:
+                return _Reply(404, "no_such_url")
+            if not isinstance(payload, dict):
+                return _Reply(400, "invalid_payload")
+            self._responses.append(Response(token, payload))
+            self._cond.notify_all()
+            delete = _truthy(payload.get("delete_original"))
+            replace = _truthy(payload.get("replace_original"))
+            problem = None if delete else _check_message(payload)
+            if problem is not None:
+                return _Reply(400, problem["error"])
+            channel, ts = target["channel"], target["ts"]
+            original = self._find(channel, ts) if delete or replace else None
+            if not ((delete or replace) and ts):
+                ts = self._next_ts()
+            response_type = payload.get("response_type") or "ephemeral"
+            if original is not None and delete:
+                self._channels[str(channel)].remove(original)
+            elif original is not None:  # replace_original on a channel message edits it
+                original.pop("blocks", None)
+                original.update({k: payload[k] for k in ("text", "blocks") if payload.get(k)})
+            elif channel and response_type == "in_channel" and not replace:
+                self._store(channel, self._message(ts, payload))
+            self._emit(
+                "response",
+                channel,
+                {**payload, "ts": ts},
+                user=target["user"],
+                response_type=response_type,
+                replace_original=replace,
+                delete_original=delete,
+            )
+            return _Reply(200, "ok")
+
+    # state helpers (callers hold the lock)
+
+    def _next_ts(self) -> str:
+        micros = max(int(self._clock() * 1_000_000), self._last_micros + 1)
+        self._last_micros = micros
+        return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
+
+    def _emit(self, kind: str, channel: str | None, source: dict[str, Any], **extra: Any) -> None:
+        content = {k: source.get(k) for k in ("ts", "text", "blocks", "metadata")}
+        event = Event(len(self._events) + 1, kind, channel, **copy.deepcopy({**content, **extra}))
+        self._events.append(event)
+
+    def _message(self, ts: str, params: dict[str, Any]) -> dict[str, Any]:
+        message = {"type": "message", **_BOT_AUTHOR, "ts": ts, "text": params.get("text") or ""}
+        message.update({k: params[k] for k in ("blocks", "metadata", "thread_ts") if params.get(k)})
+        return message
+
+    def _store(self, channel: str, message: dict[str, Any]) -> None:
+        self._channels.setdefault(channel, []).append(message)
+
+    def _find(self, channel: Any, ts: Any) -> dict[str, Any] | None:
+        return next((m for m in self._channels.get(str(channel), []) if m["ts"] == ts), None)
+
+    # Web API methods (called with the lock held)
+
+    def _api_auth_test(self, _: dict[str, Any]) -> dict[str, Any]:
+        return _ok(
+            url="https://paperboy.slack.com/",
+            team="Paperboy",
+            user="paperboy",
+            team_id=TEAM_ID,
+            user_id=BOT_USER_ID,
+            bot_id=BOT_ID,
+            is_enterprise_install=False,
+        )
+
+    def _api_chat_postMessage(self, p: dict[str, Any]) -> dict[str, Any]:
+        channel = str(p.get("channel") or "")
+        if not channel:
+            return _error("channel_not_found")
+        if channel[0] in "UW":  # posting to a user id lands in the DM with them, as on Slack
+            channel = "D" + channel
+        if problem := _check_message(p):
+            return problem
+        message = self._message(self._next_ts(), p)
+        self._store(channel, message)
+        self._emit("message", channel, message)
+        return _ok(channel=channel, ts=message["ts"], message=copy.deepcopy(message))
+
+    def _api_chat_postEphemeral(self, p: dict[str, Any]) -> dict[str, Any]:
+        if not p.get("channel") or not p.get("user"):
+            return _error("invalid_arguments")
+        if problem := _check_message(p):
+            return problem
+        ts = self._next_ts()
+        self._emit("ephemeral", p["channel"], {**p, "ts": ts}, user=p["user"])
+        return _ok(message_ts=ts)
+
+    def _api_chat_update(self, p: dict[str, Any]) -> dict[str, Any]:
+        message = self._find(p.get("channel"), p.get("ts"))
+        if message is None:
+            return _error("message_not_found")
+        if problem := _check_message(p):
+            return problem
+        message.update({k: p[k] for k in ("text", "blocks", "metadata") if k in p})
+        message["edited"] = {"user": BOT_USER_ID, "ts": self._next_ts()}
+        self._emit("update", p["channel"], message)
+        return _ok(
+            channel=p["channel"],
+            ts=message["ts"],
+            text=message["text"],
+            message=copy.deepcopy(message),
+        )
+
+    def _api_chat_delete(self, p: dict[str, Any]) -> dict[str, Any]:
+        message = self._find(p.get("channel"), p.get("ts"))
+        if message is None:
+            return _error("message_not_found")
+        self._channels[p["channel"]].remove(message)
+        self._emit("delete", p["channel"], {"ts": message["ts"]})
+        return _ok(channel=p["channel"], ts=message["ts"])
+
+    def _api_chat_getPermalink(self, p: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = p.get("channel"), p.get("message_ts")
+        if self._find(channel, ts) is None:
+            return _error("message_not_found")
+        link = f"https://paperboy.slack.com/archives/{channel}/p{str(ts).replace('.', '')}"
+        return _ok(channel=channel, permalink=link)
+
+    def _api_conversations_open(self, p: dict[str, Any]) -> dict[str, Any]:
+        if p.get("channel"):
+            return _ok(no_op=True, already_open=True, channel={"id": p["channel"]})
+        users = [u for u in str(p.get("users") or "").split(",") if u]
+        if len(users) != 1:  # group DMs are not something Paperboy opens
+            return _error("invalid_arguments")
+        if users[0] == BOT_USER_ID:
+            return _error("cannot_dm_bot")
+        if self._users.get(users[0], {}).get("deleted"):
+            return _error("user_disabled")
+        channel = "D" + users[0]
+        existed = channel in self._channels
+        self._channels.setdefault(channel, [])
+        return _ok(no_op=existed, already_open=existed, channel={"id": channel})
+
+    def _api_conversations_history(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Top-level messages newest first, honouring oldest/latest/inclusive/limit/cursor."""
+        if not p.get("channel"):
+            return _error("channel_not_found")
+        cursor = str(p.get("cursor") or 0)
+        if not cursor.isdigit():
+            return _error("invalid_cursor")
+        oldest, latest = Decimal(str(p.get("oldest") or 0)), Decimal(str(p.get("latest") or "9e12"))
+        inclusive = _truthy(p.get("inclusive"))
+
+        def wanted(m: dict[str, Any]) -> bool:
+            ts = Decimal(m["ts"])
+            in_range = oldest <= ts <= latest if inclusive else oldest < ts < latest
+            return in_range and m.get("thread_ts", m["ts"]) == m["ts"]  # no thread replies
+
+        found = [m for m in reversed(self._channels.get(p["channel"], [])) if wanted(m)]
+        start, limit = int(cursor), int(p.get("limit") or 100)
+        page = copy.deepcopy(found[start : start + limit])
+        if not _truthy(p.get("include_all_metadata")):
+            for m in page:
+                m.pop("metadata", None)
+        more = start + limit < len(found)
+        next_cursor = str(start + limit) if more else ""
+        return _ok(
+            messages=page,
+            has_more=more,
+            pin_count=0,
+            response_metadata={"next_cursor": next_cursor},
+        )
+
+    def _api_users_info(self, p: dict[str, Any]) -> dict[str, Any]:
+        """A user whose tz_offset is computed for the fake's clock, so DST is real."""
+        user_id = str(p.get("user") or "")
+        if not user_id:
+            return _error("user_not_found")
+        info = self._users.get(user_id, {"tz": DEFAULT_TZ, "real_name": None, "deleted": False})
+        name = info["real_name"] or f"User {user_id}"
+        now = datetime.fromtimestamp(self._clock(), ZoneInfo(info["tz"]))
+        offset = now.utcoffset()
+        user = {
+            "id": user_id,
+            "team_id": TEAM_ID,
+            "name": user_id.lower(),
+            "real_name": name,
+            "deleted": info["deleted"],
+            "is_bot": user_id == BOT_USER_ID,
+            "tz": info["tz"],
+            "tz_label": now.tzname(),
+            "tz_offset": int(offset.total_seconds()) if offset else 0,
+            "profile": {"real_name": name, "display_name": name},
+        }
+        return _ok(user=user)
+
+    def _api_views_publish(self, p: dict[str, Any]) -> dict[str, Any]:
+        view, user_id = p.get("view"), p.get("user_id")
+        if not user_id or not isinstance(view, dict) or view.get("type") != "home":
+            return _error("invalid_arguments")
+        if errors := validate_blocks(view.get("blocks", []), MAX_VIEW_BLOCKS):
+            return _error("invalid_blocks", errors=errors)
+        published = {**view, "id": f"V{len(self._home_views) + 1:08d}", "team_id": TEAM_ID}
+        self._home_views[user_id] = published
+        return _ok(view=copy.deepcopy(published))
+
+
+# --- HTTP plumbing -----------------------------------------------------------------------------
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], fake: FakeSlack) -> None:
+        super().__init__(address, _Handler)
+        self.fake = fake
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client hanging up is routine here; anything else is a bug worth a traceback."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            log.exception("FakeSlack failed to answer %s", client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the per-request stderr lines; tests read ``FakeSlack.calls`` instead."""
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def _serve(self) -> None:
+        url = urlsplit(self.path)
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            reply = self._dispatch(url.path, url.query, body)
+        except Exception:  # a bug in the fake: answer like Slack's 500 rather than hang up
+            log.exception("FakeSlack failed on %s", url.path)
+            reply = _Reply(500, _error("fatal_error"))
+        if reply is None:  # injected disconnect: no status line, the socket just closes
+            self.close_connection = True
+            return
+        is_json = isinstance(reply.body, dict)
+        data = (json.dumps(reply.body) if is_json else str(reply.body)).encode()
+        self.send_response(reply.status)
+        self.send_header(
+            "Content-Type", "application/json; charset=utf-8" if is_json else "text/plain"
+        )
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _dispatch(self, path: str, query: str, body: bytes) -> _Reply | None:
+        fake = self.server.fake
+        if path.startswith("/api/"):
+            params = self._params(query, body)
+            auth = self.headers.get("Authorization", "")
+            token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else None
+            if params is not None:
+                token = str(params.pop("token", "")) or token
+            return fake._handle_api(path.removeprefix("/api/"), token, params)
+        if path.startswith("/respond/") and self.command == "POST":
+            try:
+                payload = json.loads(body or b"null")
+            except ValueError:
+                payload = None
+            return fake._handle_response(path.removeprefix("/respond/"), payload)
+        return _Reply(404, "not_found")
+
+    def _params(self, query: str, body: bytes) -> dict[str, Any] | None:
+        """Merge query string and form or JSON body, decoding JSON-valued form fields such as
+        ``blocks``. None means the JSON body was unreadable."""
+        params: dict[str, Any] = dict(parse_qsl(query, keep_blank_values=True))
+        if self.headers.get("Content-Type", "").split(";")[0].strip() == "application/json":
+            try:
+                decoded = json.loads(body or b"{}")
+            except ValueError:
+                return None
+            if not isinstance(decoded, dict):
+                return None
+            params.update(decoded)
+        elif body:
+            params.update(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        for key in _JSON_PARAMS:
+            if isinstance(params.get(key), str) and params[key]:
+                with contextlib.suppress(ValueError):  # kept as text: answered invalid_*_format
+                    params[key] = json.loads(params[key])
+        return params

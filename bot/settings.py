@@ -1,0 +1,94 @@
+"""Every setting Paperboy reads, from the environment, in one typed object (12-factor)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SLACK_API_DEFAULT = "https://slack.com/api/"
+#: The seed corpus shipped in the repository's data/ folder (the embedded default).
+SEED_DIR = Path(__file__).resolve().parent.parent / "data"
+
+
+class SettingsError(ValueError):
+    """A missing or contradictory setting; the message is one sentence for the operator."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_path: Path = Path("paperboy.db")
+    seed_dir: Path = SEED_DIR
+    slack_bot_token: str | None = None
+    slack_signing_secret: str | None = None
+    slack_app_token: str | None = None
+    slack_api_url: str = SLACK_API_DEFAULT
+    port: int = 3000
+    host: str = "0.0.0.0"
+    feeds: tuple[str, ...] = field(default_factory=tuple)
+    digest_grace_seconds: int = 6 * 3600
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+
+        def opt(name: str) -> str | None:
+            value = env.get(name, "").strip()
+            return value or None
+
+        port_text = opt("PORT") or "3000"
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise SettingsError(f"PORT must be a number between 1 and 65535, not {port_text!r}.")
+        grace = opt("PAPERBOY_DIGEST_GRACE_SECONDS") or str(6 * 3600)
+        if not grace.isdigit():
+            raise SettingsError(
+                f"PAPERBOY_DIGEST_GRACE_SECONDS must be a whole number of seconds, not {grace!r}."
+            )
+        api_url = opt("SLACK_API_URL") or SLACK_API_DEFAULT
+        if not api_url.startswith(("http://", "https://")):
+            raise SettingsError(f"SLACK_API_URL must be an http(s) URL, not {api_url!r}.")
+        if not api_url.endswith("/"):
+            api_url += "/"
+        feeds = tuple(f.strip() for f in (opt("PAPERBOY_FEEDS") or "").split(",") if f.strip())
+        return cls(
+            db_path=Path(opt("PAPERBOY_DB") or "paperboy.db"),
+            seed_dir=Path(opt("PAPERBOY_SEED_DIR") or SEED_DIR),
+            slack_bot_token=opt("SLACK_BOT_TOKEN"),
+            slack_signing_secret=opt("SLACK_SIGNING_SECRET"),
+            slack_app_token=opt("SLACK_APP_TOKEN"),
+            slack_api_url=api_url,
+            port=int(port_text),
+            host=opt("HOST") or "0.0.0.0",
+            feeds=feeds,
+            digest_grace_seconds=int(grace),
+            log_level=(opt("PAPERBOY_LOG_LEVEL") or "INFO").upper(),
+        )
+
+    @property
+    def has_slack_credentials(self) -> bool:
+        return bool(self.slack_bot_token or self.slack_signing_secret or self.slack_app_token)
+
+    def check_slack(self) -> None:
+        """Refuse a half-configured Slack connection with one sentence naming what is missing."""
+        if not self.has_slack_credentials:
+            return
+        if not self.slack_bot_token:
+            raise SettingsError(
+                "SLACK_BOT_TOKEN is missing: copy the Bot User OAuth Token (xoxb-...) from your "
+                "app's OAuth & Permissions page, or unset the other SLACK_* variables to use the "
+                "local playground."
+            )
+        if not self.slack_bot_token.startswith("xoxb-"):
+            raise SettingsError("SLACK_BOT_TOKEN must be a bot token starting with 'xoxb-'.")
+        if self.slack_app_token:
+            if not self.slack_app_token.startswith("xapp-"):
+                raise SettingsError(
+                    "SLACK_APP_TOKEN must be an app-level token starting with 'xapp-' (Socket Mode)."
+                )
+        elif not self.slack_signing_secret:
+            raise SettingsError(
+                "SLACK_SIGNING_SECRET is missing: copy it from your app's Basic Information page "
+                "(or set SLACK_APP_TOKEN to use Socket Mode instead of HTTP)."
+            )

@@ -1,0 +1,171 @@
+"""The engine end to end on real SQLite files: ingest, index freshness, ranking, query language."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.engine.search import Engine
+from bot.settings import SEED_DIR
+
+
+def write_jsonl(path: Path, papers: list[dict]) -> Path:
+    path.write_text("\n".join(json.dumps(p) for p in papers) + "\n")
+    return path
+
+
+PAPERS = [
+    {
+        "id": "p1",
+        "title": "Denoising Diffusion Models for Protein Design",
+        "abstract": "We design proteins with a denoising diffusion model trained on structures.",
+        "authors": ["Ada Lovelace", "Alan Turing"],
+        "venue": "ICLR",
+        "year": 2024,
+    },
+    {
+        "id": "p2",
+        "title": "Graph Neural Networks Survey",
+        "abstract": "A survey of graph neural networks and message passing for molecules.",
+        "authors": ["Grace Hopper"],
+        "venue": "NeurIPS",
+        "year": 2021,
+    },
+    {
+        "id": "p3",
+        "title": "Scaling Laws for Language Models",
+        "abstract": "We study how language models improve with compute; diffusion is not discussed "
+        "beyond a footnote on graph neural networks.",
+        "authors": ["Alan Turing"],
+        "venue": "ICML",
+        "year": 2025,
+    },
+]
+
+
+@pytest.fixture
+def engine(tmp_path):
+    eng = Engine.open(tmp_path / "t.db")
+    eng.ingest([write_jsonl(tmp_path / "papers.jsonl", PAPERS)])
+    return eng
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    return Engine.open(tmp_path_factory.mktemp("seed") / "seed.db", seed_dir=SEED_DIR)
+
+
+def ids(result):
+    return [h.id for h in result.hits]
+
+
+def test_seed_corpus_fills_a_fresh_database(seeded):
+    assert seeded.corpus.count() == 38
+    assert {h.paper["venue"] for h in seeded.search("learning", limit=50).hits} == {"ICLR", "ICML"}
+
+
+def test_a_paper_whose_title_is_the_query_ranks_first(seeded):
+    for paper in seeded.corpus.table.rows_where():
+        result = seeded.search(paper["title"], limit=3)
+        assert result.hits[0].id == paper["id"], paper["title"]
+
+
+def test_acronyms_and_latex_terms_are_searchable(seeded):
+    assert seeded.search("QLASS").hits[0].paper["title"].startswith("QLASS")
+    top = seeded.search("(L0,L1)-smoothness federated").hits[0]
+    assert "smoothness" in top.paper["abstract"]
+
+
+def test_snippet_marks_matched_terms_and_why_names_them(engine):
+    hit = engine.search("protein diffusion").hits[0]
+    assert hit.id == "p1"
+    marked = {text.lower() for text, matched in hit.snippet if matched}
+    assert {"proteins", "diffusion"} <= marked
+    assert set(hit.why) & {"protein", "diffusion"}
+
+
+def test_phrase_must_occur_and_exclusion_must_not(engine):
+    assert ids(engine.search('"graph neural networks"')) == ["p2", "p3"]
+    assert ids(engine.search('"graph neural networks" -survey')) == ["p3"]
+    assert ids(engine.search('diffusion -"language models"')) == ["p1"]
+
+
+def test_filters(engine):
+    assert ids(engine.search("diffusion venue:iclr")) == ["p1"]
+    assert ids(engine.search("graph year:2024-2025")) == ["p3"]
+    assert ids(engine.search('author:"Alan Turing" diffusion')) == ["p1", "p3"]
+    assert set(ids(engine.search("year:2021-"))) == {"p1", "p2", "p3"}
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["", "   ", "the of and", "🎉🎉", "a" * 400, "x" * 501, "venue:", "foo:bar", "year:soon"],
+)
+def test_awkward_queries_get_a_clear_error(engine, query):
+    result = engine.search(query)
+    assert result.error and not result.hits
+
+
+@pytest.mark.parametrize(
+    "query", ["深度学习", "Схема обучения", "<!channel> diffusion", "QLASS: Q-guided search"]
+)
+def test_odd_but_valid_queries_never_crash(engine, query):
+    result = engine.search(query)
+    assert result.error is None
+
+
+def test_no_results_suggest_dropping_a_filter_or_a_close_term(engine):
+    result = engine.search("protein venue:ICML")
+    assert not result.hits and "protein" in result.suggestions
+    assert "diffusion" in engine.search("difusion").suggestions
+
+
+def test_paging_never_overlaps(engine):
+    first = engine.search("graph neural diffusion", limit=2)
+    second = engine.search("graph neural diffusion", limit=2, offset=2)
+    assert first.total == 3 and first.has_more and not second.has_more
+    assert not set(ids(first)) & set(ids(second))
+
+
+def test_similar_papers_exclude_the_paper_itself(engine):
+    result = engine.similar("p2")
+    assert result.hits and "p2" not in ids(result) and ids(result)[0] == "p3"
+    assert engine.similar("nope").error
+
+
+def test_index_follows_the_corpus_without_a_rebuild_step(engine, tmp_path):
+    assert not engine.search("quantum annealing").hits
+    new = {"id": "p4", "title": "Quantum Annealing for Sampling", "abstract": "Annealing."}
+    # Another process ingests: a second Engine on the same files.
+    other = Engine.open(engine.db_path)
+    other.ingest([write_jsonl(tmp_path / "more.jsonl", [new])])
+    assert ids(engine.search("quantum annealing")) == ["p4"]
+
+
+def test_reingest_is_a_no_op_and_changes_update_in_place(engine, tmp_path):
+    path = write_jsonl(tmp_path / "papers.jsonl", PAPERS)
+    version = engine.corpus.version
+    report = engine.ingest([path])
+    assert (report.counts.added, report.counts.updated, report.counts.unchanged) == (0, 0, 3)
+    assert engine.corpus.version == version
+    changed = [dict(PAPERS[0], title="Diffusion Models for Enzyme Design")] + PAPERS[1:]
+    report = engine.ingest([write_jsonl(path, changed)])
+    assert (report.counts.added, report.counts.updated) == (0, 1)
+    assert engine.corpus.count() == 3
+    assert ids(engine.search("enzyme")) == ["p1"]
+
+
+def test_bad_records_are_reported_and_good_ones_still_go_in(engine, tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_text('{"id": "ok1", "title": "Good Paper", "abstract": "Fine."}\n{not json\n')
+    report = engine.ingest([path])
+    assert report.counts.added == 1
+    assert [r.location for r in report.rejected] == ["line 2"]
+
+
+def test_an_unreadable_file_changes_nothing(engine, tmp_path):
+    path = tmp_path / "blob.bin"
+    path.write_bytes(b"\x00\x01\x02binary")
+    version = engine.corpus.version
+    report = engine.ingest([path])
+    assert not report.ok and report.file_errors and engine.corpus.version == version

@@ -1,0 +1,52 @@
+import pytest
+
+from bot.engine.query import MAX_QUERY_CHARS, QueryError, parse_query
+
+
+def test_words_phrases_exclusions_and_filters():
+    q = parse_query(
+        'diffusion "score matching" -survey -"large language" venue:ICLR year:2023-2025 '
+        'author:"Jane Doe"'
+    )
+    assert q.words == ["diffusion"]
+    assert q.phrases == ["score matching"]
+    assert q.excluded == ["survey", "large language"]
+    assert q.venues == ["ICLR"]
+    assert (q.year_from, q.year_to) == (2023, 2025)
+    assert q.authors == ["Jane Doe"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("year:2025", (2025, 2025)),
+        ("year:2023-", (2023, None)),
+        ("year:-2020", (None, 2020)),
+        ("year:2025-2023", (2023, 2025)),
+    ],
+)
+def test_year_forms(text, expected):
+    q = parse_query(text)
+    assert (q.year_from, q.year_to) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["foo:bar", "venue:", "author: x", "year:last", "-venue:ICLR", "x" * (MAX_QUERY_CHARS + 1)],
+)
+def test_unusable_queries_raise_a_friendly_error(text):
+    with pytest.raises(QueryError) as info:
+        parse_query(text)
+    assert len(str(info.value)) > 20
+
+
+def test_urls_are_words_not_filters():
+    assert parse_query("https://arxiv.org/abs/1234").words == ["https://arxiv.org/abs/1234"]
+
+
+def test_unterminated_quote_is_a_phrase():
+    assert parse_query('"graph neural').phrases == ["graph neural"]
+
+
+def test_a_pasted_title_with_a_colon_is_text_not_a_filter():
+    assert parse_query("QLASS: Q-guided Search").words == ["QLASS", "Q-guided", "Search"]
