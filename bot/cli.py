@@ -91,8 +91,8 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
         click.secho(f"rejected: {item}", fg="yellow", err=True)
     if len(rejected) > 50:
         click.secho(f"... and {len(rejected) - 50:,} more rejected records.", fg="yellow", err=True)
-    for result in report.files:
-        click.echo(f"{result.path}: {result.format}, {len(result.papers):,} papers read", err=True)
+    for result, count in zip(report.files, report.papers_read, strict=True):
+        click.echo(f"{result.path}: {result.format}, {count:,} papers read", err=True)
     if report.index:
         click.echo(
             f"index: {report.index.documents:,} papers, {report.index.terms:,} terms, "

@@ -97,3 +97,10 @@ def m003_digests(db: Database) -> None:
 def migrate(db: Database) -> None:
     """Bring ``db`` up to the latest schema (a no-op when it already is)."""
     migrations.apply(db)
+
+
+@migrations()
+def m004_digest_content(db: Database) -> None:
+    """The digest as claimed (topics, papers, why), so a retry after a crash posts the same one."""
+    db["digests"].add_column("content", str)  # JSON, see digest/selection.py DigestPlan
+    db["digests"].create_index(["status", "claimed_at"])

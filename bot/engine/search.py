@@ -26,7 +26,8 @@ from .text import analyze, surface_words, words
 
 SNIPPET_WORDS = 40
 WHY_TERMS = 3
-SIMILAR_TERMS = 40  # a paper's strongest terms stand for it in "similar papers"
+SIMILAR_TERMS = 40
+PHRASE_CHECK_LIMIT = 2000  # papers whose text is read to confirm a phrase too rare to index  # a paper's strongest terms stand for it in "similar papers"
 
 
 @dataclass
@@ -62,6 +63,7 @@ class IngestReport:
     file_errors: list[str] = field(default_factory=list)
     counts: UpsertCounts = field(default_factory=UpsertCounts)
     index: BuildStats | None = None
+    papers_read: list[int] = field(default_factory=list)  # per file in ``files``
 
     @property
     def rejected(self) -> list[Rejected]:
@@ -70,7 +72,7 @@ class IngestReport:
     @property
     def ok(self) -> bool:
         """False when nothing at all could be read (the CLI's exit status)."""
-        return any(f.papers for f in self.files)
+        return any(self.papers_read)
 
     def summary(self) -> str:
         c = self.counts
@@ -145,8 +147,11 @@ class Engine:
                 continue
             report.files.append(result)
             papers.extend(result.papers)
+            report.papers_read.append(len(result.papers))
+            result.papers = []  # the papers list below is the only copy kept in memory
         if papers:
             report.counts = self.corpus.upsert(progress(papers) if progress else papers)
+        del papers
         if report.counts.changed or self._load_index() is None:
             report.index = self.rebuild_index()
         return report
@@ -288,17 +293,32 @@ class Engine:
         order = part[np.lexsort((candidates[part], -cand_scores[part]))][offset:want]
         return _Ranked(candidates[order], cand_scores[order], total, term_ids, weights)
 
-    @staticmethod
-    def _docs_with_phrase(index: Index, phrase: str) -> np.ndarray:
-        """Documents containing the phrase's words next to each other (via its bigrams)."""
+    def _docs_with_phrase(self, index: Index, phrase: str) -> np.ndarray:
+        """Documents containing the phrase's words next to each other.
+
+        Through the bigrams' posting lists when they are all in the vocabulary; a rare bigram
+        (in one paper only, so not indexed) falls back to checking the text of the papers
+        that contain all the words.
+        """
         tokens = words(phrase)
         if not tokens:
             return np.arange(index.n_docs)
         if len(tokens) == 1:
-            terms = tokens
-        else:
-            terms = [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
-        return index.docs_with_all(index.vocab.id_of(t) for t in terms)
+            return index.docs_with_all([index.vocab.id_of(tokens[0])])
+        bigrams = [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
+        bigram_ids = [index.vocab.id_of(t) for t in bigrams]
+        if min(bigram_ids) >= 0:
+            return index.docs_with_all(bigram_ids)
+        candidates = index.docs_with_all(index.vocab.id_of(t) for t in tokens)[:PHRASE_CHECK_LIMIT]
+        rowids = [int(index.rowids[d]) for d in candidates]
+        wanted = " ".join(tokens)
+        keep = [
+            doc
+            for doc, paper in zip(candidates, self.corpus.by_rowids(rowids), strict=True)
+            if f" {wanted} "
+            in " " + " ".join(words(f"{paper['title']}\n{paper['abstract']}")) + " "
+        ]
+        return np.asarray(keep, dtype=np.int64)
 
     def _filter(self, index: Index, query: Query, candidates: np.ndarray) -> np.ndarray:
         if query.venues:
