@@ -26,7 +26,7 @@ import time
 from array import array
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -69,24 +69,17 @@ class _Field:
     """One text field of every document, as a flat array of unigram ids plus offsets."""
 
     weight: float
-    ids: np.ndarray
-    offsets: np.ndarray
+    ids: array = field(default_factory=lambda: array("i"))
+    offsets: array = field(default_factory=lambda: array("q", [0]))
 
-
-def _tokenize(texts: Iterable[str], vocabulary: dict[str, int], weight: float) -> _Field:
-    ids = array("i")
-    offsets = array("q", [0])
-    get = vocabulary.get
-    for text in texts:
+    def add(self, text: str, vocabulary: dict[str, int]) -> None:
+        get, ids = vocabulary.get, self.ids
         for word in words(text):
             term = get(word)
             if term is None:
                 term = vocabulary[word] = len(vocabulary)
             ids.append(term)
-        offsets.append(len(ids))
-    return _Field(
-        weight, np.frombuffer(ids, dtype=np.int32), np.frombuffer(offsets, dtype=np.int64)
-    )
+        self.offsets.append(len(ids))
 
 
 def count_terms(fields: list[_Field], n_docs: int, unigrams: list[str]):
@@ -99,19 +92,20 @@ def count_terms(fields: list[_Field], n_docs: int, unigrams: list[str]):
     """
     n_uni = len(unigrams)
     docs, cols, vals, bigram_keys, bigram_docs, bigram_vals = [], [], [], [], [], []
-    for field in fields:
-        lengths = np.diff(field.offsets)
+    for text_field in fields:
+        ids = np.frombuffer(text_field.ids, dtype=np.int32)
+        lengths = np.diff(np.frombuffer(text_field.offsets, dtype=np.int64))
         doc_of = np.repeat(np.arange(n_docs, dtype=np.int32), lengths)
         docs.append(doc_of)
-        cols.append(field.ids)
-        vals.append(np.full(len(field.ids), field.weight, dtype=np.float32))
-        if len(field.ids) > 1:
+        cols.append(ids)
+        vals.append(np.full(len(ids), text_field.weight, dtype=np.float32))
+        if len(ids) > 1:
             same_doc = doc_of[1:] == doc_of[:-1]
-            first = field.ids[:-1].astype(np.int64)[same_doc]
-            second = field.ids[1:].astype(np.int64)[same_doc]
+            first = ids[:-1].astype(np.int64)[same_doc]
+            second = ids[1:].astype(np.int64)[same_doc]
             bigram_keys.append(first * n_uni + second)
             bigram_docs.append(doc_of[1:][same_doc])
-            bigram_vals.append(np.full(len(first), field.weight, dtype=np.float32))
+            bigram_vals.append(np.full(len(first), text_field.weight, dtype=np.float32))
     unigram_counts = sp.csr_matrix(
         (np.concatenate(vals), (np.concatenate(docs), np.concatenate(cols))),
         shape=(n_docs, n_uni),
@@ -152,34 +146,26 @@ def count_terms(fields: list[_Field], n_docs: int, unigrams: list[str]):
     return counts, [terms[i] for i in order]
 
 
-def _documents(corpus: Corpus):
-    rowids, titles, keywords, bodies, years, venues = [], [], [], [], [], []
-    for rowid, doc in corpus.iter_documents():
-        rowids.append(rowid)
-        titles.append(doc["title"])
-        keywords.append(" ; ".join(doc["keywords"]))
-        # Authors join the text so that a name typed as plain words still finds the paper.
-        bodies.append(f"{doc['abstract']}\n{' ; '.join(doc['authors'])}")
-        years.append(doc["year"] or 0)
-        venues.append(doc["venue"] or "")
-    return rowids, titles, keywords, bodies, years, venues
-
-
 def build_index(corpus: Corpus, directory: Path, progress=None) -> BuildStats:
     """Fit TF-IDF on the whole corpus and write the index atomically to ``directory``."""
     from sklearn.feature_extraction.text import TfidfTransformer
 
     started = time.perf_counter()
     version = corpus.version
-    rowids, titles, keywords, bodies, years, venues = _documents(corpus)
-    n = len(rowids)
+    rowids, years, venues = array("q"), array("i"), []
     unigram_ids: dict[str, int] = {}
-    fields = [
-        _tokenize(titles, unigram_ids, TITLE_WEIGHT),
-        _tokenize(keywords, unigram_ids, KEYWORD_WEIGHT),
-        _tokenize(bodies, unigram_ids, 1.0),
-    ]
-    del titles, keywords, bodies
+    title, keywords, body = _Field(TITLE_WEIGHT), _Field(KEYWORD_WEIGHT), _Field(1.0)
+    fields = [title, keywords, body]
+    # One pass over the papers, keeping only integer arrays: the texts are never all in memory.
+    for rowid, doc in corpus.iter_documents():
+        rowids.append(rowid)
+        years.append(doc["year"] or 0)
+        venues.append(doc["venue"] or "")
+        title.add(doc["title"], unigram_ids)
+        keywords.add(" ; ".join(doc["keywords"]), unigram_ids)
+        # Authors join the text so that a name typed as plain words still finds the paper.
+        body.add(f"{doc['abstract']}\n{' ; '.join(doc['authors'])}", unigram_ids)
+    n = len(rowids)
     counts, vocabulary = count_terms(fields, n, list(unigram_ids))
     del fields, unigram_ids
     if n and counts.nnz:
