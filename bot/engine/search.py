@@ -239,9 +239,9 @@ class Engine:
         top = np.argsort(-values)[:SIMILAR_TERMS]
         term_ids, weights = terms[top].astype(np.int64), values[top]
         weights = weights / np.linalg.norm(weights)
-        scores = index.score(term_ids, weights)
-        scores[doc] = 0.0
-        ranked = self._top(scores, np.flatnonzero(scores), limit, offset, term_ids, weights)
+        candidates, scores = index.score(term_ids, weights)
+        others = candidates != doc
+        ranked = self._top(candidates[others], scores[others], limit, offset, term_ids, weights)
         result.total = ranked.total
         result.hits = self._hits(ranked, None, snippets=True)
         return result
@@ -265,33 +265,35 @@ class Engine:
             raise QueryError("Type a few keywords to look for, like `diffusion models`.")
 
         if ranked_terms:
-            scores = index.score(term_ids, weights)
-            candidates = np.flatnonzero(scores)
+            candidates, scores = index.score(term_ids, weights)
         else:  # filters only: every paper that passes them, newest first
-            scores = index.years.astype(np.float32) / 10_000 + 0.0
             candidates = np.arange(index.n_docs)
+            scores = np.asarray(index.years, dtype=np.float32) / 10_000
+        keep = np.ones(len(candidates), dtype=bool)
         for phrase in query.phrases:
-            candidates = np.intersect1d(candidates, self._docs_with_phrase(index, phrase))
+            keep &= np.isin(candidates, self._docs_with_phrase(index, phrase))
         for excluded in query.excluded:
-            candidates = np.setdiff1d(candidates, self._docs_with_phrase(index, excluded))
-        candidates = self._filter(index, query, candidates)
-        return self._top(scores, candidates, limit, offset, term_ids, weights)
+            keep &= ~np.isin(candidates, self._docs_with_phrase(index, excluded))
+        keep &= self._filter_mask(index, query, candidates)
+        if not keep.all():
+            candidates, scores = candidates[keep], scores[keep]
+        return self._top(candidates, scores, limit, offset, term_ids, weights)
 
     @staticmethod
-    def _top(scores, candidates, limit, offset, term_ids, weights) -> _Ranked:
+    def _top(candidates, scores, limit, offset, term_ids, weights) -> _Ranked:
+        """The page ``[offset, offset + limit)`` of the candidates, best first."""
         total = len(candidates)
         want = min(limit + offset, total)
         if want <= 0:
             empty = np.zeros(0, np.int64)
             return _Ranked(empty, np.zeros(0, np.float32), total, term_ids, weights)
-        cand_scores = scores[candidates]
         if want < total:
-            part = np.argpartition(-cand_scores, want - 1)[:want]
+            part = np.argpartition(-scores, want - 1)[:want]
         else:
             part = np.arange(total)
         # Ties broken by document number so pages never overlap or skip.
-        order = part[np.lexsort((candidates[part], -cand_scores[part]))][offset:want]
-        return _Ranked(candidates[order], cand_scores[order], total, term_ids, weights)
+        order = part[np.lexsort((candidates[part], -scores[part]))][offset:want]
+        return _Ranked(candidates[order], scores[order], total, term_ids, weights)
 
     def _docs_with_phrase(self, index: Index, phrase: str) -> np.ndarray:
         """Documents containing the phrase's words next to each other.
@@ -320,7 +322,9 @@ class Engine:
         ]
         return np.asarray(keep, dtype=np.int64)
 
-    def _filter(self, index: Index, query: Query, candidates: np.ndarray) -> np.ndarray:
+    def _filter_mask(self, index: Index, query: Query, candidates: np.ndarray) -> np.ndarray:
+        """Which candidates pass the venue, year and author filters."""
+        keep = np.ones(len(candidates), dtype=bool)
         if query.venues:
             wanted = {v.lower() for v in query.venues}
             codes = [i for i, name in enumerate(index.venues) if name.lower() in wanted]
@@ -330,15 +334,13 @@ class Engine:
                     f"No papers from venue `{', '.join(query.venues)}` in this corpus. "
                     f"Venues here: {known}."
                 )
-            candidates = candidates[np.isin(index.venue_codes[candidates], codes)]
+            keep &= np.isin(index.venue_codes[candidates], codes)
         if query.year_from or query.year_to:
             years = index.years[candidates]
-            keep = np.ones(len(candidates), dtype=bool)
             if query.year_from:
                 keep &= years >= query.year_from
             if query.year_to:
                 keep &= years <= query.year_to
-            candidates = candidates[keep]
         for author in query.authors:
             rowids = [
                 r
@@ -346,8 +348,8 @@ class Engine:
                     "select rowid from papers where authors like ?", [f"%{author.strip()}%"]
                 )
             ]
-            candidates = np.intersect1d(candidates, index.docs_of_rowids(rowids))
-        return candidates
+            keep &= np.isin(candidates, index.docs_of_rowids(rowids))
+        return keep
 
     def _hits(self, ranked: _Ranked, query: Query | None, snippets: bool) -> list[Hit]:
         index = self.index
