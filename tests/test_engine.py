@@ -169,3 +169,16 @@ def test_an_unreadable_file_changes_nothing(engine, tmp_path):
     version = engine.corpus.version
     report = engine.ingest([path])
     assert not report.ok and report.file_errors and engine.corpus.version == version
+
+
+def test_top_k_selection_matches_a_full_sort():
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for total, limit, offset in [(10_000, 10, 0), (10_000, 5, 20), (300, 10, 0), (50, 100, 0)]:
+        scores = rng.random(total, dtype=np.float32)
+        scores[:40] = scores[40]  # ties
+        candidates = np.arange(total) * 3
+        ranked = Engine._top(candidates, scores, limit, offset, None, None)
+        expected = sorted(range(total), key=lambda i: (-scores[i], candidates[i]))
+        assert list(ranked.docs) == [candidates[i] for i in expected[offset : offset + limit]]

@@ -51,7 +51,7 @@ class Corpus:
 
     def __init__(self, db: Database):
         self.db = db
-        self.table = db["papers"]
+        self.table = db.table("papers")
 
     @property
     def version(self) -> int:

@@ -125,7 +125,10 @@ class Engine:
 
     @property
     def corpus(self) -> Corpus:
-        return Corpus(self.db)
+        corpus = getattr(self._local, "corpus", None)
+        if corpus is None:
+            corpus = self._local.corpus = Corpus(self.db)
+        return corpus
 
     def ingest(
         self,
@@ -287,8 +290,15 @@ class Engine:
         if want <= 0:
             empty = np.zeros(0, np.int64)
             return _Ranked(empty, np.zeros(0, np.float32), total, term_ids, weights)
-        if want < total:
-            part = np.argpartition(-scores, want - 1)[:want]
+        if total > 64 * want:
+            # The want-th best of every 16th score is a bar that at least `want` papers clear,
+            # so the top `want` are all among the (few) papers at or above it.
+            sample = scores[::16]
+            bar = np.partition(sample, len(sample) - want)[len(sample) - want]
+            above = np.flatnonzero(scores >= bar)
+            part = above[np.argpartition(scores[above], len(above) - want)[len(above) - want :]]
+        elif want < total:
+            part = np.argpartition(scores, total - want)[total - want :]
         else:
             part = np.arange(total)
         # Ties broken by document number so pages never overlap or skip.
