@@ -20,3 +20,11 @@ def test_stop_words_dropped_and_bigrams_added():
         "self attention",
         "attention transformer",
     ]
+
+
+def test_stop_words_are_scikit_learns():
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as SKLEARN
+
+    from bot.engine.text import ENGLISH_STOP_WORDS
+
+    assert ENGLISH_STOP_WORDS == SKLEARN

@@ -10,10 +10,33 @@ unigrams plus bigrams.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import unicodedata
+from pathlib import Path
 
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+def _english_stop_words() -> frozenset[str]:
+    """scikit-learn's English stop-word list, read without importing scikit-learn.
+
+    ``import sklearn`` takes over a second, which a one-query ``paperboy search`` process
+    (and every lookup before the index is warm) would pay for a list of 318 words; the
+    vectorizers are still imported where the index is built.
+    """
+    spec = importlib.util.find_spec("sklearn")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    path = Path(locations[0], "feature_extraction", "_stop_words.py") if locations else None
+    if path and path.is_file():
+        namespace: dict = {}
+        exec(compile(path.read_text(), str(path), "exec"), namespace)
+        if isinstance(namespace.get("ENGLISH_STOP_WORDS"), frozenset):
+            return namespace["ENGLISH_STOP_WORDS"]
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return ENGLISH_STOP_WORDS
+
+
+ENGLISH_STOP_WORDS = _english_stop_words()
 
 # LaTeX layout commands are noise; the names of symbols (``\\alpha``) are kept as words.
 _LATEX_LAYOUT = {
