@@ -196,9 +196,10 @@ def stats(ctx, as_json: bool, db_path) -> None:
 
 @main.command()
 @click.option("--port", type=int, default=None, help="Port to listen on (default: $PORT or 3000).")
+@click.option("--host", default=None, help="Address to bind (default: $HOST; the playground: 127.0.0.1).")
 @db_option
 @click.pass_context
-def serve(ctx, port: int | None, db_path) -> None:
+def serve(ctx, port: int | None, host: str | None, db_path) -> None:
     """Run the Slack app: HTTP at /slack/events, Socket Mode with SLACK_APP_TOKEN, or, with no
     Slack credentials at all, the local playground at http://127.0.0.1:$PORT/."""
     from dataclasses import replace
@@ -209,10 +210,8 @@ def serve(ctx, port: int | None, db_path) -> None:
     settings = replace(context.settings, db_path=context.db_path)
     if port is not None:
         settings = replace(settings, port=port)
-    try:
-        settings.check_slack()
-    except SettingsError as error:
-        raise click.ClickException(str(error)) from None
+    if host:
+        settings = replace(settings, host=host)
     run(settings)
 
 

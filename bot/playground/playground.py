@@ -1,0 +1,285 @@
+"""The local playground: try Paperboy in a browser, with no Slack workspace at all.
+
+``paperboy serve`` without Slack credentials starts a :class:`FakeSlack` on a free loopback
+port and the very same Bolt app as in production (signing secret generated here, Web API
+pointed at the stand-in), and serves a page at ``http://127.0.0.1:$PORT/`` that looks like a
+Slack channel. What the page does goes through the real path:
+
+    page  --POST /playground/command-->  playground  --signed form POST-->  /slack/events (Bolt)
+    Bolt  --respond() / chat.postMessage-->  FakeSlack  --GET /playground/events-->  page
+
+so a slash command is form-encoded and signed exactly as Slack sends it, with a response_url
+from the stand-in, and a button click is a signed ``block_actions`` payload.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+import logging
+import re
+import secrets
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from bot.engine.search import Engine
+from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
+from bot.settings import Settings
+from bot.slack.app import build_app
+from bot.slack.server import HttpServer, make_wsgi_app, plain
+
+log = logging.getLogger(__name__)
+
+USER_ID, USER_NAME = "U0PLAYER", "you"
+CHANNELS = {"C0GENERAL": "general", "C0READING": "reading-group"}
+COMMAND = "/papers"
+MAX_BODY = 64 * 1024
+
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    """Slack's request signature: ``v0=`` HMAC-SHA256 of ``v0:<timestamp>:<body>``."""
+    base = f"v0:{timestamp}:".encode() + body
+    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def slack_escape(text: str) -> str:
+    """The command text as Slack sends it with ``should_escape: true`` (see manifest.yml):
+    ``&``, ``<``, ``>`` as entities, and a channel typed as ``#name`` as ``<#ID|name>``."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    names = {name: channel_id for channel_id, name in CHANNELS.items()}
+
+    def channel_link(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return f"<#{names[name]}|{name}>" if name in names else match.group(0)
+
+    return re.sub(r"(?<![\w&])#([a-z0-9_-]+)", channel_link, text)
+
+
+class Playground:
+    """FakeSlack + the Bolt app + the page, on ``host:port`` (loopback by default)."""
+
+    def __init__(
+        self, settings: Settings, engine: Engine, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        self.fake = FakeSlack().start()
+        self.signing_secret = secrets.token_hex(16)
+        self.settings = dataclasses.replace(
+            settings,
+            slack_bot_token="xoxb-playground-" + secrets.token_hex(8),
+            slack_signing_secret=self.signing_secret,
+            slack_app_token=None,
+            slack_api_url=self.fake.api_url,
+        )
+        self.engine = engine
+        self.executor = ThreadPoolExecutor(8, thread_name_prefix="playground")
+        self.app = build_app(self.settings, engine, executor=self.executor)
+        routes = {
+            "/": self._page,
+            "/playground/command": self._json_post(self.command),
+            "/playground/action": self._json_post(self.action),
+            "/playground/hello": self._json_post(self.hello),
+            "/playground/events": self._events,
+        }
+        wsgi = make_wsgi_app(self.settings, engine, app=self.app, routes=routes)
+        self.server = HttpServer(wsgi, host=host, port=port)
+
+    @property
+    def url(self) -> str:
+        return self.server.url + "/"
+
+    def start(self) -> Playground:
+        self.server.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.server.serve_forever()
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.fake.stop()
+
+    def __enter__(self) -> Playground:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # --- what the page asks for ---------------------------------------------------------------
+
+    def command(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Send ``/papers <text>`` from the page's user in ``channel``, as Slack would."""
+        channel = self._channel(data.get("channel"))
+        text = slack_escape(str(data.get("text") or ""))
+        form = {
+            "token": "playground",
+            "team_id": TEAM_ID,
+            "team_domain": "paperboy",
+            "channel_id": channel,
+            "channel_name": CHANNELS.get(channel, "directmessage"),
+            "user_id": USER_ID,
+            "user_name": USER_NAME,
+            "command": COMMAND,
+            "text": text,
+            "api_app_id": APP_ID,
+            "is_enterprise_install": "false",
+            "response_url": self.fake.response_url(channel=channel, user=USER_ID),
+            "trigger_id": f"{int(time.time())}.playground.{secrets.token_hex(8)}",
+        }
+        return self._forward(urlencode(form).encode())
+
+    def action(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Click a button: a signed ``block_actions`` payload about the message it sits on."""
+        channel = self._channel(data.get("channel"))
+        message_ts = str(data.get("message_ts") or "")
+        ephemeral = bool(data.get("ephemeral"))
+        action = {
+            "type": "button",
+            "action_id": str(data.get("action_id") or ""),
+            "block_id": str(data.get("block_id") or ""),
+            "text": {"type": "plain_text", "text": str(data.get("label") or "button")},
+            "value": str(data.get("value") or ""),
+            "action_ts": f"{time.time():.6f}",
+        }
+        payload: dict[str, Any] = {
+            "type": "block_actions",
+            "user": {"id": USER_ID, "username": USER_NAME, "name": USER_NAME, "team_id": TEAM_ID},
+            "api_app_id": APP_ID,
+            "token": "playground",
+            "container": {
+                "type": "message",
+                "message_ts": message_ts,
+                "channel_id": channel,
+                "is_ephemeral": ephemeral,
+            },
+            "trigger_id": f"{int(time.time())}.playground.{secrets.token_hex(8)}",
+            "team": {"id": TEAM_ID, "domain": "paperboy"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "channel": {"id": channel, "name": CHANNELS.get(channel, "directmessage")},
+            "state": {"values": {}},
+            "response_url": self.fake.response_url(
+                channel=channel, user=USER_ID, message_ts=message_ts or None
+            ),
+            "actions": [action],
+        }
+        if not ephemeral:  # Slack includes the message itself, except for ephemeral ones
+            stored = [m for m in self.fake.messages_in(channel) if m["ts"] == message_ts]
+            if stored:
+                payload["message"] = stored[0]
+        return self._forward(urlencode({"payload": json.dumps(payload)}).encode())
+
+    def hello(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The page says hello with the browser's time zone, which becomes the user's tz."""
+        tz = str(data.get("tz") or "")
+        if tz:
+            try:
+                self.fake.set_user(USER_ID, tz=tz, real_name="You")
+            except Exception:  # an odd browser time zone name: keep the stand-in's default
+                log.info("ignoring the browser's time zone %r", tz)
+        return {
+            "user": USER_ID,
+            "channels": CHANNELS,
+            "dm": "D" + USER_ID,
+            "seq": self._last_seq(),
+        }
+
+    def _last_seq(self) -> int:
+        events = self.fake.events_since(0)
+        return events[-1].seq if events else 0
+
+    # --- plumbing -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _channel(value: Any) -> str:
+        channel = str(value or "")
+        if channel in CHANNELS or channel == "D" + USER_ID:
+            return channel
+        return next(iter(CHANNELS))
+
+    def _forward(self, body: bytes) -> dict[str, Any]:
+        """POST to our own /slack/events, signed with the signing secret, like Slack does."""
+        timestamp = str(int(time.time()))
+        request = urllib.request.Request(
+            self.server.url + "/slack/events",
+            data=body,
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "X-Slack-Request-Timestamp": timestamp,
+                "X-Slack-Signature": signature(self.signing_secret, timestamp, body),
+                "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots) [paperboy playground]",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                status, text = answer.status, answer.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as error:
+            status, text = error.code, error.read().decode("utf-8", "replace")
+        # A body in the ack would be shown by Slack too; Paperboy acks empty and responds later.
+        return {"status": status, "ok": status == 200, "body": text[:2000]}
+
+    def _page(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        page = resources.files("bot.playground").joinpath("page.html").read_bytes()
+        return plain(start_response, "200 OK", page, "text/html; charset=utf-8")
+
+    def _events(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        query = parse_qs(environ.get("QUERY_STRING") or "")
+        since = query.get("since", ["0"])[0]
+        seq = int(since) if since.isdigit() else 0
+        events = [e.to_dict() for e in self.fake.events_since(seq)]
+        return plain(start_response, "200 OK", json.dumps({"events": events}), "application/json")
+
+    @staticmethod
+    def _json_post(
+        handler: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> Callable[..., Iterable[bytes]]:
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if environ.get("REQUEST_METHOD") != "POST":
+                return plain(start_response, "405 Method Not Allowed", "POST only")
+            # Only the page itself may drive the playground (no cross-site form posts).
+            if "application/json" not in (environ.get("CONTENT_TYPE") or ""):
+                return plain(start_response, "415 Unsupported Media Type", "JSON only")
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            if length > MAX_BODY:
+                return plain(start_response, "413 Payload Too Large", "too large")
+            try:
+                data = json.loads(environ["wsgi.input"].read(length) or b"{}")
+            except ValueError:
+                return plain(start_response, "400 Bad Request", "invalid JSON")
+            if not isinstance(data, dict):
+                return plain(start_response, "400 Bad Request", "expected a JSON object")
+            body = json.dumps(handler(data))
+            return plain(start_response, "200 OK", body, "application/json")
+
+        return app
+
+
+def run(settings: Settings, engine: Engine) -> None:
+    """``paperboy serve`` with no Slack credentials: the playground, until Ctrl-C."""
+    # Loopback unless HOST names an address on purpose: the playground has no login.
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "", "::") else settings.host
+    playground = Playground(settings, engine, host=host, port=settings.port)
+    print(
+        "No Slack credentials set, so Paperboy runs as a local playground:\n"
+        f"    open {playground.url} and type /papers diffusion models\n"
+        "To connect a real workspace, create the app from manifest.yml and set "
+        "SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN for Socket Mode).",
+        file=sys.stderr,
+    )
+    try:
+        playground.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        playground.stop()

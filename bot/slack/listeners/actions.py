@@ -1,0 +1,118 @@
+"""The buttons on results: "More results"/"Previous" and the suggestions (another page, in
+place), "Similar papers" (a new list, only for the clicker) and "Share to channel" (the paper,
+posted visibly, naming who shared it).
+
+The state a click needs travels in the button's ``value`` (see ``render.encode_value``), so
+nothing is stored between a lookup and a click.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from slack_sdk.errors import SlackApiError
+
+from bot.slack import render
+from bot.slack.listeners import reply
+
+if TYPE_CHECKING:
+    from slack_bolt import Ack, App
+    from slack_sdk import WebClient
+
+    from bot.slack.app import Services
+
+log = logging.getLogger(__name__)
+
+PAGE_ACTIONS = re.compile(
+    rf"^(?:{render.ACTION_MORE}|{render.ACTION_PREVIOUS}|{render.ACTION_SUGGEST}:\d+)$"
+)
+SIMILAR_ACTIONS = re.compile(rf"^{render.ACTION_SIMILAR}:\d+$")
+SHARE_ACTIONS = re.compile(rf"^{render.ACTION_SHARE}:\d+$")
+# chat.postMessage errors that mean "the bot may not post there", where posting through the
+# response_url (as the clicking user's action) still works: private channels, DMs, group DMs.
+CANNOT_POST = frozenset({"not_in_channel", "channel_not_found", "restricted_action"})
+EPHEMERAL = {"response_type": "ephemeral", "replace_original": False}
+
+
+def register(app: App, services: Services) -> None:
+    @app.action(PAGE_ACTIONS)
+    def page(ack: Ack, action: dict[str, Any], respond: Callable[..., Any]) -> None:
+        ack()
+        services.later(respond, show_page, action, respond, services)
+
+    @app.action(SIMILAR_ACTIONS)
+    def similar(ack: Ack, action: dict[str, Any], respond: Callable[..., Any]) -> None:
+        ack()
+        services.later(respond, show_similar, action, respond, services)
+
+    @app.action(SHARE_ACTIONS)
+    def share(
+        ack: Ack,
+        action: dict[str, Any],
+        body: dict[str, Any],
+        respond: Callable[..., Any],
+        client: WebClient,
+    ) -> None:
+        ack()
+        services.later(respond, share_paper, action, body, respond, client, services)
+
+
+def show_page(action: dict[str, Any], respond: Callable[..., Any], services: Services) -> None:
+    data = render.decode_value(action.get("value"))
+    query, offset = data.get("q"), data.get("o", 0)
+    if not isinstance(query, str) or not isinstance(offset, int) or offset < 0:
+        reply(
+            respond,
+            render.error_message("That button has expired; please search again."),
+            **EPHEMERAL,
+        )
+        return
+    result = services.engine.search(query, limit=render.PAGE_SIZE, offset=offset)
+    reply(respond, render.search_message(result, query=query), replace_original=True)
+
+
+def show_similar(action: dict[str, Any], respond: Callable[..., Any], services: Services) -> None:
+    paper_id = str(action.get("value") or "")
+    result = services.engine.similar(paper_id, limit=render.PAGE_SIZE)
+    paper = services.engine.paper(paper_id)
+    reply(respond, render.similar_message(result, paper=paper), **EPHEMERAL)
+
+
+def share_paper(
+    action: dict[str, Any],
+    body: dict[str, Any],
+    respond: Callable[..., Any],
+    client: WebClient,
+    services: Services,
+) -> None:
+    paper_id = str(action.get("value") or "")
+    paper = services.engine.paper(paper_id)
+    if paper is None:
+        message = f"That paper (`{paper_id}`) is no longer in the corpus, so it cannot be shared."
+        reply(respond, render.error_message(message), **EPHEMERAL)
+        return
+    user_id = (body.get("user") or {}).get("id") or ""
+    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
+        "channel_id"
+    )
+    message = render.shared_message(paper, user_id=user_id)
+    if not channel:
+        reply(respond, message, response_type="in_channel", replace_original=False)
+        return
+    try:
+        client.chat_postMessage(channel=channel, unfurl_links=False, unfurl_media=False, **message)
+    except SlackApiError as error:
+        code = error.response.get("error") if error.response is not None else None
+        if code not in CANNOT_POST:
+            log.error("chat.postMessage to %s failed: %s", channel, code)
+            text = (
+                f"Sorry, Slack would not let me share that here ({code}). Please try again later."
+            )
+            reply(respond, render.error_message(text), **EPHEMERAL)
+            return
+        # The bot is not a member here (a private channel or a DM): the response_url can
+        # still post visibly in the conversation the button was clicked in.
+        reply(respond, message, response_type="in_channel", replace_original=False)

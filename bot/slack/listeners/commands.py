@@ -1,0 +1,69 @@
+"""``/papers``: look papers up, show help, or hand topic and digest subcommands over.
+
+The listener acknowledges at once (Slack allows 3 seconds, whatever the corpus size) and
+answers through ``respond()`` (the command's response_url) from the work pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from bot.slack import render
+from bot.slack.listeners import load_subscriptions, reply
+
+if TYPE_CHECKING:
+    from slack_bolt import Ack, App
+    from slack_sdk import WebClient
+
+    from bot.slack.app import Services
+
+log = logging.getLogger(__name__)
+
+COMMAND = "/papers"
+HELP_WORDS = frozenset({"help", "?", "-h", "--help", "usage"})
+# Handled by the subscriptions listener; "topics" only on its own, so that
+# "/papers topics in RL" stays a lookup.
+SUBSCRIPTION_WORDS = frozenset({"subscribe", "unsubscribe", "digest"})
+SUBSCRIPTION_ALONE = frozenset({"topics"})
+
+NOT_AVAILABLE = (
+    "Topic subscriptions and daily digests are not available yet in this Paperboy; "
+    "lookups work: try `/papers diffusion models`."
+)
+
+
+def register(app: App, services: Services) -> None:
+    @app.command(COMMAND)
+    def papers(
+        ack: Ack, command: dict[str, Any], respond: Callable[..., Any], client: WebClient
+    ) -> None:
+        ack()
+        services.later(respond, answer, command, respond, client, services)
+
+
+def answer(
+    command: dict[str, Any], respond: Callable[..., Any], client: WebClient, services: Services
+) -> None:
+    """Everything ``/papers`` can mean, decided by its first word.
+
+    Subcommands go to ``subscriptions.handle(command, args, respond, client, services)`` with
+    ``args`` the whole (unescaped) text after ``/papers``, subcommand included, e.g.
+    ``"digest time 08:30"``.
+    """
+    # Slack sends the text with &, < and > escaped; the engine wants what the user typed.
+    text = render.unescape(command.get("text") or "").strip()
+    words = text.split(maxsplit=1)
+    word, alone = (words[0].lower() if words else ""), len(words) < 2
+    if not text or (word in HELP_WORDS and alone):
+        reply(respond, render.help_message(), response_type="ephemeral")
+    elif word in SUBSCRIPTION_WORDS or (word in SUBSCRIPTION_ALONE and alone):
+        subscriptions = load_subscriptions()
+        if subscriptions is None:
+            reply(respond, render.error_message(NOT_AVAILABLE), response_type="ephemeral")
+            return
+        subscriptions.handle(command, text, respond, client, services)
+    else:
+        result = services.engine.search(text, limit=render.PAGE_SIZE)
+        reply(respond, render.search_message(result, query=text), response_type="ephemeral")

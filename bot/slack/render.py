@@ -1,0 +1,432 @@
+"""Engine results as Slack Block Kit messages: the one place that knows Slack's markup and limits.
+
+Everything a paper or a query brings in is escaped (``&``, ``<``, ``>``), so no paper or query
+can ping ``@channel``, mention someone or disguise a link, and every message stays inside
+Slack's limits (blocks per message, characters per section, button label and value, ...),
+cutting long titles, author lists and abstracts at a word boundary with "…".
+
+Messages are plain dicts ``{"text": ..., "blocks": [...]}`` that ``respond()``,
+``chat.postMessage`` and ``chat.postEphemeral`` all accept; ``text`` is always set (it is what
+notifications and screen readers show).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+
+from bot.engine.search import Hit, SearchResult
+
+# Slack's limits (https://docs.slack.dev/reference/block-kit/blocks).
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+MAX_BUTTON_LABEL = 75
+MAX_HEADER = 150
+MAX_BUTTON_VALUE = 2000
+MAX_CONTEXT_ELEMENTS = 10
+MAX_FALLBACK_TEXT = 3000  # Slack truncates far later (40k); a notification needs far less
+
+PAGE_SIZE = 5
+SHOWN_AUTHORS = 3
+# Budgets inside one result's section (escaped characters); the snippet gets the rest.
+TITLE_CHARS = 300
+META_CHARS = 300
+QUERY_SHOWN_CHARS = 200
+MAX_URL_CHARS = 1000
+
+# Action ids: one per button in a message, so a listener can tell which result was clicked.
+ACTION_MORE = "more"
+ACTION_PREVIOUS = "previous"
+ACTION_SIMILAR = "similar"  # similar:<n>
+ACTION_SHARE = "share"  # share:<n>
+ACTION_SUGGEST = "suggest"  # suggest:<n>
+
+_SPACES = re.compile(r"\s+")
+_BROADCAST = re.compile(r"@(channel|here|everyone)\b", re.IGNORECASE)
+
+
+# --- text -------------------------------------------------------------------------------------
+
+
+def escape(text: str) -> str:
+    """Make text inert in mrkdwn: ``<!channel>``, ``<@U1>`` and ``<url|label>`` become plain
+    text, and a bare ``@channel``/``@here``/``@everyone`` gets an invisible word joiner after
+    the ``@`` so no client or setting can turn it into a broadcast."""
+    text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _BROADCAST.sub("@\u2060\\1", text)
+
+
+def unescape(text: str) -> str:
+    """Undo Slack's escaping of ``&``, ``<``, ``>`` in text it sends (slash command text)."""
+    return str(text).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def clip(text: str, limit: int, ellipsis: str = "…") -> str:
+    """``text`` cut to at most ``limit`` characters, at a word boundary when there is one."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    if limit <= len(ellipsis):
+        return text[:limit]
+    cut = text[: limit - len(ellipsis)]
+    space = cut.rfind(" ")
+    if space >= len(cut) // 2:  # a boundary that keeps at least half of what fits
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-–—(") + ellipsis
+
+
+def clip_escaped(text: str, limit: int) -> str:
+    """Escape ``text`` and cut it so the *escaped* form fits in ``limit`` characters.
+
+    Cutting after escaping could split ``&amp;`` in half, so the raw text is cut (shorter
+    each round by how much the escaped form overflowed) and escaped again.
+    """
+    raw = one_line(text)
+    budget = limit
+    escaped = escape(clip(raw, budget))
+    while len(escaped) > limit and budget > 0:
+        budget -= len(escaped) - limit
+        escaped = escape(clip(raw, max(budget, 0)))
+    return escaped
+
+
+def one_line(text: str) -> str:
+    return _SPACES.sub(" ", str(text or "")).strip()
+
+
+def link(url: str, label: str) -> str:
+    """``<url|label>`` for http(s) URLs (anything else is not linked), label escaped.
+
+    ``|`` and ``>`` would end the URL part early, so they (and spaces, ``<``) are
+    percent-encoded; ``&`` is escaped as Slack itself stores it.
+    """
+    url = (url or "").strip()
+    if not re.match(r"^https?://[^\s]+$", url, re.IGNORECASE) or len(url) > MAX_URL_CHARS:
+        return label
+    safe = quote(url, safe="/:?#[]@!$&'()*+,;=%~.-_")
+    return f"<{safe.replace('&', '&amp;')}|{label}>"
+
+
+def short_authors(authors: Sequence[str], limit: int = SHOWN_AUTHORS) -> str:
+    """``"A, B, C et al."`` (names cut at 60 characters each)."""
+    names = [clip(one_line(a), 60) for a in authors if a and str(a).strip()]
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + " et al."
+
+
+def snippet_mrkdwn(pieces: Iterable[tuple[str, bool]], limit: int) -> str:
+    """The snippet with matched terms in *bold*, every piece escaped, at most ``limit`` chars."""
+    out: list[str] = []
+    used = 0
+    for text, matched in pieces:
+        text = _SPACES.sub(" ", text)
+        if not text:
+            continue
+        piece = f"*{escape(text.strip())}*" if matched and text.strip() else escape(text)
+        if used + len(piece) > limit - 1:
+            room = limit - used - 1
+            if not matched and room > 20:
+                out.append(clip_escaped(text, room))
+            elif out and not out[-1].endswith("…"):
+                out.append("…")
+            break
+        out.append(piece)
+        used += len(piece)
+    return "".join(out).strip()
+
+
+# --- button values: the state a click carries back ----------------------------------------------
+
+
+def encode_value(data: dict[str, Any]) -> str:
+    """Compact JSON for a button ``value``; a query that would not fit is cut to fit."""
+    value = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    if len(value) <= MAX_BUTTON_VALUE or not isinstance(data.get("q"), str):
+        return value[:MAX_BUTTON_VALUE]
+    query = data["q"]
+    while len(value) > MAX_BUTTON_VALUE and query:
+        query = query[: len(query) - (len(value) - MAX_BUTTON_VALUE) - 1]
+        value = json.dumps({**data, "q": query}, ensure_ascii=False, separators=(",", ":"))
+    return value
+
+
+def decode_value(value: str | None) -> dict[str, Any]:
+    """The dict a button carried; ``{}`` for anything unreadable (old or forged payloads)."""
+    try:
+        data = json.loads(value or "")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _button(label: str, action_id: str, value: str, style: str | None = None) -> ButtonElement:
+    return ButtonElement(
+        text=PlainTextObject(text=clip(label, MAX_BUTTON_LABEL), emoji=True),
+        action_id=action_id,
+        value=value[:MAX_BUTTON_VALUE],
+        style=style,
+    )
+
+
+def mrkdwn(text: str) -> MarkdownTextObject:
+    """A mrkdwn text object; ``text`` must already be escaped (see :func:`escape`)."""
+    # verbatim: Slack must not auto-link URLs or parse mentions in what papers and queries
+    # contain; the links and mentions written here explicitly (<url|title>, <@U1>) still work.
+    return MarkdownTextObject(text=text[:MAX_SECTION_TEXT], verbatim=True)
+
+
+def section(text: str) -> SectionBlock:
+    """A section of escaped mrkdwn (cut at Slack's 3000 characters)."""
+    return SectionBlock(text=mrkdwn(text))
+
+
+def context(*texts: str) -> ContextBlock:
+    """A context line of escaped mrkdwn pieces (at most Slack's 10 elements)."""
+    elements = [mrkdwn(t) for t in texts if t]
+    return ContextBlock(elements=elements[:MAX_CONTEXT_ELEMENTS])
+
+
+def as_message(text: str, blocks: Sequence[Block]) -> dict[str, Any]:
+    """``{"text", "blocks"}`` for respond()/chat.postMessage: fallback text set and cut,
+    at most 50 blocks, each block validated by slack_sdk as it is serialised."""
+    return {
+        "text": clip(text, MAX_FALLBACK_TEXT),
+        "blocks": [b.to_dict() for b in list(blocks)[:MAX_BLOCKS]],
+    }
+
+
+# --- papers -----------------------------------------------------------------------------------
+
+
+def paper_title(paper: dict[str, Any]) -> str:
+    """The title in bold, linked to the paper when it has a URL, derived titles marked."""
+    title = clip_escaped(paper.get("title") or paper.get("id") or "Untitled", TITLE_CHARS)
+    text = f"*{link(paper.get('url') or '', title)}*"
+    if paper.get("title_derived"):
+        text += " _(title derived from abstract)_"
+    return text
+
+
+def paper_meta(paper: dict[str, Any]) -> str:
+    """``ICLR 2025 · A, B, C et al.`` (escaped), or ``""`` when nothing is known."""
+    venue = one_line(f"{paper.get('venue') or ''} {paper.get('year') or ''}")
+    authors = short_authors(paper.get("authors") or [])
+    return clip_escaped(" · ".join(x for x in (venue, authors) if x), META_CHARS)
+
+
+def paper_blocks(hit: Hit, *, index: int, share: bool = True, similar: bool = True) -> list[Block]:
+    """One result: a section (title, venue/year/authors, snippet), a context line (why it
+    matched, score, id) and the buttons. ``index`` numbers the result and makes its action ids
+    (``similar:<index>``, ``share:<index>``) unique in the message: give each result of one
+    message a different index."""
+    paper = hit.paper
+    head = f"{index}. {paper_title(paper)}"
+    meta = paper_meta(paper)
+    lines = [head] + ([meta] if meta else [])
+    used = sum(len(line) + 1 for line in lines)
+    pieces = hit.snippet or ([(paper.get("abstract") or "", False)])
+    snippet = snippet_mrkdwn(pieces, MAX_SECTION_TEXT - used)
+    if snippet:
+        lines.append(snippet)
+    blocks: list[Block] = [section("\n".join(lines))]
+
+    facts = []
+    if hit.why:
+        matched = ", ".join(f"*{clip_escaped(t, 60)}*" for t in hit.why[:5])
+        facts.append(f"matched {matched}")
+    if hit.score:
+        facts.append(f"score {hit.score:.3f}")
+    facts.append(f"id `{clip_escaped(paper.get('id') or '?', 120)}`")
+    blocks.append(context(" · ".join(facts)))
+
+    buttons = []
+    if similar:
+        buttons.append(_button("Similar papers", f"{ACTION_SIMILAR}:{index}", str(paper["id"])))
+    if share:
+        buttons.append(_button("Share to channel", f"{ACTION_SHARE}:{index}", str(paper["id"])))
+    if buttons:
+        blocks.append(ActionsBlock(elements=buttons))
+    return blocks
+
+
+def _hits_blocks(hits: Sequence[Hit], first_index: int, room: int, **flags: bool) -> list[Block]:
+    """Results separated by dividers, as many as fit in ``room`` blocks."""
+    blocks: list[Block] = []
+    for n, hit in enumerate(hits, start=first_index):
+        one = paper_blocks(hit, index=n, **flags)
+        if len(blocks) + len(one) + 1 > room:
+            break
+        blocks.append(DividerBlock())
+        blocks.extend(one)
+    return blocks
+
+
+# --- messages ---------------------------------------------------------------------------------
+
+
+def search_message(result: SearchResult, *, query: str) -> dict[str, Any]:
+    """The answer to ``/papers <query>`` (and to "More"): a page of results with paging buttons,
+    or a friendly explanation with suggestions when there is nothing to show."""
+    shown_query = clip_escaped(query, QUERY_SHOWN_CHARS)
+    if result.error:
+        return error_message(result.error, hint=True)
+    if not result.hits:
+        return _no_results(result, shown_query)
+
+    first = result.offset + 1
+    last = result.offset + len(result.hits)
+    noun = "paper matches" if result.total == 1 else "papers match"
+    summary = f"*{result.total:,}* {noun} “{shown_query}”"
+    if result.total > len(result.hits):
+        summary += f" · showing {first}–{last}"
+    blocks: list[Block] = [section(f":mag: {summary}")]
+    if result.notices:
+        blocks.append(context(*(escape(n) for n in result.notices)))
+
+    nav = []
+    if result.offset > 0:
+        back = max(result.offset - PAGE_SIZE, 0)
+        nav.append(_button("Previous", ACTION_PREVIOUS, encode_value({"q": query, "o": back})))
+    if result.has_more:
+        nav.append(
+            _button("More results", ACTION_MORE, encode_value({"q": query, "o": last}), "primary")
+        )
+    room = MAX_BLOCKS - len(blocks) - (1 if nav else 0)
+    blocks += _hits_blocks(result.hits, first, room)
+    if nav:
+        blocks.append(ActionsBlock(elements=nav))
+    return as_message(f"{result.total:,} {noun} “{shown_query}”", blocks)
+
+
+def _no_results(result: SearchResult, shown_query: str) -> dict[str, Any]:
+    blocks: list[Block] = [section(f":shrug: No papers match “{shown_query}”.")]
+    if result.suggestions:
+        blocks.append(section("Did you mean one of these?"))
+        buttons = [
+            _button(f"Try: {s}", f"{ACTION_SUGGEST}:{n}", encode_value({"q": s, "o": 0}))
+            for n, s in enumerate(result.suggestions[:5], start=1)
+        ]
+        blocks.append(ActionsBlock(elements=buttons))
+    blocks.append(
+        context(
+            "Tips: use fewer or more general words, check the spelling, drop a filter "
+            "(`venue:`, `year:`, `author:`). `/papers help` shows the whole query language."
+        )
+    )
+    text = f"No papers match “{shown_query}”."
+    if result.suggestions:
+        text += " Try: " + "; ".join(escape(s) for s in result.suggestions[:5])
+    return as_message(text, blocks)
+
+
+def similar_message(result: SearchResult, *, paper: dict[str, Any] | None) -> dict[str, Any]:
+    """The answer to "Similar papers": the papers most like ``paper``."""
+    if result.error:
+        return error_message(result.error)
+    title = paper_title(paper) if paper else "this paper"
+    if not result.hits:
+        return as_message(
+            "No similar papers found.", [section(f":shrug: No papers are similar to {title}.")]
+        )
+    blocks: list[Block] = [section(f":books: Papers similar to {title}")]
+    blocks += _hits_blocks(result.hits, 1, MAX_BLOCKS - 1)
+    plain = clip_escaped(paper.get("title") or "", 200) if paper else "this paper"
+    return as_message(f"Papers similar to {plain}", blocks)
+
+
+def shared_message(paper: dict[str, Any], *, user_id: str) -> dict[str, Any]:
+    """A paper posted to a channel by "Share to channel", naming who shared it."""
+    who = f"<@{user_id}>" if re.fullmatch(r"[UW][A-Z0-9]{1,20}", user_id or "") else "Someone"
+    blocks: list[Block] = [context(f":mega: {who} shared a paper")]
+    blocks += paper_blocks(Hit(paper=paper, score=0.0), index=1, share=False, similar=True)
+    title = clip_escaped(paper.get("title") or paper.get("id") or "", 200)
+    return as_message(f"{who} shared a paper: {title}", blocks)
+
+
+def error_message(error: str, *, hint: bool = False) -> dict[str, Any]:
+    """A problem told kindly (the engine's messages say what to type instead)."""
+    text = clip_escaped(error, MAX_SECTION_TEXT - 20)
+    blocks: list[Block] = [section(f":warning: {text}")]
+    if hint:
+        blocks.append(context("Type `/papers help` to see everything Paperboy understands."))
+    return as_message(text, blocks)
+
+
+def apology_message() -> dict[str, Any]:
+    text = (
+        "Sorry, something went wrong on Paperboy's side while answering that. "
+        "Please try again in a moment; if it keeps happening, tell whoever runs Paperboy."
+    )
+    return as_message(text, [section(f":face_with_head_bandage: {text}")])
+
+
+HELP_SECTIONS = (
+    (
+        "*Look papers up* (only you see the results until you share one)\n"
+        "`/papers diffusion models` · keywords, best matches first\n"
+        '`/papers "graph neural networks"` · an exact phrase must occur\n'
+        "`/papers transformers -survey` · leave out papers with a word\n"
+        "`/papers venue:ICLR year:2024-2025 reinforcement learning` · filter by venue and year\n"
+        '`/papers author:"Jane Doe" optimization` · filter by author'
+    ),
+    (
+        "*Subscribe to topics* (new papers come in your daily digest)\n"
+        '`/papers subscribe <topic>` · e.g. `/papers subscribe "diffusion models" venue:ICLR`\n'
+        "`/papers unsubscribe <topic or number>` · stop following a topic\n"
+        "`/papers topics` · list your topics, numbered"
+    ),
+    (
+        "*Daily digest* (a direct message with new papers on your topics)\n"
+        "`/papers digest on` or `/papers digest off`\n"
+        "`/papers digest time 08:30` · when, in your Slack time zone\n"
+        "`/papers digest days mon-fri` · which days\n"
+        "`/papers digest preview` · see what the next digest would hold\n"
+        "`/papers digest now` · send a digest right away\n"
+        "`/papers digest channel #papers` · post your digest in a channel (`channel dm` undoes it)"
+    ),
+)
+
+
+def help_message() -> dict[str, Any]:
+    """``/papers help``: every subcommand with an example."""
+    blocks: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text="Paperboy: research papers in Slack", emoji=True))
+    ]
+    for n, text in enumerate(HELP_SECTIONS):
+        if n:
+            blocks.append(DividerBlock())
+        blocks.append(section(text))
+    blocks.append(
+        context(
+            "Each result has *Similar papers* and *Share to channel* buttons. To look up one "
+            'of the words above, put it in quotes: `/papers "digest"`.'
+        )
+    )
+    text = (
+        "Paperboy help: /papers <keywords> to look papers up; /papers subscribe <topic>, "
+        "/papers unsubscribe <topic or number>, /papers topics; "
+        "/papers digest on|off|time 08:30|days mon-fri|preview|now."
+    )
+    return as_message(text, blocks)
+
+
+def home_view() -> dict[str, Any]:
+    """The App Home tab: the help, so people find their way without typing anything."""
+    message = help_message()
+    return {"type": "home", "blocks": message["blocks"]}

@@ -1,0 +1,296 @@
+"""Drive the real Slack app over HTTP the way Slack does, against the local Slack stand-in.
+
+    harness = SlackHarness(tmp_path)            # FakeSlack + engine (seed corpus) + waitress
+    status, url = harness.slash("diffusion")    # signed form POST to /slack/events
+    reply = harness.reply(url)                  # what the app sent to that response_url
+    status, url = harness.click("more", reply_button_value, message_ts=...)
+
+Requests are built from Slack's documentation (form encoding, ``X-Slack-Signature`` v0
+HMAC-SHA256 over ``v0:<timestamp>:<body>``, ``X-Slack-Request-Timestamp``), independently of
+the playground's own request builder, so the tests check the app against Slack's contract.
+Waiting is done with ``FakeSlack.wait_for``, never with sleeps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+import shutil
+import sqlite3
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from bot.engine.search import Engine
+from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack, validate_blocks
+from bot.settings import SEED_DIR, Settings
+from bot.slack.server import HttpServer, start_background
+
+SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+BOT_TOKEN = "xoxb-test-paperboy"
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    base = b"v0:" + timestamp.encode() + b":" + body
+    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def seeded_engine(db_path: Path, template: Path | None = None) -> Engine:
+    """An engine over ``db_path`` filled from ``data/``; copies ``template`` (a seeded db and
+    its index) when given, which is faster than reading the seed files again."""
+    if template is not None and template.exists():
+        # The backup API, not a file copy: the template's latest writes may sit in its WAL.
+        with (
+            closing(sqlite3.connect(template)) as source,
+            closing(sqlite3.connect(db_path)) as copy,
+        ):
+            source.backup(copy)
+        index = Path(str(template) + ".index")
+        if index.is_dir():
+            shutil.copytree(index, Path(str(db_path) + ".index"))
+        return Engine.open(db_path)
+    return Engine.open(db_path, seed_dir=SEED_DIR)
+
+
+class SlackHarness:
+    """FakeSlack + the Bolt app behind waitress on a free 127.0.0.1 port + a seeded engine."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        engine: Engine | None = None,
+        template_db: Path | None = None,
+        fake: FakeSlack | None = None,
+        secret: str = SIGNING_SECRET,
+        **settings: Any,
+    ) -> None:
+        """``fake``: a FakeSlack to use (e.g. with a test clock; started here if needed).
+        ``settings``: Settings fields to override (e.g. ``digest_grace_seconds=60``)."""
+        self.fake = fake or FakeSlack()
+        try:
+            self.fake.base_url  # noqa: B018 - raises when the fake is not running yet
+        except RuntimeError:
+            self.fake.start()
+        self.secret = secret
+        self.engine = engine or seeded_engine(tmp_path / "paperboy.db", template_db)
+        fields: dict[str, Any] = {
+            "db_path": self.engine.db_path,
+            "slack_bot_token": BOT_TOKEN,
+            "slack_signing_secret": secret,
+            "slack_api_url": self.fake.api_url,
+            "port": 0,
+            "host": "127.0.0.1",
+        }
+        self.settings = Settings(**{**fields, **settings})
+        # The app's pool for work after ack(); shut down in close() so no lookup outlives a test.
+        self.executor = ThreadPoolExecutor(8, thread_name_prefix="harness-work")
+        self.server: HttpServer = start_background(
+            self.settings, self.engine, executor=self.executor
+        )
+        self.url = self.server.url
+
+    def close(self) -> None:
+        self.server.stop()
+        self.executor.shutdown(wait=True)
+        self.fake.stop()
+
+    def __enter__(self) -> SlackHarness:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def with_settings(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self.settings, **changes)
+
+    # --- HTTP as Slack sends it ---------------------------------------------------------------
+
+    def post(
+        self,
+        body: bytes,
+        *,
+        content_type: str = "application/x-www-form-urlencoded",
+        timestamp: int | None = None,
+        secret: str | None = None,
+        signature: str | None = None,
+        path: str = "/slack/events",
+    ) -> tuple[int, str]:
+        ts = str(int(time.time()) if timestamp is None else timestamp)
+        headers = {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": signature or sign(secret or self.secret, ts, body),
+            "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots)",
+        }
+        return self.request(path, body, headers)
+
+    def request(
+        self, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, str]:
+        request = urllib.request.Request(self.url + path, data=body, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def slash(
+        self,
+        text: str,
+        user: str = "U1",
+        channel: str = "C1",
+        *,
+        command: str = "/papers",
+        escape: bool = True,
+        **post_options: Any,
+    ) -> tuple[int, str]:
+        """Send a slash command; returns (HTTP status, the response_url it carried).
+
+        ``text`` is what the user typed; like Slack (``should_escape: true`` in manifest.yml)
+        it is sent with ``&``, ``<``, ``>`` as entities unless ``escape=False``.
+        """
+        response_url = self.fake.response_url(channel=channel, user=user)
+        if escape:
+            text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        form = {
+            "token": "gIkuvaNzQIHg97ATvDxqgjtO",
+            "team_id": TEAM_ID,
+            "team_domain": "paperboy",
+            "channel_id": channel,
+            "channel_name": "general",
+            "user_id": user,
+            "user_name": user.lower(),
+            "command": command,
+            "text": text,
+            "api_app_id": APP_ID,
+            "is_enterprise_install": "false",
+            "response_url": response_url,
+            "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+        }
+        status, _ = self.post(urlencode(form).encode(), **post_options)
+        return status, response_url
+
+    def click(
+        self,
+        action_id: str,
+        value: str,
+        *,
+        user: str = "U1",
+        channel: str = "C1",
+        message_ts: str = "1700000000.000100",
+        ephemeral: bool = True,
+        label: str = "button",
+        **post_options: Any,
+    ) -> tuple[int, str]:
+        """Click a button: a signed ``payload=`` block_actions form; returns (status, response_url)."""
+        response_url = self.fake.response_url(channel=channel, user=user, message_ts=message_ts)
+        payload = {
+            "type": "block_actions",
+            "user": {
+                "id": user,
+                "username": user.lower(),
+                "name": user.lower(),
+                "team_id": TEAM_ID,
+            },
+            "api_app_id": APP_ID,
+            "token": "gIkuvaNzQIHg97ATvDxqgjtO",
+            "container": {
+                "type": "message",
+                "message_ts": message_ts,
+                "channel_id": channel,
+                "is_ephemeral": ephemeral,
+            },
+            "trigger_id": "12466734323.1395872398.0a1b2c3d4e",
+            "team": {"id": TEAM_ID, "domain": "paperboy"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "channel": {"id": channel, "name": "general"},
+            "state": {"values": {}},
+            "response_url": response_url,
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": action_id,
+                    "block_id": "b1",
+                    "text": {"type": "plain_text", "text": label},
+                    "value": value,
+                    "action_ts": f"{time.time():.6f}",
+                }
+            ],
+        }
+        body = urlencode({"payload": json.dumps(payload)}).encode()
+        status, _ = self.post(body, **post_options)
+        return status, response_url
+
+    def event(self, event: dict[str, Any], **post_options: Any) -> tuple[int, str]:
+        """Deliver an Events API callback (JSON), as Slack does."""
+        envelope = {
+            "token": "gIkuvaNzQIHg97ATvDxqgjtO",
+            "team_id": TEAM_ID,
+            "api_app_id": APP_ID,
+            "event": {"event_ts": f"{time.time():.6f}", **event},
+            "type": "event_callback",
+            "event_id": f"Ev{int(time.time() * 1e6)}",
+            "event_time": int(time.time()),
+            "authorizations": [{"team_id": TEAM_ID, "user_id": "UBOT", "is_bot": True}],
+        }
+        body = json.dumps(envelope).encode()
+        return self.post(body, content_type="application/json", **post_options)
+
+    # --- what the app sent back ---------------------------------------------------------------
+
+    def replies(self, response_url: str) -> list[dict[str, Any]]:
+        token = response_url.rsplit("/", 1)[-1]
+        return [r.payload for r in self.fake.responses if r.token == token]
+
+    def reply(self, response_url: str, n: int = 1, timeout: float = 10.0) -> dict[str, Any]:
+        """The ``n``-th payload POSTed to ``response_url`` (waits for it); checked like Slack."""
+        replies = self.fake.wait_for(
+            lambda: len(self.replies(response_url)) >= n and self.replies(response_url), timeout
+        )
+        payload = replies[n - 1]
+        assert_valid(payload)
+        return payload
+
+
+def assert_valid(message: dict[str, Any]) -> None:
+    """The checks Slack applies to a message: fallback text set, blocks within limits."""
+    assert message.get("text"), f"no fallback text in {message!r:.200}"
+    errors = validate_blocks(message.get("blocks") or [])
+    assert not errors, errors
+
+
+def blocks_text(message: dict[str, Any]) -> str:
+    """All the visible text of a message's blocks, joined (for assertions)."""
+    out: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") in ("mrkdwn", "plain_text") and isinstance(node.get("text"), str):
+                out.append(node["text"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(message.get("blocks") or [])
+    return "\n".join(out)
+
+
+def buttons(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every button in the message by action_id."""
+    found: dict[str, dict[str, Any]] = {}
+    for block in message.get("blocks") or []:
+        for element in block.get("elements", []) + [block.get("accessory") or {}]:
+            if isinstance(element, dict) and element.get("type") == "button":
+                found[element["action_id"]] = element
+    return found

@@ -1,0 +1,113 @@
+"""The playground page in a real (headless) Chromium: type a lookup, see results, page with
+"More results", share a paper, and nothing a query contains can inject HTML."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.playground.playground import Playground
+from bot.settings import Settings
+from tests.slack_harness import seeded_engine
+
+CHROMIUM = os.environ.get("PAPERBOY_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+SCREENSHOT = Path(os.environ.get("PAPERBOY_SCREENSHOT", "/tmp/paperboy-playground.png"))
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason=f"Chromium not found at {CHROMIUM} (apt-get install chromium, or set PAPERBOY_CHROMIUM)",
+)
+
+
+@pytest.fixture
+def playground(tmp_path: Path, seeded_db_template: Path) -> Iterator[Playground]:
+    engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
+    with Playground(Settings(db_path=tmp_path / "pg.db"), engine) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(browser, playground: Playground):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.set_default_timeout(15_000)
+        page.goto(playground.url)
+        yield page
+        assert not errors, errors
+    finally:
+        context.close()
+
+
+def send(page, text: str) -> None:
+    page.fill("#input", text)
+    page.press("#input", "Enter")
+
+
+def test_lookup_more_and_share_in_the_browser(page, playground: Playground) -> None:
+    expected = playground.engine.search("language models", limit=10)
+    page.locator(".banner").filter(has_text="SLACK_BOT_TOKEN").wait_for()
+
+    send(page, "/papers language models")
+    answer = page.locator(".msg.ephemeral", has_text="papers match").first
+    answer.wait_for()
+    assert "showing 1–5" in answer.inner_text()
+    assert answer.locator("b", has_text="models").count() > 0  # matched terms in bold
+    assert answer.locator("button", has_text="Similar papers").count() == 5
+
+    answer.locator("button", has_text="More results").click()
+    page.locator(".msg.ephemeral", has_text="showing 6–10").wait_for()
+    # Replaced in place: still one answer, now the second page.
+    assert page.locator(".msg.ephemeral", has_text="papers match").count() == 1
+    second = expected.hits[5].paper["id"]
+    page.locator(".msg.ephemeral code", has_text=second).wait_for()
+
+    page.screenshot(path=str(SCREENSHOT), full_page=False, animations="disabled")
+
+    page.locator(".msg.ephemeral button", has_text="Share to channel").first.click()
+    shared = page.locator(".msg:not(.ephemeral)", has_text="shared a paper")
+    shared.wait_for()
+    assert "@you shared a paper" in shared.inner_text()
+
+
+def test_queries_cannot_inject_html(page) -> None:
+    send(page, '/papers <img src=x onerror="window.pwned=1"> <!channel> models')
+    page.locator(".msg.ephemeral", has_text="papers match").first.wait_for()
+    assert page.locator("#messages img").count() == 0
+    assert page.evaluate("window.pwned === undefined")
+    assert page.locator(".msg.ephemeral .mention").count() == 0  # <!channel> shown as text
+    assert "<!channel>" in page.locator(".msg.ephemeral").first.inner_text()
+
+
+def test_help_and_unknown_commands(page) -> None:
+    send(page, "/papers help")
+    page.locator(".msg.ephemeral .block.header", has_text="Paperboy").wait_for()
+    send(page, "hello there")
+    page.locator(".msg", has_text="Only the /papers command is wired up here").wait_for()

@@ -1,0 +1,261 @@
+"""Block Kit rendering: Slack's limits hold for any paper or query, and nothing can ping."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from bot.engine.search import Hit, SearchResult
+from bot.playground.fake_slack import validate_blocks
+from bot.slack import render
+from tests.slack_harness import assert_valid, blocks_text, buttons
+
+
+def paper(**fields: Any) -> dict[str, Any]:
+    base = {
+        "id": "iclr2025-abc",
+        "title": "Score-based generative models",
+        "title_derived": False,
+        "abstract": "We study diffusion models for images.",
+        "venue": "ICLR",
+        "year": 2025,
+        "authors": ["Ada Lovelace", "Alan Turing"],
+        "keywords": [],
+        "url": "https://openreview.net/forum?id=abc",
+        "added_at": "2025-01-01T00:00:00+00:00",
+    }
+    return {**base, **fields}
+
+
+def hit(**fields: Any) -> Hit:
+    snippet = fields.pop(
+        "snippet", [("We study ", False), ("diffusion", True), (" models.", False)]
+    )
+    why = fields.pop("why", ["diffusion"])
+    return Hit(paper=paper(**fields), score=0.4321, snippet=snippet, why=why)
+
+
+def result(
+    hits: list[Hit], total: int | None = None, offset: int = 0, **fields: Any
+) -> SearchResult:
+    return SearchResult(
+        query="q", hits=hits, total=len(hits) if total is None else total, offset=offset, **fields
+    )
+
+
+def section_texts(blocks: list[dict[str, Any]]) -> list[str]:
+    return [b["text"]["text"] for b in blocks if b["type"] == "section"]
+
+
+# --- escaping ---------------------------------------------------------------------------------
+
+
+def test_escape_makes_mentions_and_links_inert() -> None:
+    text = render.escape("<!channel> <@U123> <https://evil.example|click> a & b")
+    assert "<" not in text and ">" not in text
+    assert text == ("&lt;!channel&gt; &lt;@U123&gt; &lt;https://evil.example|click&gt; a &amp; b")
+
+
+def test_bare_broadcast_words_cannot_ping() -> None:
+    text = render.escape("ping @channel, @Here and @everyone; not @channels or a@b")
+    assert "@channel," not in text and "@Here" not in text and "@everyone" not in text
+    assert text.replace("\u2060", "") == "ping @channel, @Here and @everyone; not @channels or a@b"
+    message = render.shared_message(paper(title="Hello @here"), user_id="U1")
+    # Slack must not auto-parse mentions or links in paper text: every mrkdwn is verbatim.
+    texts = [b["text"] for b in message["blocks"] if "text" in b]
+    texts += [e for b in message["blocks"] for e in b.get("elements", []) if e["type"] == "mrkdwn"]
+    assert texts and all(t.get("verbatim") is True for t in texts if t["type"] == "mrkdwn")
+    assert "@here" not in json.dumps(message, ensure_ascii=False)
+
+
+def test_title_link_is_escaped_and_url_cannot_end_early() -> None:
+    blocks = [
+        b.to_dict()
+        for b in render.paper_blocks(
+            hit(title="A <b> & <!here> title", url="https://x.org/p?a=1&b=2|x>y"), index=1
+        )
+    ]
+    first = blocks[0]["text"]["text"]
+    assert first.startswith(
+        "1. *<https://x.org/p?a=1&amp;b=2%7Cx%3Ey|A &lt;b&gt; &amp; &lt;!here&gt; title>*"
+    )
+    assert "<!here>" not in json.dumps(blocks)
+
+
+@pytest.mark.parametrize(
+    "url", ["javascript:alert(1)", "<!channel>", "ftp://x.org/a", "", "https://"]
+)
+def test_only_http_urls_become_links(url: str) -> None:
+    text = render.paper_blocks(hit(url=url), index=1)[0].to_dict()["text"]["text"]
+    assert text.startswith("1. *Score-based generative models*")
+    assert "<" not in text
+
+
+def test_snippet_bolds_matched_terms_and_escapes_every_piece() -> None:
+    snippet = [("a <x> ", False), ("<!channel>", True), (" & ", False), ("diffusion", True)]
+    text = render.paper_blocks(hit(snippet=snippet), index=1)[0].to_dict()["text"]["text"]
+    assert text.endswith("a &lt;x&gt; *&lt;!channel&gt;* &amp; *diffusion*")
+
+
+def test_derived_title_is_marked_and_meta_line_is_short() -> None:
+    authors = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Edsger Dijkstra"]
+    text = render.paper_blocks(hit(title_derived=True, authors=authors), index=3)[0].to_dict()
+    lines = text["text"]["text"].split("\n")
+    assert "_(title derived from abstract)_" in lines[0]
+    assert lines[1] == "ICLR 2025 · Ada Lovelace, Alan Turing, Grace Hopper et al."
+
+
+def test_short_authors() -> None:
+    assert render.short_authors(["A", "B", "C"]) == "A, B, C"
+    assert render.short_authors(["A", "B", "C", "D"]) == "A, B, C et al."
+    assert render.short_authors([]) == ""
+
+
+def test_context_says_why_and_score_and_buttons_carry_the_id() -> None:
+    blocks = [b.to_dict() for b in render.paper_blocks(hit(why=["diffusion", "image"]), index=2)]
+    assert blocks[1]["type"] == "context"
+    assert blocks[1]["elements"][0]["text"] == (
+        "matched *diffusion*, *image* · score 0.432 · id `iclr2025-abc`"
+    )
+    found = buttons({"blocks": blocks})
+    assert set(found) == {"similar:2", "share:2"}
+    assert {b["value"] for b in found.values()} == {"iclr2025-abc"}
+    no_share = render.paper_blocks(hit(), index=1, share=False, similar=False)
+    assert [b.type for b in no_share] == ["section", "context"]
+
+
+# --- limits -----------------------------------------------------------------------------------
+
+
+def test_huge_paper_stays_within_slack_limits() -> None:
+    word = "transformers & <attention> "
+    huge = hit(
+        title=word * 400,
+        abstract=word * 5000,
+        snippet=[(word * 100, False), ("attention", True)] * 100,
+        authors=[f"Author Number{i} With A Long Name" * 3 for i in range(500)],
+        venue="V" * 500,
+        why=["w" * 500] * 20,
+        id="x" * 300,
+        url="https://example.org/" + "a" * 5000,
+    )
+    blocks = [b.to_dict() for b in render.paper_blocks(huge, index=1)]
+    assert not validate_blocks(blocks)
+    text = blocks[0]["text"]["text"]
+    assert len(text) <= render.MAX_SECTION_TEXT
+    assert text.endswith("…")
+    assert "&lt;attention&gt;" in text and "<attention>" not in text
+    assert "&am…" not in text  # never cut inside an entity
+    for value in (b["value"] for b in buttons({"blocks": blocks}).values()):
+        assert len(value) <= render.MAX_BUTTON_VALUE
+
+
+def test_abstract_without_snippet_is_cut_at_a_word_boundary() -> None:
+    long = hit(snippet=[], abstract="lorem ipsum " * 1000)
+    text = render.paper_blocks(long, index=1)[0].to_dict()["text"]["text"]
+    assert len(text) <= render.MAX_SECTION_TEXT
+    assert text.endswith("ipsum…") or text.endswith("lorem…")
+
+
+def test_clip() -> None:
+    assert render.clip("short", 10) == "short"
+    assert render.clip("alpha beta gamma delta", 15) == "alpha beta…"
+    assert render.clip("x" * 50, 10) == "x" * 9 + "…"
+    assert len(render.clip("word " * 100, 75)) <= 75
+
+
+def test_search_message_never_exceeds_fifty_blocks_and_ids_are_unique() -> None:
+    hits = [hit(id=f"p{i}") for i in range(30)]
+    message = render.search_message(result(hits, total=100), query="diffusion")
+    assert_valid(message)
+    assert len(message["blocks"]) <= render.MAX_BLOCKS
+    assert "more" in buttons(message)
+
+
+def test_paging_buttons_carry_query_and_offset() -> None:
+    message = render.search_message(
+        result([hit(id=f"p{i}") for i in range(5)], total=20, offset=5), query="diffusion models"
+    )
+    found = buttons(message)
+    assert render.decode_value(found["more"]["value"]) == {"q": "diffusion models", "o": 10}
+    assert render.decode_value(found["previous"]["value"]) == {"q": "diffusion models", "o": 0}
+    assert "showing 6–10" in blocks_text(message)
+    assert set(found) >= {f"similar:{n}" for n in range(6, 11)}
+
+
+def test_button_value_fits_for_any_query() -> None:
+    value = render.encode_value({"q": 'é"\\' * 3000, "o": 5})
+    assert len(value) <= render.MAX_BUTTON_VALUE
+    data = render.decode_value(value)
+    assert data["o"] == 5 and ('é"\\' * 3000).startswith(data["q"])
+    assert render.decode_value("not json") == {} and render.decode_value("[1]") == {}
+
+
+def test_query_is_escaped_and_cut_in_the_summary() -> None:
+    message = render.search_message(result([hit()]), query="<!channel> " + "x" * 3000)
+    assert_valid(message)
+    assert "<!channel>" not in json.dumps(message)
+    assert "&lt;!channel&gt;" in message["text"]
+
+
+def test_no_results_shows_suggestions_as_buttons() -> None:
+    long = "a very long suggestion " * 20
+    message = render.search_message(result([], suggestions=["diffusion", long]), query="difusion")
+    assert_valid(message)
+    found = buttons(message)
+    assert render.decode_value(found["suggest:1"]["value"]) == {"q": "diffusion", "o": 0}
+    assert found["suggest:1"]["text"]["text"] == "Try: diffusion"
+    assert len(found["suggest:2"]["text"]["text"]) <= render.MAX_BUTTON_LABEL
+    assert "No papers match “difusion”" in message["text"]
+
+
+def test_errors_are_shown_kindly_and_escaped() -> None:
+    message = render.search_message(result([], error="No venue `<!channel>` here."), query="x")
+    assert_valid(message)
+    assert ":warning: No venue `&lt;!channel&gt;` here." in blocks_text(message)
+
+
+def test_many_notices_fit_a_context_block() -> None:
+    message = render.search_message(
+        result([hit()], notices=[f"n{i}" for i in range(30)]), query="q"
+    )
+    assert_valid(message)
+
+
+def test_help_lists_every_subcommand() -> None:
+    message = render.help_message()
+    assert_valid(message)
+    text = blocks_text(message)
+    for expected in (
+        "/papers diffusion models",
+        "venue:ICLR",
+        "year:2024-2025",
+        "author:",
+        "/papers subscribe <topic>",
+        "/papers unsubscribe <topic or number>",
+        "/papers topics",
+        "/papers digest on",
+        "/papers digest off",
+        "/papers digest time 08:30",
+        "/papers digest days mon-fri",
+        "/papers digest preview",
+        "/papers digest now",
+    ):
+        assert expected.replace("<", "&lt;").replace(">", "&gt;") in text or expected in text, (
+            expected
+        )
+
+
+def test_shared_and_similar_messages_are_valid() -> None:
+    shared = render.shared_message(paper(), user_id="U123")
+    assert_valid(shared)
+    assert shared["text"].startswith("<@U123> shared a paper")
+    assert "share:1" not in buttons(shared) and "similar:1" in buttons(shared)
+    assert render.shared_message(paper(), user_id="<!channel>")["text"].startswith("Someone")
+    similar = render.similar_message(result([hit(id="p1"), hit(id="p2")]), paper=paper())
+    assert_valid(similar)
+    assert "Papers similar to" in similar["text"]
+    assert_valid(render.similar_message(result([]), paper=None))
+    assert_valid(render.apology_message())

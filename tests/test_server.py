@@ -1,0 +1,276 @@
+"""``paperboy serve``: the HTTP app, its health check, the three modes and the playground's
+own endpoints (the browser test drives the page itself)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.playground.playground import USER_ID, Playground, signature, slack_escape
+from bot.settings import Settings
+from bot.slack import server
+from bot.slack.app import build_app, is_local_api, make_client
+from tests.slack_harness import SlackHarness, blocks_text, seeded_engine, sign
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def post_json(url: str, data: Any, content_type: str = "application/json") -> tuple[int, Any]:
+    request = urllib.request.Request(
+        url, data=json.dumps(data).encode(), headers={"Content-Type": content_type}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_health_check_reports_the_corpus(slack: SlackHarness) -> None:
+    status, body = get(slack.url + "/healthz")
+    assert status == 200
+    assert json.loads(body) == {"ok": True, "papers": 38}
+
+
+def test_unknown_paths_are_404(slack: SlackHarness) -> None:
+    assert get(slack.url + "/nope")[0] == 404
+    assert get(slack.url + "/slack/events")[0] == 404  # Slack only ever POSTs
+
+
+def test_signature_helpers_agree_with_slacks_documented_example() -> None:
+    # From Slack's "Verifying requests from Slack" guide.
+    body = (
+        b"token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&"
+        b"channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&"
+        b"command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands"
+        b"%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121"
+        b".803a0bc887a14d10d2c447fce8b6703c"
+    )
+    expected = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"
+    secret = "8f742231b10e8888abcd99yyyzzz85a5"
+    assert sign(secret, "1531420618", body) == expected
+    assert signature(secret, "1531420618", body) == expected
+
+
+def test_client_waits_out_rate_limits_and_retries_dropped_connections() -> None:
+    from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
+
+    client = make_client(Settings(slack_bot_token="xoxb-1"))
+    kinds = [type(h) for h in client.retry_handlers]
+    assert kinds.count(ConnectionErrorRetryHandler) == 1
+    assert RateLimitErrorRetryHandler in kinds
+    assert client.base_url == "https://slack.com/api/"
+    assert is_local_api("http://127.0.0.1:1234/api/") and not is_local_api("https://slack.com/api/")
+
+
+# --- paperboy serve's modes -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "missing"),
+    [
+        (Settings(slack_bot_token="xoxb-1"), "SLACK_SIGNING_SECRET"),
+        (Settings(slack_signing_secret="s"), "SLACK_BOT_TOKEN"),
+        (Settings(slack_bot_token="not-a-token", slack_signing_secret="s"), "xoxb-"),
+    ],
+)
+def test_half_configured_slack_is_one_sentence_and_exit_2(
+    settings: Settings, missing: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        server.run(settings)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert missing in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_http_mode_serves_bolt_behind_waitress(
+    tmp_path: Path, seeded_db_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def serve_once(self: server.HttpServer) -> None:
+        self.start()
+        try:
+            seen["health"] = get(self.url + "/healthz")
+        finally:
+            self.stop()
+
+    monkeypatch.setattr(server.HttpServer, "serve_forever", serve_once)
+    with SlackHarness(tmp_path, template_db=seeded_db_template) as harness:
+        settings = harness.with_settings(db_path=tmp_path / "serve.db", port=0)
+        seeded_engine(settings.db_path, seeded_db_template)
+        server.run(settings)
+    assert seen["health"][0] == 200
+
+
+def test_socket_mode_is_used_with_an_app_token(
+    tmp_path: Path, seeded_db_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    started: list[SocketModeHandler] = []
+    monkeypatch.setattr(SocketModeHandler, "start", lambda self: started.append(self))
+    seeded_engine(tmp_path / "s.db", seeded_db_template)
+    settings = Settings(
+        db_path=tmp_path / "s.db",
+        slack_bot_token="xoxb-1",
+        slack_app_token="xapp-1",
+        slack_api_url="http://127.0.0.1:9/api/",
+    )
+    server.run(settings)
+    (handler,) = started
+    assert handler.app_token == "xapp-1"
+
+
+def test_no_credentials_starts_the_playground(
+    tmp_path: Path, seeded_db_template: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def serve_once(self: Playground) -> None:
+        self.server.start()
+        seen["host"] = self.server.host
+        seen["page"] = get(self.url)
+        seen["health"] = get(self.url + "healthz")
+        self.server.stop()
+
+    monkeypatch.setattr(Playground, "serve_forever", serve_once)
+    seeded_engine(tmp_path / "p.db", seeded_db_template)
+    server.run(Settings(db_path=tmp_path / "p.db", port=0))
+    assert seen["host"] == "127.0.0.1"  # loopback by default: the playground has no login
+    assert seen["page"][0] == 200 and "Local playground" in seen["page"][1]
+    assert seen["health"][0] == 200
+    assert "local playground" in capsys.readouterr().err
+
+
+# --- the playground's endpoints -------------------------------------------------------------
+
+
+@pytest.fixture
+def playground(tmp_path: Path, seeded_db_template: Path):
+    engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
+    with Playground(Settings(db_path=tmp_path / "pg.db"), engine) as running:
+        yield running
+
+
+def test_playground_command_goes_through_signed_slack_requests(playground: Playground) -> None:
+    status, hello = post_json(playground.url + "playground/hello", {"tz": "Europe/Berlin"})
+    assert status == 200 and hello["user"] == USER_ID
+    status, answer = post_json(
+        playground.url + "playground/command", {"text": "language models", "channel": "C0GENERAL"}
+    )
+    assert status == 200 and answer["ok"], answer
+    fake = playground.fake
+    (event,) = fake.wait_for(lambda: [e for e in fake.events_since(0) if e.kind == "response"])
+    assert event.channel == "C0GENERAL" and event.user == USER_ID
+    assert "papers match" in blocks_text(event.to_dict())
+
+    more = next(
+        el
+        for b in event.blocks
+        if b["type"] == "actions"
+        for el in b["elements"]
+        if el["action_id"] == "more"
+    )
+    status, answer = post_json(
+        playground.url + "playground/action",
+        {
+            "action_id": "more",
+            "value": more["value"],
+            "channel": "C0GENERAL",
+            "message_ts": event.ts,
+            "ephemeral": True,
+        },
+    )
+    assert status == 200 and answer["ok"]
+    replaced = fake.wait_for(
+        lambda: [e for e in fake.events_since(event.seq) if e.kind == "response"]
+    )
+    assert replaced[0].replace_original and replaced[0].ts == event.ts
+
+    status, feed = 200, json.loads(get(playground.url + f"playground/events?since={event.seq}")[1])
+    assert [e["seq"] for e in feed["events"]] == [replaced[0].seq]
+
+
+def test_playground_refuses_cross_site_posts(playground: Playground) -> None:
+    status, _ = post_json(playground.url + "playground/command", {"text": "x"}, "text/plain")
+    assert status == 415
+    assert get(playground.url + "playground/command")[0] == 405
+
+
+def test_bad_signature_from_a_stranger_is_refused_by_the_playground_app(
+    playground: Playground,
+) -> None:
+    body = b"command=%2Fpapers&text=diffusion"
+    request = urllib.request.Request(
+        playground.url + "slack/events",
+        data=body,
+        headers={"X-Slack-Request-Timestamp": "1", "X-Slack-Signature": "v0=00"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(request, timeout=10)
+    assert error.value.code == 401
+
+
+def test_build_app_needs_no_network_against_the_stand_in(slack: SlackHarness) -> None:
+    # token_verification is off for the loopback stand-in: no auth.test at startup.
+    calls = len(slack.fake.calls_to("auth.test"))
+    build_app(slack.settings, slack.engine)
+    assert len(slack.fake.calls_to("auth.test")) == calls
+
+
+def test_manifest_and_procfile_match_the_server() -> None:
+    root = Path(__file__).resolve().parent.parent
+    manifest = (root / "manifest.yml").read_text()
+    assert manifest.count("request_url: https://YOUR-HOST" + server.EVENTS_PATH) == 2
+    assert "url: https://YOUR-HOST" + server.EVENTS_PATH in manifest
+    assert "- command: /papers" in manifest
+    procfile = (root / "Procfile").read_text().splitlines()
+    assert procfile == ["web: paperboy serve", "clock: paperboy scheduler"]
+
+
+def test_serve_stops_cleanly_on_sigterm(tmp_path: Path, seeded_db_template: Path) -> None:
+    """Heroku, systemd and Docker stop processes with SIGTERM: the server must exit 0."""
+    seeded_engine(tmp_path / "t.db", seeded_db_template)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PAPERBOY_DB": str(tmp_path / "t.db"), "PORT": str(port)}
+    for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"):
+        env.pop(name, None)
+    code = "from bot.settings import Settings; from bot.slack.server import run; run(Settings.from_env())"
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for line in process.stderr:  # the banner is printed once the port is bound
+            if "open http://" in line:
+                break
+        assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_playground_sends_command_text_escaped_like_slack() -> None:
+    assert slack_escape("digest channel #general") == "digest channel <#C0GENERAL|general>"
+    assert slack_escape("a & <b> #unknown") == "a &amp; &lt;b&gt; #unknown"

@@ -1,0 +1,332 @@
+"""The Slack app end to end: signed HTTP requests in, Slack Web API / response_url calls out."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from bot.slack import render
+from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
+
+
+def paper_ids(message: dict[str, Any]) -> list[str]:
+    return [b["value"] for aid, b in buttons(message).items() if aid.startswith("similar:")]
+
+
+# --- lookups --------------------------------------------------------------------------------
+
+
+def test_lookup_answers_ephemerally_with_the_top_five(slack: SlackHarness) -> None:
+    expected = [h.id for h in slack.engine.search("diffusion models", limit=5).hits]
+    status, url = slack.slash("diffusion models")
+    assert status == 200
+    reply = slack.reply(url)
+    assert reply["response_type"] == "ephemeral"
+    assert paper_ids(reply) == expected
+    text = blocks_text(reply)
+    assert "*diffusion*" in text  # matched terms in bold
+    assert "papers match “diffusion models”" in text and "showing 1–5" in text
+    assert "more" in buttons(reply)
+
+
+def test_the_ack_is_empty_so_slack_shows_only_the_answer(slack: SlackHarness) -> None:
+    form = {
+        "command": "/papers",
+        "text": "diffusion",
+        "user_id": "U1",
+        "channel_id": "C1",
+        "team_id": "T0PAPERBOY",
+        "response_url": slack.fake.response_url("C1", "U1"),
+    }
+    status, body = slack.post(urlencode(form).encode())
+    assert (status, body) == (200, "")
+
+
+def test_more_replaces_the_message_with_the_next_page(slack: SlackHarness) -> None:
+    _, url = slack.slash("diffusion models")
+    first = slack.reply(url)
+    status, click_url = slack.click("more", buttons(first)["more"]["value"])
+    assert status == 200
+    second = slack.reply(click_url)
+    assert second["replace_original"] is True
+    assert "showing 6–10" in blocks_text(second)
+    expected = [h.id for h in slack.engine.search("diffusion models", limit=5, offset=5).hits]
+    assert paper_ids(second) == expected
+    assert not set(expected) & set(paper_ids(first))
+    assert "similar:6" in buttons(second)  # numbering continues across pages
+    _, back_url = slack.click("previous", buttons(second)["previous"]["value"])
+    assert paper_ids(slack.reply(back_url)) == paper_ids(first)
+
+
+def test_similar_papers_arrive_as_a_new_ephemeral_list(slack: SlackHarness) -> None:
+    _, url = slack.slash("graph neural networks")
+    first = slack.reply(url)
+    paper_id = buttons(first)["similar:1"]["value"]
+    _, click_url = slack.click("similar:1", paper_id)
+    reply = slack.reply(click_url)
+    assert reply["response_type"] == "ephemeral" and reply["replace_original"] is False
+    assert "Papers similar to" in blocks_text(reply)
+    ids = paper_ids(reply)
+    assert ids == [h.id for h in slack.engine.similar(paper_id, limit=5).hits]
+    assert paper_id not in ids
+
+
+def test_share_posts_the_paper_to_the_channel_naming_the_sharer(slack: SlackHarness) -> None:
+    _, url = slack.slash("diffusion models", user="U123", channel="C42")
+    paper_id = buttons(slack.reply(url))["share:2"]["value"]
+    status, _ = slack.click("share:2", paper_id, user="U123", channel="C42")
+    assert status == 200
+    (call,) = slack.fake.wait_for(lambda: slack.fake.calls_to("chat.postMessage"))
+    assert call.params["channel"] == "C42"
+    assert call.params["text"].startswith("<@U123> shared a paper")
+    (message,) = slack.fake.messages_in("C42")
+    assert_valid(message)
+    assert "<@U123> shared a paper" in blocks_text(message)
+    assert paper_ids(message) == [paper_id]
+
+
+def test_share_waits_out_a_rate_limit_then_posts_once(slack: SlackHarness) -> None:
+    slack.fake.fail_next("chat.postMessage", status=429, retry_after=1)
+    paper_id = slack.engine.search("diffusion").hits[0].id
+    slack.click("share:1", paper_id, user="U7", channel="C9")
+    calls = slack.fake.wait_for(
+        lambda: (
+            len(slack.fake.calls_to("chat.postMessage")) >= 2
+            and slack.fake.calls_to("chat.postMessage")
+        )
+    )
+    assert calls[1].at - calls[0].at >= 1.0  # waited for Retry-After
+    slack.fake.wait_for(lambda: slack.fake.messages_in("C9"))
+    assert len(slack.fake.messages_in("C9")) == 1
+
+
+def test_share_survives_a_dropped_connection(slack: SlackHarness) -> None:
+    slack.fake.disconnect_next("chat.postMessage")
+    paper_id = slack.engine.search("diffusion").hits[0].id
+    slack.click("share:1", paper_id, user="U7", channel="C8")
+    slack.fake.wait_for(lambda: slack.fake.messages_in("C8"))
+    assert len(slack.fake.calls_to("chat.postMessage")) == 2
+
+
+def test_share_where_the_bot_is_not_a_member_posts_through_the_response_url(
+    slack: SlackHarness,
+) -> None:
+    slack.fake.fail_next("chat.postMessage", error="channel_not_found")
+    paper_id = slack.engine.search("diffusion").hits[0].id
+    _, url = slack.click("share:1", paper_id, user="U7", channel="G1")
+    reply = slack.reply(url)
+    assert reply["response_type"] == "in_channel"
+    assert "<@U7> shared a paper" in blocks_text(reply)
+
+
+def test_share_of_a_paper_that_is_gone_says_so(slack: SlackHarness) -> None:
+    _, url = slack.click("share:1", "no-such-paper")
+    assert "no longer in the corpus" in slack.reply(url)["text"]
+    assert not slack.fake.calls_to("chat.postMessage")
+
+
+def test_suggestions_are_clickable(slack: SlackHarness) -> None:
+    _, url = slack.slash("diffusoin")
+    reply = slack.reply(url)
+    assert "No papers match" in reply["text"]
+    suggestion = buttons(reply)["suggest:1"]
+    assert render.decode_value(suggestion["value"])["q"] == "diffusion"
+    _, click_url = slack.click("suggest:1", suggestion["value"])
+    page = slack.reply(click_url)
+    assert page["replace_original"] is True and paper_ids(page)
+
+
+def test_a_forged_or_expired_button_value_gets_a_kind_answer(slack: SlackHarness) -> None:
+    _, url = slack.click("more", "not json")
+    assert "expired" in slack.reply(url)["text"]
+    _, url = slack.click("similar:1", "no-such-paper")
+    assert "no paper with id" in slack.reply(url)["text"]
+
+
+# --- help and subcommands -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "   ", "help", "HELP"])
+def test_help(slack: SlackHarness, text: str) -> None:
+    _, url = slack.slash(text)
+    reply = slack.reply(url)
+    body = blocks_text(reply)
+    for sub in (
+        "subscribe",
+        "unsubscribe",
+        "topics",
+        "digest on",
+        "time 08:30",
+        "days mon-fri",
+        "preview",
+        "digest now",
+        "venue:ICLR",
+    ):
+        assert sub in body
+
+
+def test_subcommands_say_not_available_until_subscriptions_exist(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bot.slack.listeners.commands.load_subscriptions", lambda: None)
+    _, url = slack.slash("subscribe diffusion models")
+    assert "not available yet" in slack.reply(url)["text"]
+
+
+def test_subcommands_are_handed_to_the_subscriptions_listener(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple] = []
+
+    def handle(command, args, respond, client, services) -> None:
+        seen.append((command["user_id"], args, client.token, services.engine is slack.engine))
+        respond(text=f"handled {args}")
+
+    module = SimpleNamespace(handle=handle)
+    monkeypatch.setattr("bot.slack.listeners.commands.load_subscriptions", lambda: module)
+    for text in ("subscribe diffusion", "unsubscribe 2", "topics", "digest time 08:30"):
+        _, url = slack.slash(text, user="U5")
+        assert slack.reply(url)["text"] == f"handled {text}"
+    assert seen[0] == ("U5", "subscribe diffusion", "xoxb-test-paperboy", True)
+    # "topics" with more words is a lookup, not the subcommand.
+    _, url = slack.slash("topics in reinforcement learning")
+    assert "papers match" in slack.reply(url)["text"] or "No papers" in slack.reply(url)["text"]
+    assert len(seen) == 4
+
+
+# --- awkward input --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "x" * 3000,
+        "🎉🎉🎉",
+        "<!channel>",
+        "<!here> <@U999> <https://evil.example|click me>",
+        "&amp; &lt; & < >",
+        "venue:NOPE diffusion",
+        '"unclosed phrase',
+        "-only -excluded",
+        "the of and",
+        "year:banana",
+        "*bold* _it_ ~s~ `code` ```pre```",
+    ],
+)
+@pytest.mark.parametrize("escape", [True, False], ids=["as-slack-sends", "unescaped"])
+def test_awkward_queries_get_valid_harmless_answers(
+    slack: SlackHarness, query: str, escape: bool
+) -> None:
+    status, url = slack.slash(query, escape=escape)
+    assert status == 200
+    reply = slack.reply(url)  # checked against Slack's block validation
+    shown = reply["text"] + blocks_text(reply)  # button values are data, never shown
+    for dangerous in ("<!channel>", "<!here>", "<@U999>", "<https://evil.example"):
+        assert dangerous not in shown
+    assert "Sorry, something went wrong" not in reply["text"]
+
+
+def test_a_failure_inside_the_lookup_becomes_an_apology(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(slack.engine, "search", broken)
+    status, url = slack.slash("diffusion")
+    assert status == 200
+    assert "Sorry, something went wrong" in slack.reply(url)["text"]
+
+
+def test_fifty_concurrent_lookups_are_all_acknowledged_and_answered(slack: SlackHarness) -> None:
+    queries = [
+        f"{word} learning" for word in ("graph", "diffusion", "reinforcement", "deep", "federated")
+    ] * 10
+    with ThreadPoolExecutor(50) as pool:
+        results = list(pool.map(lambda q: slack.slash(q), queries))
+    assert [status for status, _ in results] == [200] * 50
+    urls = {url for _, url in results}
+    slack.fake.wait_for(lambda: all(slack.replies(u) for u in urls), timeout=30)
+    for url in urls:
+        assert_valid(slack.replies(url)[0])
+
+
+# --- request verification -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"secret": "not-the-signing-secret"},
+        {"timestamp": int(time.time()) - 6 * 60},  # replayed: older than five minutes
+        {"signature": "v0=" + "0" * 64},
+    ],
+    ids=["wrong-secret", "stale-timestamp", "forged-signature"],
+)
+def test_unsigned_or_stale_requests_are_refused(slack: SlackHarness, options: dict) -> None:
+    status, bad_url = slack.slash("diffusion", **options)
+    assert status == 401
+    status, _ = slack.click("share:1", slack.engine.search("diffusion").hits[0].id, **options)
+    assert status == 401
+    # A good request after the refused ones is answered; the refused ones never were.
+    _, good_url = slack.slash("diffusion")
+    slack.reply(good_url)
+    assert slack.replies(bad_url) == []
+    assert not slack.fake.calls_to("chat.postMessage")
+
+
+def test_request_without_signature_headers_is_refused(slack: SlackHarness) -> None:
+    status, _ = slack.request("/slack/events", b"command=%2Fpapers&text=x", {})
+    assert status == 401
+
+
+# --- events ---------------------------------------------------------------------------------
+
+
+def test_url_verification_challenge(slack: SlackHarness) -> None:
+    body = json.dumps(
+        {"token": "t", "challenge": "3eZbrw1aBm2rZgRNFdxV", "type": "url_verification"}
+    )
+    status, answer = slack.post(body.encode(), content_type="application/json")
+    assert status == 200 and "3eZbrw1aBm2rZgRNFdxV" in answer
+
+
+def test_app_home_shows_the_help(slack: SlackHarness) -> None:
+    status, _ = slack.event(
+        {"type": "app_home_opened", "user": "U3", "channel": "D3", "tab": "home"}
+    )
+    assert status == 200
+    view = slack.fake.wait_for(lambda: slack.fake.home_view("U3"))
+    assert view["type"] == "home"
+    assert "/papers subscribe" in blocks_text(view)
+
+
+def test_slack_escaped_command_text_is_read_as_typed(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Slack sends "&", "<", ">" in slash command text as &amp; &lt; &gt;.
+    seen: list[str] = []
+    search = slack.engine.search
+    monkeypatch.setattr(slack.engine, "search", lambda q, **kw: seen.append(q) or search(q, **kw))
+    _, url = slack.slash("<!channel> graph & networks")
+    reply = slack.reply(url)
+    assert seen == ["<!channel> graph & networks"]
+    assert "“&lt;!channel&gt; graph &amp; networks”" in blocks_text(reply)
+    assert "&amp;lt;" not in blocks_text(reply)
+
+
+def test_a_reply_slack_refuses_is_resent_as_plain_text(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    too_many = {"text": "fallback words", "blocks": [{"type": "divider"}] * 51}
+    monkeypatch.setattr(render, "search_message", lambda result, query: too_many)
+    _, url = slack.slash("diffusion")
+    first, second = slack.fake.wait_for(lambda: len(slack.replies(url)) >= 2 and slack.replies(url))
+    assert len(first["blocks"]) == 51  # refused by Slack (invalid_blocks)
+    assert second == {"text": "fallback words", "response_type": "ephemeral"}
