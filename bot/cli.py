@@ -91,8 +91,8 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
         click.secho(f"rejected: {item}", fg="yellow", err=True)
     if len(rejected) > 50:
         click.secho(f"... and {len(rejected) - 50:,} more rejected records.", fg="yellow", err=True)
-    for result, count in zip(report.files, report.papers_read, strict=True):
-        click.echo(f"{result.path}: {result.format}, {count:,} papers read", err=True)
+    for result in report.files:
+        click.echo(f"{result.path}: {result.format}, {result.papers:,} papers read", err=True)
     if report.index:
         click.echo(
             f"index: {report.index.documents:,} papers, {report.index.terms:,} terms, "
@@ -104,14 +104,17 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
         sys.exit(1)
 
 
-def _progress(papers: list) -> Iterable:
-    if not sys.stderr.isatty() or len(papers) < 2000:
+def _progress(papers: Iterable) -> Iterable:
+    """A progress bar on a terminal (papers stream in, so it counts rather than estimates)."""
+    if not sys.stderr.isatty():
         return papers
     return _bar(papers)
 
 
-def _bar(papers: list) -> Iterable:
-    with click.progressbar(papers, label="storing papers", file=sys.stderr) as bar:
+def _bar(papers: Iterable) -> Iterable:
+    with click.progressbar(
+        papers, length=0, label="reading papers", file=sys.stderr, show_pos=True, show_eta=False
+    ) as bar:
         yield from bar
 
 
@@ -196,7 +199,9 @@ def stats(ctx, as_json: bool, db_path) -> None:
 
 @main.command()
 @click.option("--port", type=int, default=None, help="Port to listen on (default: $PORT or 3000).")
-@click.option("--host", default=None, help="Address to bind (default: $HOST; the playground: 127.0.0.1).")
+@click.option(
+    "--host", default=None, help="Address to bind (default: $HOST; the playground: 127.0.0.1)."
+)
 @db_option
 @click.pass_context
 def serve(ctx, port: int | None, host: str | None, db_path) -> None:

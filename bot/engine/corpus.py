@@ -29,6 +29,13 @@ class UpsertCounts:
     def changed(self) -> int:
         return self.added + self.updated
 
+    def __add__(self, other: UpsertCounts) -> UpsertCounts:
+        return UpsertCounts(
+            self.added + other.added,
+            self.updated + other.updated,
+            self.unchanged + other.unchanged,
+        )
+
 
 def open_database(path: str | Path) -> Database:
     """Open (creating if needed) a Paperboy database with the latest schema.

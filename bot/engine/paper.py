@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -27,10 +26,20 @@ class Paper:
 
     def content_hash(self) -> str:
         """A digest of everything but the id, so re-ingesting can tell changed from unchanged."""
-        payload = asdict(self)
-        payload.pop("id")
-        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
-        return hashlib.sha1(blob).hexdigest()
+        digest = hashlib.sha1()
+        for part in (
+            self.title,
+            self.abstract,
+            self.venue,
+            str(self.year),
+            "\x1f".join(self.authors),
+            "\x1f".join(self.keywords),
+            self.url,
+            "derived" if self.title_derived else "",
+        ):
+            digest.update((part or "").encode())
+            digest.update(b"\x1e")
+        return digest.hexdigest()
 
 
 @dataclass

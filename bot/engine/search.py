@@ -18,7 +18,7 @@ import numpy as np
 from sqlite_utils import Database
 
 from .corpus import Corpus, UpsertCounts, open_database
-from .formats import CorpusFileError, ReadResult, read_corpus_file
+from .formats import CorpusFileError, open_corpus_file
 from .index import BuildStats, Index, build_index, build_lock, index_dir_for
 from .paper import Paper, Rejected
 from .query import Query, QueryError, parse_query
@@ -58,12 +58,21 @@ class SearchResult:
 
 
 @dataclass
+class FileReport:
+    """What one file gave: its format, how many papers were read, which records were rejected."""
+
+    path: str
+    format: str
+    papers: int = 0
+    rejected: list[Rejected] = field(default_factory=list)
+
+
+@dataclass
 class IngestReport:
-    files: list[ReadResult] = field(default_factory=list)
+    files: list[FileReport] = field(default_factory=list)
     file_errors: list[str] = field(default_factory=list)
     counts: UpsertCounts = field(default_factory=UpsertCounts)
     index: BuildStats | None = None
-    papers_read: list[int] = field(default_factory=list)  # per file in ``files``
 
     @property
     def rejected(self) -> list[Rejected]:
@@ -72,7 +81,7 @@ class IngestReport:
     @property
     def ok(self) -> bool:
         """False when nothing at all could be read (the CLI's exit status)."""
-        return any(self.papers_read)
+        return any(f.papers for f in self.files)
 
     def summary(self) -> str:
         c = self.counts
@@ -133,28 +142,35 @@ class Engine:
     def ingest(
         self,
         paths: Sequence[str | Path],
-        progress: Callable[[list[Paper]], Iterable[Paper]] | None = None,
+        progress: Callable[[Iterable[Paper]], Iterable[Paper]] | None = None,
     ) -> IngestReport:
-        """Read every file, then write all their papers in one transaction, then re-index.
+        """Stream every file into the corpus in one transaction, then bring the index up to date.
 
-        Files are read completely before anything is written, so a file that fails half-way
-        leaves the database exactly as it was.
+        Records are parsed and written in batches, so memory stays flat however large the
+        file. A file that turns out to be broken part-way (a truncated gzip, say) is rolled
+        back on its own (a savepoint) and reported; the other files still go in.
         """
         report = IngestReport()
-        papers: list[Paper] = []
-        for path in paths:
-            try:
-                result = read_corpus_file(path)
-            except CorpusFileError as error:
-                report.file_errors.append(str(error))
-                continue
-            report.files.append(result)
-            papers.extend(result.papers)
-            report.papers_read.append(len(result.papers))
-            result.papers = []  # the papers list below is the only copy kept in memory
-        if papers:
-            report.counts = self.corpus.upsert(progress(papers) if progress else papers)
-        del papers
+        corpus = self.corpus
+        with self.db.atomic():
+            for path in paths:
+                try:
+                    stream = open_corpus_file(path)
+                except CorpusFileError as error:
+                    report.file_errors.append(str(error))
+                    continue
+                file_report = FileReport(path=stream.path, format=stream.format)
+                papers = _papers_of(stream, file_report)
+                try:
+                    with self.db.atomic():
+                        counts = corpus.upsert(progress(papers) if progress else papers)
+                except CorpusFileError as error:
+                    report.file_errors.append(f"{error} Nothing from this file was saved.")
+                    continue
+                finally:
+                    stream.close()
+                report.files.append(file_report)
+                report.counts = report.counts + counts
         if report.counts.changed or self._load_index() is None:
             report.index = self.rebuild_index()
         return report
@@ -412,6 +428,16 @@ class Engine:
         if query.phrases and not query.has_filters:
             out.append(" ".join(query.words + query.phrases))
         return [s for s in dict.fromkeys(out) if s and s != query.text]
+
+
+def _papers_of(stream, file_report: FileReport) -> Iterable[Paper]:
+    """The stream's papers; its rejected records are noted in ``file_report`` on the way."""
+    for item in stream.items:
+        if isinstance(item, Paper):
+            file_report.papers += 1
+            yield item
+        else:
+            file_report.rejected.append(item)
 
 
 def make_snippet(
