@@ -114,7 +114,9 @@ def count_terms(fields: list[_Field], n_docs: int, unigrams: list[str]):
     )
     del docs, cols, vals
     keys = np.concatenate(bigram_keys) if bigram_keys else np.zeros(0, np.int64)
-    distinct, column = np.unique(keys, return_inverse=True)
+    # np.unique(return_inverse=True) would hold four arrays the size of `keys` at once.
+    distinct = np.unique(keys)
+    column = np.searchsorted(distinct, keys).astype(np.int32)
     del keys
     if len(distinct):
         bigram_counts = sp.csr_matrix(
