@@ -142,13 +142,7 @@ def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_pa
             results = [{"id": i, "score": round(s, 6)} for i, s in engine.rank(text, k=limit)]
             click.echo(json.dumps({"query": text, "results": results}, ensure_ascii=False))
         return
-    result = engine.search(query, limit=limit, offset=offset)
-    if as_json:
-        click.echo(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
-    else:
-        _print_result(result)
-    if result.error:
-        sys.exit(2)
+    _show(engine.search(query, limit=limit, offset=offset), as_json)
 
 
 @main.command()
@@ -159,13 +153,7 @@ def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_pa
 @click.pass_context
 def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
     """Papers most like PAPER_ID (ids are shown by `paperboy search`)."""
-    result = _ctx(ctx, db_path).engine().similar(paper_id, limit=limit)
-    if as_json:
-        click.echo(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
-    else:
-        _print_result(result)
-    if result.error:
-        sys.exit(2)
+    _show(_ctx(ctx, db_path).engine().similar(paper_id, limit=limit), as_json)
 
 
 @main.command()
@@ -218,6 +206,16 @@ def serve(ctx, port: int | None, host: str | None, db_path) -> None:
     if host:
         settings = replace(settings, host=host)
     run(settings)
+
+
+def _show(result, as_json: bool) -> None:
+    """Print a search result as text or JSON; exit 2 when the query could not be run."""
+    if as_json:
+        click.echo(json.dumps(_result_json(result), ensure_ascii=False, indent=2))
+    else:
+        _print_result(result)
+    if result.error:
+        sys.exit(2)
 
 
 def _result_json(result) -> dict:

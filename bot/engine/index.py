@@ -263,12 +263,8 @@ class Vocabulary:
     def _key(self, term_id: int) -> bytes:
         return self._blob[self._offsets[term_id] : self._offsets[term_id + 1] - 1]
 
-    def id_of(self, term: str) -> int:
-        """The term's id, or -1 when no paper contains it."""
-        cached = self._cache.get(term)
-        if cached is not None:
-            return cached
-        key = term.encode()
+    def _lower_bound(self, key: bytes) -> int:
+        """The first term id whose term is >= key (bisection over the sorted blob)."""
         lo, hi = 0, self.size
         while lo < hi:
             mid = (lo + hi) // 2
@@ -276,6 +272,15 @@ class Vocabulary:
                 lo = mid + 1
             else:
                 hi = mid
+        return lo
+
+    def id_of(self, term: str) -> int:
+        """The term's id, or -1 when no paper contains it."""
+        cached = self._cache.get(term)
+        if cached is not None:
+            return cached
+        key = term.encode()
+        lo = self._lower_bound(key)
         found = lo if lo < self.size and self._key(lo) == key else -1
         if len(self._cache) < 100_000:
             self._cache[term] = found
@@ -284,13 +289,7 @@ class Vocabulary:
     def with_prefix(self, prefix: str, limit: int = 5000) -> list[str]:
         """Terms starting with ``prefix`` (for "did you mean" suggestions)."""
         key = prefix.encode()
-        lo, hi = 0, self.size
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._key(mid) < key:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = self._lower_bound(key)
         out = []
         while lo < self.size and len(out) < limit:
             term = self._key(lo)
