@@ -14,29 +14,14 @@ from pathlib import Path
 
 import click
 
-from .settings import Settings, SettingsError
+from digest.commands import digest, scheduler
 
-
-def _settings() -> Settings:
-    try:
-        return Settings.from_env()
-    except SettingsError as error:
-        raise click.ClickException(str(error)) from None
-
-
-def db_option(func):
-    return click.option(
-        "--db",
-        "db_path",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="SQLite database (default: $PAPERBOY_DB or ./paperboy.db).",
-    )(func)
+from .cli_options import db_option, load_settings
 
 
 class Context:
     def __init__(self, db_path: Path | None):
-        self.settings = _settings()
+        self.settings = load_settings()
         self.db_path = db_path or self.settings.db_path
 
     def engine(self, seed: bool = True):
@@ -289,6 +274,10 @@ def _print_result(result) -> None:
     if result.has_more:
         click.echo(f"\nmore: --offset {result.offset + len(result.hits)}")
 
+
+# The digest's commands live with the digest; they import nothing heavy until they run.
+main.add_command(scheduler)
+main.add_command(digest)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

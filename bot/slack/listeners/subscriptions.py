@@ -1,0 +1,289 @@
+"""``/papers subscribe|unsubscribe|topics|digest ...``: topics and the daily digest.
+
+``commands.answer`` hands these subcommands over to :func:`handle` (already off the ack path).
+Every reply is ephemeral: what a member follows is nobody else's business. The work itself
+is in ``digest/``; this module parses, calls it and renders.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from bot.engine.query import QueryError
+from bot.slack import render
+from bot.slack.listeners import reply
+from digest.delivery import Dispatcher, refresh_time_zone
+from digest.message import digest_message
+from digest.schedule import next_digest
+from digest.selection import check_topic, match_topics
+from digest.subscriptions import (
+    MAX_TOPICS,
+    Member,
+    SubscriptionError,
+    Subscriptions,
+    describe_days,
+)
+
+if TYPE_CHECKING:
+    from slack_sdk import WebClient
+
+    from bot.slack.app import Services
+
+log = logging.getLogger(__name__)
+
+SUBCOMMANDS = ("subscribe", "unsubscribe", "topics", "digest")
+EPHEMERAL = {"response_type": "ephemeral"}
+DIGEST_USAGE = (
+    "`/papers digest on` or `off` · `/papers digest time 08:30` · `/papers digest days mon-fri` · "
+    "`/papers digest preview` · `/papers digest now` · `/papers digest channel #papers` "
+    "(or `channel dm`)"
+)
+_CHANNEL = re.compile(r"^<#([CG][A-Z0-9]+)(?:\|[^>]*)?>$|^([CG][A-Z0-9]{6,})$")
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text[: render.MAX_SECTION_TEXT]}}
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000]}]}
+
+
+def _message(text: str, blocks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"text": render.clip(text, 3000), "blocks": blocks or [_section(text)]}
+
+
+def _split(command: dict[str, Any], args: str) -> tuple[str, str]:
+    """(subcommand, the rest). ``args`` is either the whole text after ``/papers`` (unescaped,
+    subcommand included) or only what follows the subcommand; the payload's own text (which
+    Slack escapes) tells which."""
+    args = (args or "").strip()
+    full = render.unescape(command.get("text") or "").strip()
+    text = args if not full or args == full else full
+    word, _, rest = text.partition(" ")
+    if word.lower() not in SUBCOMMANDS:
+        return "", args
+    return word.lower(), (rest.strip() if text == args else args)
+
+
+def handle(
+    command: dict[str, Any],
+    args: str,
+    respond: Callable[..., Any],
+    client: WebClient,
+    services: Services,
+    *,
+    now: datetime | None = None,
+) -> None:
+    """Answer one topic or digest subcommand, privately."""
+    now = now or datetime.now(UTC)
+    user_id = command.get("user_id") or ""
+    word, rest = _split(command, args)
+    subscriptions = Subscriptions(services.engine.db)
+    subscriptions.ensure_member(user_id, now, command.get("team_id"))
+    member = refresh_time_zone(client, subscriptions, user_id, now)
+    try:
+        if word == "subscribe":
+            message = subscribe(services, subscriptions, member, rest, now)
+        elif word == "unsubscribe":
+            message = unsubscribe(services, subscriptions, member, rest)
+        elif word == "topics":
+            message = topics(services, subscriptions, member, now)
+        elif word == "digest":
+            message = digest(services, subscriptions, member, rest, client, now)
+        else:
+            message = render.help_message()
+    except (SubscriptionError, QueryError) as error:
+        message = render.error_message(str(error))
+    reply(respond, message, **EPHEMERAL)
+
+
+# --- subcommands -------------------------------------------------------------------------------
+
+
+def _schedule_line(member: Member, now: datetime) -> str:
+    if not member.enabled:
+        if member.topic_count and member.digest_enabled is False:
+            return "Your digest is *off* (`/papers digest on` turns it back on)."
+        return "Your digest starts with your first topic."
+    where = f"<#{member.digest_channel}>" if member.digest_channel else "a direct message"
+    upcoming = next_digest(member, now)
+    when = f" Next: {upcoming:%a %d %b %H:%M}." if upcoming else ""
+    return (
+        f"Your digest: {describe_days(member.digest_days)} at {member.digest_time} "
+        f"({render.escape(member.tz or 'UTC')}), by {where}.{when}"
+    )
+
+
+def _paper_line(hit: Any) -> str:
+    paper = hit.paper
+    meta = render.paper_meta(paper)
+    return f"• {render.paper_title(paper)}" + (f" · {meta}" if meta else "")
+
+
+def subscribe(
+    services: Services, subscriptions: Subscriptions, member: Member, text: str, now: datetime
+) -> dict[str, Any]:
+    if not text.strip():
+        raise SubscriptionError(
+            'Say what to follow, like `/papers subscribe "graph neural networks" -survey`.'
+        )
+    check = check_topic(services.engine, text)
+    if check.error:
+        return render.error_message(check.error)
+    topic, created = subscriptions.add_topic(member.user_id, text, now, member.team_id)
+    member = subscriptions.member(member.user_id) or member
+    shown = render.clip_escaped(topic.query, 200)
+    number = next(
+        (n for n, t in enumerate(subscriptions.topics(member.user_id), 1) if t.id == topic.id), 0
+    )
+    if created:
+        head = (
+            f":white_check_mark: Subscribed to *{shown}* (topic {number} of {member.topic_count})."
+        )
+    else:
+        head = f"You already follow *{shown}* (topic {number}); nothing changed."
+    noun = "paper" if check.matches == 1 else "papers"
+    found = f"It matches *{check.matches:,}* {noun} in the corpus now"
+    found += ", the best:" if check.top else "."
+    blocks = [_section(f"{head}\n{found}")]
+    if check.top:
+        blocks.append(_section("\n".join(_paper_line(h) for h in check.top)))
+    if check.advice:
+        icon = ":warning:" if check.verdict in ("broad", "general") else ":information_source:"
+        blocks.append(_section(f"{icon} {render.escape(check.advice)}"))
+    blocks.append(
+        _context(
+            f"{_schedule_line(member, now)} `/papers unsubscribe {number}` undoes this; "
+            "`/papers topics` lists your topics."
+        )
+    )
+    return _message(f"{head} {found}", blocks)
+
+
+def unsubscribe(
+    services: Services, subscriptions: Subscriptions, member: Member, text: str
+) -> dict[str, Any]:
+    topic = subscriptions.remove_topic(member.user_id, text)
+    left = len(subscriptions.topics(member.user_id))
+    rest = (
+        f"You follow {left} topic{'s' if left != 1 else ''}."
+        if left
+        else ("You follow no topics now, so no digests will come.")
+    )
+    text = f"Unsubscribed from *{render.clip_escaped(topic.query, 200)}*. {rest}"
+    return _message(text)
+
+
+def topics(
+    services: Services, subscriptions: Subscriptions, member: Member, now: datetime
+) -> dict[str, Any]:
+    mine = subscriptions.topics(member.user_id)
+    if not mine:
+        return _message(
+            "You do not follow any topics yet. `/papers subscribe <topic>` starts one, like "
+            '`/papers subscribe "graph neural networks"`.'
+        )
+    counts = [m.count for m in match_topics(services.engine, [t.query for t in mine])]
+    lines = [
+        f"{n}. {render.clip_escaped(t.query, 200)} · {c:,} paper{'s' if c != 1 else ''}"
+        for n, (t, c) in enumerate(zip(mine, counts, strict=True), 1)
+    ]
+    head = f"*Your topics* ({len(mine)} of at most {MAX_TOPICS}):"
+    blocks = [_section(head + "\n" + "\n".join(lines))]
+    blocks.append(
+        _context(f"{_schedule_line(member, now)} `/papers unsubscribe <number>` drops a topic.")
+    )
+    return _message(head + " " + "; ".join(lines), blocks)
+
+
+def digest(
+    services: Services,
+    subscriptions: Subscriptions,
+    member: Member,
+    text: str,
+    client: WebClient,
+    now: datetime,
+) -> dict[str, Any]:
+    action, _, value = text.strip().partition(" ")
+    action, value = action.lower(), value.strip()
+    user_id = member.user_id
+    if action in ("", "status"):
+        return _message(f"{_schedule_line(member, now)}\n{DIGEST_USAGE}")
+    if action in ("on", "off"):
+        member = subscriptions.set_enabled(user_id, action == "on", now)
+        if action == "on" and not member.topic_count:
+            return _message(
+                "Your digest is on, and starts with your first topic: `/papers subscribe <topic>`."
+            )
+        return _message(_schedule_line(member, now))
+    if action == "time":
+        member = subscriptions.set_time(user_id, value, now)
+        return _message(_schedule_line(member, now))
+    if action == "days":
+        member = subscriptions.set_days(user_id, value, now)
+        return _message(_schedule_line(member, now))
+    if action == "channel":
+        return _set_channel(subscriptions, member, value, now)
+    dispatcher = Dispatcher(
+        services.engine,
+        client,
+        grace=timedelta(seconds=services.settings.digest_grace_seconds),
+    )
+    if action == "preview":
+        plan = dispatcher.preview(user_id)
+        if not plan.size:
+            return _message(_nothing(member))
+        local = now.astimezone(member.zone).date().isoformat()
+        message, _ = digest_message(services.engine, plan, local, preview=True)
+        return message
+    if action == "now":
+        outcome = dispatcher.send_now(user_id, now)
+        where = f"<#{outcome.channel}>" if member.digest_channel else "your direct messages"
+        texts = {
+            "sent": f":incoming_envelope: Sent: {outcome.papers} papers, in {where}.",
+            "skipped": _nothing(member),
+            "busy": "A digest for you is already on its way; it will be there in a moment.",
+            "failed": f"Slack would not take your digest ({outcome.error}). "
+            + (
+                "Is Paperboy in that channel? `/invite @Paperboy` there, or "
+                "`/papers digest channel dm`."
+                if member.digest_channel
+                else "Please try again later."
+            ),
+            "pending": "Slack is busy right now; your digest will follow shortly.",
+        }
+        return _message(texts[outcome.status])
+    raise SubscriptionError(f"I don't know `digest {render.escape(action)}`. {DIGEST_USAGE}")
+
+
+def _nothing(member: Member) -> str:
+    if not member.topic_count:
+        return "You follow no topics yet: `/papers subscribe <topic>` starts your digest."
+    return (
+        "Nothing to send: every paper matching your topics has already been in your digests. "
+        "New papers will come as they are added."
+    )
+
+
+def _set_channel(
+    subscriptions: Subscriptions, member: Member, value: str, now: datetime
+) -> dict[str, Any]:
+    if value.lower() in ("dm", "direct", "me", "off", "none", ""):
+        member = subscriptions.set_channel(member.user_id, None, now)
+        return _message(_schedule_line(member, now))
+    match = _CHANNEL.match(value)
+    if not match:
+        raise SubscriptionError(
+            "Name the channel as a link, like `/papers digest channel #papers` (pick it from "
+            "the list Slack offers as you type), or `channel dm` for direct messages."
+        )
+    member = subscriptions.set_channel(member.user_id, match.group(1) or match.group(2), now)
+    return _message(
+        f"{_schedule_line(member, now)}\nIf Paperboy is not in that channel yet, "
+        "`/invite @Paperboy` there. Everyone in the channel will see your digest."
+    )

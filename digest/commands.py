@@ -1,0 +1,189 @@
+"""``paperboy scheduler`` and ``paperboy digest preview|send``: thin layers over ``digest``.
+
+Registered on the ``paperboy`` group by ``bot/cli.py``::
+
+    from digest.commands import digest, scheduler
+    main.add_command(scheduler)
+    main.add_command(digest)
+
+Examples::
+
+    $ paperboy scheduler                      # the Procfile's clock: process; runs until stopped
+    $ paperboy digest preview --user U123     # what U123's digest would hold now
+    $ paperboy digest send                    # one scheduler tick: the digests due now
+    $ paperboy digest send --now              # every member's digest right away
+
+Heavy imports (numpy, Slack, APScheduler) happen inside the commands, so ``paperboy --help``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bot.cli_options import db_option, load_settings
+
+LOCAL_TOKEN = "xoxb-local-playground"  # the local Slack stand-in accepts any bot-shaped token
+
+
+def _engine(ctx: click.Context, db_path: Path | None, settings):
+    from bot.engine.search import Engine
+
+    # `paperboy --db X digest ...` puts X on the group's context object.
+    path = db_path or getattr(ctx.obj, "db_path", None) or settings.db_path
+    seed_dir = settings.seed_dir if settings.seed_dir and settings.seed_dir.is_dir() else None
+    return Engine.open(path, seed_dir=seed_dir)
+
+
+def _dispatcher(engine, settings):
+    """The Slack side. Only the bot token matters here (the signing secret is the web app's)."""
+    from urllib.parse import urlsplit
+
+    from .delivery import Dispatcher, make_client
+
+    token = settings.slack_bot_token
+    local = urlsplit(settings.slack_api_url).hostname in ("127.0.0.1", "localhost", "::1")
+    if not token and local:
+        token = LOCAL_TOKEN
+    if not token or not token.startswith("xoxb-"):
+        raise click.ClickException(
+            "SLACK_BOT_TOKEN must be set to the bot token (xoxb-...) from your app's OAuth & "
+            "Permissions page: digests are posted to Slack with it."
+        )
+    return Dispatcher(
+        engine,
+        make_client(settings, token=token),
+        grace=timedelta(seconds=settings.digest_grace_seconds),
+    )
+
+
+@click.command()
+@db_option
+@click.option("--tick", default=60, show_default=True, help="Seconds between due-checks.")
+@click.pass_context
+def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
+    """Send each member's digest at their local time; ingest PAPERBOY_FEEDS daily.
+
+    Runs until stopped (the Procfile's `clock:` process; the web process never schedules).
+    Digests due while it was down are sent when it comes back, within
+    PAPERBOY_DIGEST_GRACE_SECONDS (default 6 hours), once.
+    """
+    from .delivery import Outcome
+    from .feeds import ingest_feeds
+    from .schedule import build_scheduler
+
+    settings = load_settings()
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if settings.log_level != "DEBUG":  # a line per job run, every minute, is noise
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    engine = _engine(ctx, db_path, settings)
+    dispatcher = _dispatcher(engine, settings)
+
+    def run_tick() -> list[Outcome]:
+        return dispatcher.run_due(datetime.now(UTC))
+
+    def run_ingest() -> None:
+        ingest_feeds(engine, settings.feeds)
+
+    jobs = build_scheduler(run_tick, run_ingest if settings.feeds else None, tick_seconds=tick)
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)  # platforms stop the clock process with SIGTERM
+    feeds = f", {len(settings.feeds)} feed(s) daily" if settings.feeds else ""
+    click.echo(f"paperboy scheduler: {engine.db_path}, every {tick}s{feeds}", err=True)
+    try:
+        jobs.start()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        if jobs.running:
+            jobs.shutdown(wait=True)  # let a tick in progress finish its digest
+
+
+@click.group()
+def digest() -> None:
+    """Preview or send digests by hand (the scheduler does this by itself)."""
+
+
+@digest.command()
+@click.option("--user", "user_id", required=True, help="The member's Slack user id (U...).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@db_option
+@click.pass_context
+def preview(ctx: click.Context, user_id: str, as_json: bool, db_path: Path | None) -> None:
+    """What USER's digest would hold if it were sent now (nothing is sent or recorded)."""
+    from .selection import select_digests
+    from .subscriptions import Subscriptions
+
+    settings = load_settings()
+    engine = _engine(ctx, db_path, settings)
+    if Subscriptions(engine.db).member(user_id) is None:
+        raise click.ClickException(f"{user_id} has no subscriptions in {engine.db_path}.")
+    plan = select_digests(engine, [user_id])[user_id]
+    if as_json:
+        click.echo(json.dumps(json.loads(plan.to_json()), indent=2, ensure_ascii=False))
+        return
+    if not plan.size:
+        click.echo(f"Nothing to send to {user_id} now: no unsent papers match their topics.")
+        return
+    papers = {p["id"]: p for p in engine.corpus.get_many(plan.paper_ids)}
+    click.echo(f"{plan.size} papers for {user_id} ({plan.new_count} new since the last digest)")
+    for section in plan.sections:
+        click.echo("")
+        click.secho(section.query, bold=True)
+        for item in section.items:
+            paper = papers.get(item.paper_id, {})
+            new = click.style(" new", fg="green") if item.new else ""
+            click.echo(f"  {item.score:.3f}{new}  {paper.get('title', item.paper_id)}")
+            venue = f"{paper.get('venue') or ''} {paper.get('year') or ''}".strip()
+            click.echo(f"         {venue}  id {item.paper_id}  why: {', '.join(item.why)}")
+
+
+@digest.command()
+@click.option(
+    "--now", "right_now", is_flag=True, help="Everyone's digest right away, whatever the time."
+)
+@click.option("--user", "user_ids", multiple=True, help="Only this member (repeatable).")
+@db_option
+@click.pass_context
+def send(
+    ctx: click.Context, right_now: bool, user_ids: tuple[str, ...], db_path: Path | None
+) -> None:
+    """Send the digests that are due now (one scheduler tick), or with --now everyone's.
+
+    Safe beside a running scheduler: each digest is claimed first, so none goes twice.
+    """
+    from .subscriptions import Subscriptions
+
+    settings = load_settings()
+    logging.basicConfig(level=settings.log_level)
+    engine = _engine(ctx, db_path, settings)
+    dispatcher = _dispatcher(engine, settings)
+    now = datetime.now(UTC)
+    if right_now:
+        members = Subscriptions(engine.db).members(user_ids or None)
+        outcomes = [dispatcher.send_now(m.user_id, now) for m in members]
+    else:
+        outcomes = [o for o in dispatcher.run_due(now) if not user_ids or o.user_id in user_ids]
+    for outcome in outcomes:
+        detail = f" ({outcome.error})" if outcome.error else ""
+        click.echo(f"{outcome.digest_id}: {outcome.status}, {outcome.papers} papers{detail}")
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing due"
+    click.echo(summary)
+    if counts.get("failed") or counts.get("pending"):
+        sys.exit(1)

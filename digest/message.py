@@ -1,0 +1,122 @@
+"""A digest as a Slack message: the lookups' paper rendering, a header per topic, <= 50 blocks.
+
+Each paper is ``bot.slack.render.paper_blocks`` (title, venue, authors, snippet, why it
+matched, and the "Similar papers" / "Share to channel" buttons the actions listener handles),
+numbered across the whole message so every action id is unique. Papers that do not fit in
+Slack's 50 blocks are left out of the message *and* of the claim, so they come next time.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+from slack_sdk.models.blocks import Block, ContextBlock, DividerBlock, HeaderBlock, SectionBlock
+from slack_sdk.models.blocks.basic_components import MarkdownTextObject, PlainTextObject
+
+from bot.engine.search import Engine, Hit, make_snippet
+from bot.engine.text import words
+from bot.slack.render import MAX_BLOCKS, clip, clip_escaped, escape, paper_blocks
+
+from .selection import DigestPlan
+
+DIGEST_EVENT = "paperboy_digest"  # the message metadata's event_type
+TOPIC_CHARS = 120
+FOOTER = (
+    "Only you get this digest. `/papers topics` lists your topics · "
+    "`/papers digest time 08:30` · `/papers digest off`"
+)
+
+
+def _when(local_date: str) -> str:
+    try:
+        day = date.fromisoformat(local_date[:10])
+    except ValueError:
+        return ""
+    return f"{day:%a} {day.day} {day:%b}"
+
+
+def _hits(engine: Engine, plan: DigestPlan) -> dict[str, Hit]:
+    papers = {p["id"]: p for p in engine.corpus.get_many(plan.paper_ids)}
+    hits = {}
+    for section in plan.sections:
+        for item in section.items:
+            paper = papers.get(item.paper_id)
+            if paper is None:  # removed from the corpus since the digest was chosen
+                continue
+            terms = {w for term in item.why for w in words(term)}
+            snippet = make_snippet(paper.get("abstract") or paper.get("title") or "", terms)
+            hits[item.paper_id] = Hit(paper=paper, score=item.score, snippet=snippet, why=item.why)
+    return hits
+
+
+def digest_message(
+    engine: Engine,
+    plan: DigestPlan,
+    local_date: str,
+    *,
+    digest_id: str | None = None,
+    preview: bool = False,
+) -> tuple[dict[str, Any], DigestPlan]:
+    """The message (``text``, ``blocks``, and ``metadata`` when ``digest_id`` is given) and the
+    plan cut to the papers that fit."""
+    hits = _hits(engine, plan)
+    title = "Your paper digest" + (f" · {_when(local_date)}" if _when(local_date) else "")
+    if preview:
+        title = "Preview of your next digest"
+    head: list[Block] = [HeaderBlock(text=PlainTextObject(text=clip(title, 150), emoji=True))]
+    tail: list[Block] = [ContextBlock(elements=[MarkdownTextObject(text=FOOTER)])]
+    if preview:
+        tail.insert(
+            0,
+            ContextBlock(
+                elements=[
+                    MarkdownTextObject(
+                        text="This is what a digest sent now would hold; nothing is marked "
+                        "as sent. `/papers digest now` sends it."
+                    )
+                ]
+            ),
+        )
+    room = MAX_BLOCKS - len(head) - len(tail) - 1  # one for the summary line
+    body: list[Block] = []
+    kept: list[str] = []
+    number = 0
+    for section in plan.sections:
+        section_hits = [hits[i.paper_id] for i in section.items if i.paper_id in hits]
+        new = sum(1 for i in section.items if i.paper_id in hits and i.new)
+        label = f"*{clip_escaped(section.query, TOPIC_CHARS)}*"
+        count = f"{len(section_hits)} paper{'s' if len(section_hits) != 1 else ''}"
+        count += f", {new} new" if new else ""
+        topic_blocks: list[Block] = [
+            DividerBlock(),
+            SectionBlock(text=MarkdownTextObject(text=f":label: {label} · {count}")),
+        ]
+        fitted: list[Block] = []
+        for hit in section_hits:
+            one = paper_blocks(hit, index=number + 1, share=True, similar=True)
+            if len(body) + len(topic_blocks) + len(fitted) + len(one) > room:
+                break
+            number += 1
+            fitted.extend(one)
+            kept.append(hit.id)
+        if fitted:
+            body += topic_blocks + fitted
+    trimmed = plan.keeping(kept)
+    topics = len(trimmed.sections)
+    summary = (
+        f"{trimmed.size} paper{'s' if trimmed.size != 1 else ''} on {topics} of your topics"
+        + (f", {trimmed.new_count} new since your last digest" if trimmed.new_count else "")
+    )
+    blocks = head + [ContextBlock(elements=[MarkdownTextObject(text=summary)])] + body + tail
+    names = escape(", ".join(s.query for s in trimmed.sections))
+    message: dict[str, Any] = {
+        "text": clip(f"{title}: {summary} ({names})", 3000),
+        "blocks": [b.to_dict() for b in blocks],
+    }
+    if digest_id:
+        message["metadata"] = {
+            "event_type": DIGEST_EVENT,
+            "event_payload": {"digest_id": digest_id, "papers": trimmed.size},
+        }
+    return message, trimmed

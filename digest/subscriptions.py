@@ -1,0 +1,402 @@
+"""Members, their topics and their digest preferences, stored in SQLite (no Slack here).
+
+A topic is a query in the lookup language (``"graph neural networks" -survey venue:ICLR``).
+Two spellings that match exactly the same papers ("Graph Neural Networks", "graph neural
+network") are the same topic: ``normalize_topic`` gives both one key, so subscribing twice is
+a no-op and the digest matches each distinct topic once for everybody who follows it.
+
+``digest_enabled`` is NULL until the member says ``digest on`` or ``off``: the digest is on by
+default once they have a topic ("on after the first subscription") without a flag to keep in
+step with their topic list.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from sqlite_utils import Database
+
+from bot.engine.query import parse_query
+from bot.engine.text import words
+
+MAX_TOPICS = 25
+MAX_TOPIC_CHARS = 200
+DEFAULT_TIME = "09:00"
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+DEFAULT_DAYS = WEEKDAYS[:5]
+DEFAULT_TZ = "UTC"  # until users.info has told us the member's own
+#: How long a time zone read from the Slack profile is trusted before it is read again.
+TZ_MAX_AGE = timedelta(days=1)
+
+
+class SubscriptionError(ValueError):
+    """A request that cannot be done; the message tells the member what to type instead."""
+
+
+def to_iso(moment: datetime) -> str:
+    """UTC ISO 8601 to the second, the format of every timestamp in the database."""
+    return moment.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def from_iso(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+@dataclass(frozen=True)
+class Topic:
+    id: int
+    user_id: str
+    query: str
+    normalized: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Member:
+    user_id: str
+    team_id: str | None = None
+    tz: str | None = None
+    tz_checked_at: str | None = None
+    digest_enabled: bool | None = None  # None: the default (on once there is a topic)
+    digest_time: str = DEFAULT_TIME
+    digest_days: tuple[str, ...] = DEFAULT_DAYS
+    digest_channel: str | None = None  # None: a direct message
+    created_at: str = ""
+    topic_count: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        if self.digest_enabled is None:
+            return self.topic_count > 0
+        return self.digest_enabled and self.topic_count > 0
+
+    @property
+    def zone(self) -> ZoneInfo:
+        try:
+            return ZoneInfo(self.tz or DEFAULT_TZ)
+        except (ZoneInfoNotFoundError, ValueError):
+            return ZoneInfo(DEFAULT_TZ)
+
+    @property
+    def local_time(self) -> time:
+        hour, minute = self.digest_time.split(":")
+        return time(int(hour), int(minute))
+
+    def tz_is_stale(self, now: datetime) -> bool:
+        checked = from_iso(self.tz_checked_at)
+        return checked is None or now - checked >= TZ_MAX_AGE
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], topic_count: int = 0) -> Member:
+        enabled = row.get("digest_enabled")
+        days = tuple(d for d in (row.get("digest_days") or "").split(",") if d in WEEKDAYS)
+        return cls(
+            user_id=row["user_id"],
+            team_id=row.get("team_id"),
+            tz=row.get("tz"),
+            tz_checked_at=row.get("tz_checked_at"),
+            digest_enabled=None if enabled is None else bool(enabled),
+            digest_time=row.get("digest_time") or DEFAULT_TIME,
+            digest_days=days if row.get("digest_days") is not None else DEFAULT_DAYS,
+            digest_channel=row.get("digest_channel") or None,
+            created_at=row.get("created_at") or "",
+            topic_count=topic_count,
+        )
+
+
+# --- parsing what members type -----------------------------------------------------------------
+
+
+def normalize_topic(text: str) -> str:
+    """One key for every spelling of the same topic (raises QueryError for an unusable query).
+
+    Words are analysed like the index analyses them (case, accents, plurals), their order kept
+    (it decides the bigrams); exclusions and filters are sorted because their order does not
+    matter.
+    """
+    query = parse_query(text)
+    parts = [" ".join(words(w)) for w in query.words]
+    parts += ['"' + " ".join(words(p)) + '"' for p in query.phrases]
+    parts += sorted("-" + " ".join(words(e)) for e in query.excluded)
+    parts += sorted(f"venue:{v.strip().lower()}" for v in query.venues)
+    if query.year_from or query.year_to:
+        parts.append(f"year:{query.year_from or ''}-{query.year_to or ''}")
+    parts += sorted(f"author:{' '.join(a.lower().split())}" for a in query.authors)
+    return " ".join(p for p in parts if p.strip('"-'))
+
+
+_TIME = re.compile(r"^(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?$", re.IGNORECASE)
+
+
+def parse_time(text: str) -> str:
+    """``"08:30"``, ``"8.30"``, ``"8am"``, ``"5:15 pm"`` -> ``"HH:MM"`` (24-hour)."""
+    match = _TIME.match(text.strip())
+    if not match:
+        raise SubscriptionError(
+            f"`{text.strip()}` is not a time I understand; use 24-hour `HH:MM`, like "
+            "`/papers digest time 08:30`."
+        )
+    hour, minute = int(match.group(1)), int(match.group(2) or 0)
+    suffix = (match.group(3) or "").lower().replace(".", "")
+    if suffix:
+        if not 1 <= hour <= 12:
+            raise SubscriptionError(f"`{text.strip()}`: with am/pm the hour goes from 1 to 12.")
+        hour = hour % 12 + (12 if suffix == "pm" else 0)
+    if hour > 23 or minute > 59:
+        raise SubscriptionError(
+            f"`{text.strip()}` is not a time of day; use `HH:MM` between 00:00 and 23:59."
+        )
+    return f"{hour:02d}:{minute:02d}"
+
+
+_DAY_ALIASES = {
+    "weekdays": WEEKDAYS[:5],
+    "workdays": WEEKDAYS[:5],
+    "weekends": WEEKDAYS[5:],
+    "weekend": WEEKDAYS[5:],
+    "daily": WEEKDAYS,
+    "everyday": WEEKDAYS,
+    "all": WEEKDAYS,
+}
+
+
+def _day(word: str, original: str) -> int:
+    word = word.strip().lower()[:3]
+    if word not in WEEKDAYS:
+        raise SubscriptionError(
+            f"`{original.strip()}` is not a list of days I understand; try "
+            "`/papers digest days mon-fri`, `days mon,wed,fri` or `days daily`."
+        )
+    return WEEKDAYS.index(word)
+
+
+def parse_days(text: str) -> tuple[str, ...]:
+    """``"mon-fri"``, ``"mon,wed,fri"``, ``"sat sun"``, ``"fri-mon"``, ``"daily"`` -> days in
+    week order."""
+    cleaned = text.strip().lower().replace("every day", "daily")
+    if cleaned in _DAY_ALIASES:
+        return _DAY_ALIASES[cleaned]
+    chosen: set[int] = set()
+    for part in re.split(r"[,\s]+", cleaned):
+        if not part:
+            continue
+        if "-" in part or "–" in part:
+            first, _, last = part.replace("–", "-").partition("-")
+            start, end = _day(first, text), _day(last, text)
+            span = (end - start) % 7
+            chosen.update((start + i) % 7 for i in range(span + 1))
+        elif part in _DAY_ALIASES:
+            chosen.update(WEEKDAYS.index(d) for d in _DAY_ALIASES[part])
+        else:
+            chosen.add(_day(part, text))
+    if not chosen:
+        raise SubscriptionError("Name at least one day, like `/papers digest days mon-fri`.")
+    return tuple(WEEKDAYS[i] for i in sorted(chosen))
+
+
+def describe_days(days: Iterable[str]) -> str:
+    """``Mon–Fri``, ``every day``, ``Mon, Wed, Fri`` for messages."""
+    chosen = [d for d in WEEKDAYS if d in set(days)]
+    if len(chosen) == 7:
+        return "every day"
+    positions = [WEEKDAYS.index(d) for d in chosen]
+    if len(chosen) > 2 and positions == list(range(positions[0], positions[-1] + 1)):
+        return f"{chosen[0].title()}–{chosen[-1].title()}"
+    return ", ".join(d.title() for d in chosen) or "no days"
+
+
+# --- the store ---------------------------------------------------------------------------------
+
+
+class Subscriptions:
+    """Members and topics in the Paperboy database. Pass ``now`` to anything that writes."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    # members
+
+    def member(self, user_id: str) -> Member | None:
+        rows = self.members([user_id], enabled_only=False)
+        return rows[0] if rows else None
+
+    def members(
+        self, user_ids: Iterable[str] | None = None, *, enabled_only: bool = True
+    ) -> list[Member]:
+        """Members (all, or those asked for), with their topic counts; by default only those
+        whose digest is on."""
+        sql = (
+            "select m.*, (select count(*) from topics t where t.user_id = m.user_id) as n "
+            "from members m"
+        )
+        params: list[Any] = []
+        if user_ids is not None:
+            ids = list(user_ids)
+            if not ids:
+                return []
+            sql += f" where m.user_id in ({','.join('?' * len(ids))})"
+            params = ids
+        cursor = self.db.execute(sql + " order by m.user_id", params)
+        names = [d[0] for d in cursor.description]
+        members = []
+        for values in cursor:
+            row = dict(zip(names, values, strict=True))
+            member = Member.from_row(row, topic_count=row.pop("n"))
+            if member.enabled or not enabled_only:
+                members.append(member)
+        return members
+
+    def ensure_member(self, user_id: str, now: datetime, team_id: str | None = None) -> Member:
+        self.db.execute(
+            "insert or ignore into members (user_id, team_id, digest_time, digest_days, "
+            "created_at) values (?, ?, ?, ?, ?)",
+            [user_id, team_id, DEFAULT_TIME, ",".join(DEFAULT_DAYS), to_iso(now)],
+        )
+        if team_id:
+            self.db.execute(
+                "update members set team_id = ? where user_id = ? and team_id is null",
+                [team_id, user_id],
+            )
+        member = self.member(user_id)
+        assert member is not None
+        return member
+
+    def _update(self, user_id: str, now: datetime, **values: Any) -> Member:
+        self.ensure_member(user_id, now)
+        assignments = ", ".join(f"{name} = ?" for name in values)
+        self.db.execute(
+            f"update members set {assignments} where user_id = ?", [*values.values(), user_id]
+        )
+        member = self.member(user_id)
+        assert member is not None
+        return member
+
+    def set_enabled(self, user_id: str, enabled: bool, now: datetime) -> Member:
+        return self._update(user_id, now, digest_enabled=int(enabled))
+
+    def set_time(self, user_id: str, text: str, now: datetime) -> Member:
+        return self._update(user_id, now, digest_time=parse_time(text))
+
+    def set_days(self, user_id: str, text: str, now: datetime) -> Member:
+        return self._update(user_id, now, digest_days=",".join(parse_days(text)))
+
+    def set_channel(self, user_id: str, channel: str | None, now: datetime) -> Member:
+        return self._update(user_id, now, digest_channel=channel)
+
+    def set_tz(self, user_id: str, tz: str | None, now: datetime) -> Member:
+        """Record the time zone read from Slack (None: keep the old one, but note the check)."""
+        if tz:
+            try:
+                ZoneInfo(tz)
+            except (ZoneInfoNotFoundError, ValueError):
+                tz = None
+        if tz:
+            return self._update(user_id, now, tz=tz, tz_checked_at=to_iso(now))
+        return self._update(user_id, now, tz_checked_at=to_iso(now))
+
+    # topics
+
+    def topics(self, user_id: str) -> list[Topic]:
+        """The member's topics in the order they subscribed (their numbers in ``topics``)."""
+        return self.topics_by_member([user_id]).get(user_id, [])
+
+    def topics_by_member(self, user_ids: Iterable[str] | None = None) -> dict[str, list[Topic]]:
+        sql = "select id, user_id, query, normalized, created_at from topics"
+        params: list[Any] = []
+        if user_ids is not None:
+            ids = list(user_ids)
+            if not ids:
+                return {}
+            sql += f" where user_id in ({','.join('?' * len(ids))})"
+            params = ids
+        out: dict[str, list[Topic]] = {}
+        for row in self.db.execute(sql + " order by user_id, id", params):
+            topic = Topic(*row)
+            out.setdefault(topic.user_id, []).append(topic)
+        return out
+
+    def add_topic(
+        self, user_id: str, text: str, now: datetime, team_id: str | None = None
+    ) -> tuple[Topic, bool]:
+        """Subscribe; returns the topic and whether it is new (False: already subscribed).
+
+        Raises SubscriptionError (too long, too many) or QueryError (not a usable query).
+        """
+        text = " ".join(text.split())
+        if not text:
+            raise SubscriptionError(
+                'Say what to follow, like `/papers subscribe "graph neural networks"`.'
+            )
+        if len(text) > MAX_TOPIC_CHARS:
+            raise SubscriptionError(
+                f"A topic can be at most {MAX_TOPIC_CHARS} characters (this one has "
+                f"{len(text)}); a few specific keywords work best."
+            )
+        normalized = normalize_topic(text)
+        if not normalized:
+            raise SubscriptionError(
+                "That topic only has very common words (like “the” or “of”); name something "
+                'specific, like `/papers subscribe "graph neural networks"`.'
+            )
+        self.ensure_member(user_id, now, team_id)
+        for topic in self.topics(user_id):
+            if topic.normalized == normalized:
+                return topic, False
+        with self.db.atomic():
+            count = self.db.execute(
+                "select count(*) from topics where user_id = ?", [user_id]
+            ).fetchone()[0]
+            if count >= MAX_TOPICS:
+                raise SubscriptionError(
+                    f"You already follow {MAX_TOPICS} topics, the most Paperboy keeps per "
+                    "person. Drop one with `/papers unsubscribe <number>` "
+                    "(`/papers topics` lists them)."
+                )
+            cursor = self.db.execute(
+                "insert or ignore into topics (user_id, query, normalized, created_at) "
+                "values (?, ?, ?, ?)",
+                [user_id, text, normalized, to_iso(now)],
+            )
+            created = cursor.rowcount == 1
+        topic = next(t for t in self.topics(user_id) if t.normalized == normalized)
+        return topic, created
+
+    def remove_topic(self, user_id: str, which: str) -> Topic:
+        """Unsubscribe from a topic given by its number in ``topics`` or by its text."""
+        which = " ".join(which.split())
+        topics = self.topics(user_id)
+        if not which:
+            raise SubscriptionError(
+                "Say which topic to drop: its number from `/papers topics`, or its text."
+            )
+        if not topics:
+            raise SubscriptionError(
+                "You do not follow any topics yet. `/papers subscribe <topic>` starts one."
+            )
+        target: Topic | None = None
+        if which.lstrip("#").isdigit():
+            number = int(which.lstrip("#"))
+            if not 1 <= number <= len(topics):
+                raise SubscriptionError(
+                    f"There is no topic number {number}; you have {len(topics)} "
+                    f"(1–{len(topics)}, see `/papers topics`)."
+                )
+            target = topics[number - 1]
+        else:
+            try:
+                key = normalize_topic(which)
+            except ValueError:
+                key = None
+            target = next((t for t in topics if t.normalized == key or t.query == which), None)
+            if target is None:
+                raise SubscriptionError(
+                    f"You do not follow “{which}”. `/papers topics` lists your topics; "
+                    "unsubscribe by number, like `/papers unsubscribe 2`."
+                )
+        self.db.execute("delete from topics where id = ?", [target.id])
+        return target

@@ -1,0 +1,243 @@
+"""Subscriptions and digests end to end: signed slash commands into the real app, the scheduler's
+tick and the CLI, all against the local Slack stand-in."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bot.engine.search import Engine
+from bot.settings import Settings
+from digest import commands
+from digest.delivery import Dispatcher, make_client
+from digest.message import DIGEST_EVENT
+from digest.schedule import next_digest
+from digest.subscriptions import Subscriptions
+from digest.testing import write_corpus
+from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Engine:
+    engine = Engine.open(tmp_path / "paperboy.db")
+    engine.ingest([write_corpus(tmp_path / "papers.jsonl")])
+    engine.db.execute("update papers set added_at = '2024-01-01T00:00:00+00:00'")
+    return engine
+
+
+@pytest.fixture
+def slack(tmp_path: Path, engine: Engine):
+    harness = SlackHarness(tmp_path, engine=engine)
+    harness.fake.set_user("U1", tz="Europe/Berlin")
+    try:
+        yield harness
+    finally:
+        harness.close()
+
+
+def ask(slack: SlackHarness, text: str, user: str = "U1") -> dict[str, Any]:
+    status, url = slack.slash(text, user=user)
+    assert status == 200
+    reply = slack.reply(url)
+    assert reply.get("response_type", "ephemeral") == "ephemeral"  # private, always
+    return reply
+
+
+def scheduler(slack: SlackHarness) -> Dispatcher:
+    settings = Settings(slack_api_url=slack.fake.api_url, slack_bot_token="xoxb-test")
+    return Dispatcher(slack.engine, make_client(settings, sleep=lambda _: None), worker="clock")
+
+
+def test_subscribe_shows_the_match_count_and_best_three_and_starts_the_digest(slack) -> None:
+    reply = ask(slack, 'subscribe "graph neural" networks -survey')
+    text = blocks_text(reply)
+    assert "Subscribed to" in text and "(topic 1 of 1)" in text
+    assert "matches *8* papers" in text  # 9 graph papers, the survey left out
+    assert text.count("Graph Neural Networks with") == 3
+    assert "Mon–Fri at 09:00 (Europe/Berlin), by a direct message" in text
+    member = Subscriptions(slack.engine.db).member("U1")
+    assert member.enabled and member.tz == "Europe/Berlin"
+
+    again = blocks_text(ask(slack, 'subscribe "Graph Neural" network -survey'))
+    assert "already follow" in again and "nothing changed" in again
+    assert len(Subscriptions(slack.engine.db).topics("U1")) == 1
+
+
+def test_subscribe_reports_topics_that_are_too_broad_or_match_nothing(slack) -> None:
+    broad = blocks_text(ask(slack, "subscribe venue:ICLR"))
+    assert "of the corpus" in broad and "Narrow it" in broad
+    narrow = blocks_text(ask(slack, "subscribe quantum chemistry"))
+    assert "matches *0* papers" in narrow and "No paper in the corpus matches it yet" in narrow
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("subscribe colour:blue gnn", "I don't know the filter `colour:`"),
+        ("subscribe", "Say what to follow"),
+        ("subscribe " + "word " * 60, "at most 200 characters"),
+        ("unsubscribe 3", "do not follow any topics"),
+        ("digest time 25:00", "not a time of day"),
+        ("digest days someday", "not a list of days"),
+        ("digest sideways", "I don't know `digest sideways`"),
+        ("digest channel general", "Name the channel as a link"),
+    ],
+)
+def test_mistakes_get_a_message_saying_what_to_type(slack, text: str, expected: str) -> None:
+    reply = ask(slack, text)
+    assert_valid(reply)
+    assert expected in reply["text"], reply["text"]
+
+
+def test_topics_are_numbered_with_their_counts_and_unsubscribe_takes_either(slack) -> None:
+    for topic in ("graph neural networks", "diffusion models", "quantum chemistry"):
+        ask(slack, f"subscribe {topic}")
+    text = blocks_text(ask(slack, "topics"))
+    assert "1. graph neural networks · 9 papers" in text
+    assert "2. diffusion models · 9 papers" in text
+    assert "3. quantum chemistry · 0 papers" in text
+    assert "Unsubscribed from *diffusion models*" in ask(slack, "unsubscribe 2")["text"]
+    assert (
+        "Unsubscribed from *quantum chemistry*"
+        in ask(slack, "unsubscribe Quantum Chemistry")["text"]
+    )
+    assert "1. graph neural networks" in blocks_text(ask(slack, "topics"))
+
+
+def test_digest_settings(slack) -> None:
+    ask(slack, "subscribe graph neural networks")
+    assert "at 08:30 (Europe/Berlin)" in ask(slack, "digest time 8:30")["text"]
+    assert "Mon, Wed, Fri at 08:30" in ask(slack, "digest days mon,wed,fri")["text"]
+    assert "digest is *off*" in ask(slack, "digest off")["text"]
+    assert not Subscriptions(slack.engine.db).member("U1").enabled
+    assert "Mon, Wed, Fri" in ask(slack, "digest on")["text"]
+    assert "<#CPAPERS>" in ask(slack, "digest channel <#CPAPERS|papers>")["text"]
+    assert "by a direct message" in ask(slack, "digest channel dm")["text"]
+
+
+def test_preview_is_private_and_sends_nothing_now_sends_once(slack) -> None:
+    ask(slack, "subscribe graph neural networks")
+    preview = ask(slack, "digest preview")
+    assert "Preview of your next digest" in blocks_text(preview)
+    assert "similar:1" in buttons(preview)
+    assert slack.fake.calls_to("chat.postMessage") == []
+
+    sent = ask(slack, "digest now")
+    assert "Sent: 9 papers" in sent["text"]
+    [message] = slack.fake.messages_in("DU1")
+    assert_valid(message)
+    assert message["metadata"]["event_type"] == DIGEST_EVENT
+    assert message["metadata"]["event_payload"]["digest_id"].startswith("U1:")
+    assert "graph neural networks" in blocks_text(message)
+
+    again = ask(slack, "digest now")
+    assert "Nothing to send" in again["text"]
+    assert len(slack.fake.messages_in("DU1")) == 1
+
+
+def test_the_digests_buttons_are_the_lookups_buttons(slack) -> None:
+    ask(slack, "subscribe graph neural networks")
+    ask(slack, "digest now")
+    [message] = slack.fake.messages_in("DU1")
+    similar = buttons(message)["similar:1"]
+    assert buttons(message)["share:1"]["value"] == similar["value"]
+    _, url = slack.click("similar:1", similar["value"], channel="DU1", message_ts=message["ts"])
+    reply = slack.reply(url)
+    assert "Papers similar to" in blocks_text(reply)
+
+
+def test_the_scheduler_sends_new_papers_first_at_the_members_time(slack, tmp_path) -> None:
+    ask(slack, "subscribe graph neural networks")
+    ask(slack, "digest days daily")
+    clock = scheduler(slack)
+    member = Subscriptions(slack.engine.db).member("U1")
+    first_slot = next_digest(member, datetime.now(UTC)).astimezone(UTC)
+    [first] = clock.run_due(first_slot)
+    assert first.status == "sent" and first.papers == 9
+    assert clock.run_due(first_slot + timedelta(minutes=1)) == []
+
+    late = {
+        "id": "graph-late",
+        "title": "Graph Neural Networks for Late Arrivals",
+        "abstract": "Graph neural networks, message passing and node classification, again.",
+        "authors": ["Late Comer"],
+        "venue": "ICLR",
+        "year": 2025,
+    }
+    slack.engine.ingest([write_corpus(tmp_path / "late.jsonl", [late])])
+    second_slot = next_digest(member, first_slot).astimezone(UTC)
+    # Added between the two digests (the clock here runs ahead of the wall clock).
+    added = (first_slot + timedelta(hours=1)).isoformat(timespec="seconds")
+    slack.engine.db.execute("update papers set added_at = ? where id = 'graph-late'", [added])
+    [second] = clock.run_due(second_slot)
+    assert second.status == "sent" and second.papers == 1
+    messages = slack.fake.messages_in("DU1")
+    assert len(messages) == 2 and "Late Arrivals" in blocks_text(messages[-1])
+    assert "1 new since your last digest" in blocks_text(messages[-1])
+
+
+# --- the CLI ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_env(slack) -> dict[str, str]:
+    return {
+        "PAPERBOY_DB": str(slack.engine.db_path),
+        "SLACK_API_URL": slack.fake.api_url,
+        "SLACK_BOT_TOKEN": "xoxb-test",
+        "SLACK_SIGNING_SECRET": "secret",
+        "SLACK_APP_TOKEN": "",
+        "PAPERBOY_FEEDS": "",
+    }
+
+
+def test_cli_preview_and_send_now(slack, cli_env) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(commands.digest, ["preview", "--user", "U1"], env=cli_env)
+    assert missing.exit_code == 1 and "has no subscriptions" in missing.output
+    Subscriptions(slack.engine.db).add_topic("U1", "diffusion models", datetime.now(UTC))
+
+    preview = runner.invoke(commands.digest, ["preview", "--user", "U1"], env=cli_env)
+    assert preview.exit_code == 0, preview.output
+    assert "9 papers for U1" in preview.output and "diffusion models" in preview.output
+    assert slack.fake.calls_to("chat.postMessage") == []
+
+    sent = runner.invoke(commands.digest, ["send", "--now"], env=cli_env)
+    assert sent.exit_code == 0, sent.output
+    assert ": sent, 9 papers" in sent.output and "1 sent" in sent.output
+    assert len(slack.fake.messages_in("DU1")) == 1
+
+    due = runner.invoke(commands.digest, ["send"], env=cli_env)
+    assert due.exit_code == 0 and due.output.strip().endswith("nothing due")
+
+
+def test_cli_scheduler_wires_the_tick_and_the_feed_ingest(slack, cli_env, monkeypatch) -> None:
+    Subscriptions(slack.engine.db).add_topic(
+        "U1", "diffusion models", datetime(2024, 1, 1, tzinfo=UTC)
+    )
+    Subscriptions(slack.engine.db).set_days("U1", "daily", datetime(2024, 1, 1, tzinfo=UTC))
+    ran: dict[str, Any] = {}
+
+    class OneShot:
+        running = False
+
+        def start(self) -> None:
+            ran["tick"] = ran["jobs"]["tick"]()
+            ran["ingest"] = ran["jobs"]["ingest"]
+
+    def fake_build(tick, ingest=None, **options):
+        ran["jobs"] = {"tick": tick, "ingest": ingest, **options}
+        return OneShot()
+
+    monkeypatch.setattr("digest.schedule.build_scheduler", fake_build)
+    feed = write_corpus(Path(cli_env["PAPERBOY_DB"]).with_name("feed.jsonl"), [])
+    result = CliRunner().invoke(
+        commands.scheduler, ["--tick", "30"], env={**cli_env, "PAPERBOY_FEEDS": str(feed)}
+    )
+    assert result.exit_code == 0, result.output
+    assert ran["jobs"]["tick_seconds"] == 30 and ran["ingest"] is not None
+    assert isinstance(ran["tick"], list)  # one run_due, whatever was due at the real time
