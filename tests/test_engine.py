@@ -182,3 +182,20 @@ def test_top_k_selection_matches_a_full_sort():
         ranked = Engine._top(candidates, scores, limit, offset, None, None)
         expected = sorted(range(total), key=lambda i: (-scores[i], candidates[i]))
         assert list(ranked.docs) == [candidates[i] for i in expected[offset : offset + limit]]
+
+
+def test_building_in_chunks_gives_the_same_index(seeded, tmp_path, monkeypatch):
+    import numpy as np
+
+    import bot.engine.index as index_module
+
+    whole = seeded.index
+    monkeypatch.setattr(index_module, "CHUNK_DOCS", 5)
+    index_module.build_index(seeded.corpus, tmp_path / "chunked")
+    chunked = index_module.Index(tmp_path / "chunked")
+    assert chunked.n_terms == whole.n_terms
+    assert [chunked.vocab.term(i) for i in range(0, whole.n_terms, 97)] == [
+        whole.vocab.term(i) for i in range(0, whole.n_terms, 97)
+    ]
+    assert np.array_equal(chunked.x_indices, whole.x_indices)
+    assert np.allclose(chunked.x_data, whole.x_data)

@@ -64,6 +64,8 @@ class BuildStats:
 #: A bigram must occur in this many papers to enter the vocabulary: hapax bigrams are most of
 #: the vocabulary, carry almost no ranking signal, and would double the index and its build time.
 MIN_BIGRAM_DF = 3
+#: Documents counted at a time while building: bounds the temporary arrays at any corpus size.
+CHUNK_DOCS = 20_000
 
 
 @dataclass
@@ -84,62 +86,73 @@ class _Field:
         self.offsets.append(len(ids))
 
 
+def _pieces(fields: list[_Field], start: int, end: int, n_uni: int):
+    """For documents [start, end): (docs, unigram ids, weights) and (docs, bigram keys, weights).
+
+    Document numbers are local to the chunk; a bigram key is ``first * n_uni + second``, and
+    bigrams never span two fields or two documents.
+    """
+    uni_docs, uni_ids, uni_vals, bi_docs, bi_keys, bi_vals = [], [], [], [], [], []
+    for text_field in fields:
+        offsets = np.frombuffer(text_field.offsets, dtype=np.int64)
+        ids = np.frombuffer(text_field.ids, dtype=np.int32)[offsets[start] : offsets[end]]
+        doc_of = np.repeat(
+            np.arange(end - start, dtype=np.int32), np.diff(offsets[start : end + 1])
+        )
+        uni_docs.append(doc_of)
+        uni_ids.append(ids)
+        uni_vals.append(np.full(len(ids), text_field.weight, dtype=np.float32))
+        same_doc = doc_of[1:] == doc_of[:-1]
+        bi_docs.append(doc_of[1:][same_doc])
+        bi_keys.append(ids[:-1].astype(np.int64)[same_doc] * n_uni + ids[1:][same_doc])
+        bi_vals.append(np.full(int(same_doc.sum()), text_field.weight, dtype=np.float32))
+    cat = np.concatenate
+    return (cat(uni_docs), cat(uni_ids), cat(uni_vals)), (cat(bi_docs), cat(bi_keys), cat(bi_vals))
+
+
 def count_terms(fields: list[_Field], n_docs: int, unigrams: list[str]):
     """Weighted unigram and bigram counts (documents x terms) and the sorted vocabulary.
 
     Equivalent to scikit-learn's ``CountVectorizer(analyzer=analyze)`` applied per field and
     summed with the field weights, plus a ``min_df`` for bigrams only; done with numpy on
-    integer ids because the vectorizer's per-token Python loop and its dict of every bigram
-    took 66 s and 2 GB for the 87k-paper corpus (see bench/README.md).
+    integer ids, a chunk of documents at a time, because the vectorizer's per-token Python
+    loop and its dict of every bigram took 66 s and 2 GB for the 87k-paper corpus.
     """
     n_uni = len(unigrams)
-    docs, cols, vals, bigram_keys, bigram_docs, bigram_vals = [], [], [], [], [], []
-    for text_field in fields:
-        ids = np.frombuffer(text_field.ids, dtype=np.int32)
-        lengths = np.diff(np.frombuffer(text_field.offsets, dtype=np.int64))
-        doc_of = np.repeat(np.arange(n_docs, dtype=np.int32), lengths)
-        docs.append(doc_of)
-        cols.append(ids)
-        vals.append(np.full(len(ids), text_field.weight, dtype=np.float32))
-        if len(ids) > 1:
-            same_doc = doc_of[1:] == doc_of[:-1]
-            first = ids[:-1].astype(np.int64)[same_doc]
-            second = ids[1:].astype(np.int64)[same_doc]
-            bigram_keys.append(first * n_uni + second)
-            bigram_docs.append(doc_of[1:][same_doc])
-            bigram_vals.append(np.full(len(first), text_field.weight, dtype=np.float32))
-    unigram_counts = sp.csr_matrix(
-        (np.concatenate(vals), (np.concatenate(docs), np.concatenate(cols))),
-        shape=(n_docs, n_uni),
-        dtype=np.float32,
-    )
-    del docs, cols, vals
-    keys = np.concatenate(bigram_keys) if bigram_keys else np.zeros(0, np.int64)
-    # np.unique(return_inverse=True) would hold four arrays the size of `keys` at once.
-    distinct = np.unique(keys)
-    column = np.searchsorted(distinct, keys).astype(np.int32)
-    del keys
-    if len(distinct):
-        bigram_counts = sp.csr_matrix(
-            (np.concatenate(bigram_vals), (np.concatenate(bigram_docs), column)),
-            shape=(n_docs, len(distinct)),
-            dtype=np.float32,
-        )
+    chunks = [(a, min(a + CHUNK_DOCS, n_docs)) for a in range(0, n_docs, CHUNK_DOCS)]
+    # Pass 1: each bigram's document frequency, merged over the chunks.
+    seen_keys, seen_counts = [], []
+    for a, b in chunks:
+        _, (docs, keys, _) = _pieces(fields, a, b, n_uni)
+        per_doc = np.unique(docs.astype(np.int64) * (n_uni * n_uni) + keys) % (n_uni * n_uni)
+        chunk_keys, chunk_df = np.unique(per_doc, return_counts=True)
+        seen_keys.append(chunk_keys)
+        seen_counts.append(chunk_df)
+    all_keys = np.concatenate(seen_keys) if seen_keys else np.zeros(0, np.int64)
+    distinct, where = np.unique(all_keys, return_inverse=True)
+    df = np.bincount(where, weights=np.concatenate(seen_counts) if seen_counts else None)
+    kept = distinct[df >= MIN_BIGRAM_DF] if len(distinct) else distinct
+    del seen_keys, seen_counts, all_keys, distinct, where, df
+    # Pass 2: the counts, chunk by chunk, bigram columns after the unigram ones.
+    width = n_uni + len(kept)
+    parts = []
+    for a, b in chunks:
+        (u_docs, u_ids, u_vals), (b_docs, b_keys, b_vals) = _pieces(fields, a, b, n_uni)
+        pos = np.searchsorted(kept, b_keys)
+        known = pos < len(kept)
+        known[known] = kept[pos[known]] == b_keys[known]
+        rows = np.concatenate([u_docs, b_docs[known]])
+        cols = np.concatenate([u_ids, (n_uni + pos[known]).astype(np.int32)])
+        vals = np.concatenate([u_vals, b_vals[known]])
+        part = sp.csr_matrix((vals, (rows, cols)), shape=(b - a, width), dtype=np.float32)
+        part.sum_duplicates()
+        parts.append(part)
+    if parts:
+        counts = sp.vstack(parts, format="csr", dtype=np.float32)
     else:
-        bigram_counts = sp.csr_matrix((n_docs, 0), dtype=np.float32)
-    del column, bigram_docs, bigram_vals
-    bigram_counts.sum_duplicates()
-    df = np.bincount(bigram_counts.indices, minlength=len(distinct))
-    keep = np.flatnonzero(df >= MIN_BIGRAM_DF)
-    bigram_counts = bigram_counts[:, keep]
-    distinct = distinct[keep]
-    terms = unigrams + [
-        f"{unigrams[a]} {unigrams[b]}"
-        for a, b in zip(
-            (distinct // max(n_uni, 1)).tolist(), (distinct % max(n_uni, 1)).tolist(), strict=True
-        )
-    ]
-    counts = sp.hstack([unigram_counts, bigram_counts], format="csr", dtype=np.float32)
+        counts = sp.csr_matrix((n_docs, width), dtype=np.float32)
+    del parts
+    terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
     # Column ids in sorted-term order, so the vocabulary can be searched by bisection.
     order = sorted(range(len(terms)), key=terms.__getitem__)
     rank = np.empty(len(terms), dtype=np.int32)
