@@ -199,3 +199,22 @@ def test_building_in_chunks_gives_the_same_index(seeded, tmp_path, monkeypatch):
     ]
     assert np.array_equal(chunked.x_indices, whole.x_indices)
     assert np.allclose(chunked.x_data, whole.x_data)
+
+
+def test_papers_with_all_the_query_terms_come_first(engine):
+    # p3 mentions diffusion once in a long abstract; p1 has both words; p2 has neither.
+    assert ids(engine.search("diffusion proteins"))[0] == "p1"
+    assert ids(engine.search("graph neural networks molecules"))[0] == "p2"
+
+
+def test_matched_terms_agrees_both_ways(seeded):
+    import numpy as np
+
+    from bot.engine.text import analyze
+
+    index = seeded.index
+    term_ids, _ = index.vectorize(analyze("language agents reward model graph"))
+    docs = np.arange(index.n_docs)
+    few = index.matched_terms(term_ids, docs)
+    hits = np.concatenate([index.postings(t)[0] for t in term_ids.tolist()])
+    assert np.array_equal(few, np.bincount(hits, minlength=index.n_docs).astype(np.float32))

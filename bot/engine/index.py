@@ -322,8 +322,10 @@ class Index:
         self.meta = json.loads((self.directory / "meta.json").read_text())
         if self.meta.get("format") != FORMAT_VERSION:
             raise ValueError("index format changed")
+        # Plain ndarray views of the mmaps: numpy.memmap's Python-level __getitem__ costs more
+        # than a lookup's own work.
         arrays = {
-            name: np.load(self.directory / f"{name}.npy", mmap_mode="r")
+            name: np.asarray(np.load(self.directory / f"{name}.npy", mmap_mode="r"))
             for name in (*_ARRAYS, "idf", "rowids", "years", "venue_codes", "vocab_offsets")
         }
         self.n_docs = int(self.meta["documents"])
@@ -389,6 +391,25 @@ class Index:
         )
         product = (query @ self._xt).tocsr()
         return product.indices, product.data
+
+    def matched_terms(self, term_ids: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """How many of the terms each of ``docs`` contains.
+
+        A few documents: binary-search each term's posting list. Many: one bincount over them.
+        """
+        if not len(term_ids) or not len(docs):
+            return np.zeros(len(docs), dtype=np.float32)
+        if len(docs) <= 2_000:
+            counts = np.zeros(len(docs), dtype=np.float32)
+            for term in term_ids.tolist():
+                posting = self.postings(term)[0]  # sorted document numbers
+                if not len(posting):
+                    continue
+                at = np.minimum(np.searchsorted(posting, docs), len(posting) - 1)
+                counts += posting[at] == docs
+            return counts
+        hits = np.concatenate([self.postings(t)[0] for t in term_ids.tolist()])
+        return np.bincount(hits, minlength=self.n_docs)[docs].astype(np.float32)
 
     def docs_with_all(self, term_ids: Iterable[int]) -> np.ndarray:
         """Sorted document numbers containing every one of the terms (-1: none can)."""
