@@ -17,6 +17,7 @@ import click
 from digest.commands import digest, scheduler
 
 from .cli_options import db_option, load_settings
+from .engine.query import QueryError
 
 
 class Context:
@@ -64,11 +65,8 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
     could be read.
     """
     context = _ctx(ctx, db_path)
-    missing = [str(p) for p in paths if not p.is_file()]
-    for path in missing:
-        click.secho(f"{path}: no such file.", fg="red", err=True)
     engine = context.engine(seed=False)
-    report = engine.ingest([p for p in paths if p.is_file()], progress=_progress)
+    report = engine.ingest(paths, progress=_progress)
     for message in report.file_errors:
         click.secho(message, fg="red", err=True)
     rejected = report.rejected
@@ -124,8 +122,13 @@ def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_pa
             text = line.strip()
             if not text:
                 continue
-            results = [{"id": i, "score": round(s, 6)} for i, s in engine.rank(text, k=limit)]
-            click.echo(json.dumps({"query": text, "results": results}, ensure_ascii=False))
+            line: dict = {"query": text, "results": []}
+            try:
+                ranked = engine.rank(text, k=limit, raise_errors=True)
+                line["results"] = [{"id": i, "score": round(s, 6)} for i, s in ranked]
+            except QueryError as error:
+                line["error"] = str(error)
+            click.echo(json.dumps(line, ensure_ascii=False))
         return
     _show(engine.search(query, limit=limit, offset=offset), as_json)
 
@@ -163,7 +166,7 @@ def stats(ctx, as_json: bool, db_path) -> None:
     click.echo(f"papers    {data['papers']:,}")
     click.echo(f"index     {index.n_terms:,} terms over {index.n_docs:,} papers")
     click.echo("")
-    width = max((len(r["venue"] or "?") for r in data["by_venue_year"]), default=5)
+    width = max((len(r["venue"] or "(no venue)") for r in data["by_venue_year"]), default=5)
     for row in data["by_venue_year"]:
         click.echo(
             f"  {(row['venue'] or '?'):<{width}}  {row['year'] or '':>4}  {row['papers']:>8,}"
@@ -239,6 +242,8 @@ def _print_result(result) -> None:
     if result.error:
         click.secho(result.error, fg="red", err=True)
         return
+    for notice in result.notices:
+        click.secho(notice, dim=True)
     if not result.hits:
         click.echo(f"No papers match “{result.query}”.")
         for suggestion in result.suggestions:

@@ -167,12 +167,12 @@ def _finish(
             match.docs, match.scores = _empty(), _no_scores()
         return match
     if prepared.filters_only:
-        ranked = engine.rank(prepared.text, k=index.n_docs)
+        ranked = engine.rank(prepared.text, k=index.n_docs, coordinate=False)
         match.docs = _docs_of_ids(engine, index, [i for i, _ in ranked])
         match.scores = np.ones(len(match.docs), np.float32)
         match.why = [prepared.text]
     elif len(docs):
-        ranked = engine.rank(prepared.text, k=len(docs) + 16)
+        ranked = engine.rank(prepared.text, k=len(docs) + 16, coordinate=False)
         allowed = _docs_of_ids(engine, index, [i for i, s in ranked if s >= threshold * 0.999])
         keep = np.isin(docs, allowed)
         match.docs, match.scores = docs[keep], scores[keep]
@@ -239,7 +239,7 @@ def match_topics_one_by_one(
         if prepared.error is None and len(prepared.term_ids) and not prepared.filters_only:
             k = 64
             while True:
-                ranked = engine.rank(text, k=k)
+                ranked = engine.rank(text, k=k, coordinate=False)
                 if len(ranked) < k or ranked[-1][1] < threshold:
                     break
                 k *= 4

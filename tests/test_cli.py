@@ -41,7 +41,8 @@ def test_batch_prints_one_json_line_per_query(run):
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["query"] for line in lines] == ["QLASS", "foo:bar", "smoothness"]
     assert len(lines[0]["results"]) == 1 and set(lines[0]["results"][0]) == {"id", "score"}
-    assert lines[1]["results"] == []
+    assert "error" not in lines[0]
+    assert lines[1]["results"] == [] and "foo:" in lines[1]["error"]
 
 
 def test_a_bad_query_exits_2_with_one_sentence(run):
@@ -66,7 +67,8 @@ def test_ingest_of_nothing_usable_exits_1(run, tmp_path):
     path.write_text("")
     result = run("ingest", str(path), str(tmp_path / "missing.json"))
     assert result.exit_code == 1
-    assert "empty" in result.output and "no such file" in result.output
+    assert "empty.csv is empty" in result.output and "missing.json does not exist" in result.output
+    assert "2 file(s) unreadable" in result.output
 
 
 def test_similar_and_stats(run):

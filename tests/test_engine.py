@@ -218,3 +218,19 @@ def test_matched_terms_agrees_both_ways(seeded):
     few = index.matched_terms(term_ids, docs)
     hits = np.concatenate([index.postings(t)[0] for t in term_ids.tolist()])
     assert np.array_equal(few, np.bincount(hits, minlength=index.n_docs).astype(np.float32))
+
+
+def test_words_no_paper_mentions_are_named(engine):
+    result = engine.search("protein zyzzyva")
+    assert ids(result) == ["p1"]
+    assert any("zyzzyva" in notice for notice in result.notices)
+    assert any("2021 to 2025" in n for n in engine.search("protein year:2030").notices)
+
+
+def test_coordination_only_reorders_and_can_be_turned_off(engine):
+    coordinated = engine.rank("graph neural networks molecules", k=10)
+    plain = engine.rank("graph neural networks molecules", k=10, coordinate=False)
+    assert {i for i, _ in coordinated} == {i for i, _ in plain}
+    assert all(
+        c <= p + 1e-6 for (_, c), (_, p) in zip(sorted(coordinated), sorted(plain), strict=True)
+    )

@@ -217,11 +217,19 @@ class Engine:
 
     # -- lookups ---------------------------------------------------------------------------
 
-    def rank(self, query: str, k: int = 10) -> list[tuple[str, float]]:
-        """Ids and scores only: the fast path for batch evaluation and benchmarks."""
+    def rank(
+        self, query: str, k: int = 10, *, coordinate: bool = True, raise_errors: bool = False
+    ) -> list[tuple[str, float]]:
+        """Ids and scores only: the fast path for batch evaluation, benchmarks and digests.
+
+        ``coordinate=False`` gives the plain TF-IDF cosine scores (digests compare them with
+        a fixed threshold); an unusable query gives ``[]`` unless ``raise_errors``.
+        """
         try:
-            ranked = self._rank(parse_query(query), k, 0)
+            ranked = self._rank(parse_query(query), k, 0, coordinate=coordinate)
         except QueryError:
+            if raise_errors:
+                raise
             return []
         rowids = ranked.index.rowids[ranked.docs].tolist()
         ids = self.corpus.ids_for_rowids(rowids)
@@ -239,6 +247,7 @@ class Engine:
             return result
         result.total = ranked.total
         result.hits = self._hits(ranked, parsed, snippets)
+        result.notices = self._notices(parsed, ranked.index, found=bool(result.hits))
         if not result.hits:
             result.suggestions = self._suggestions(parsed)
         return result
@@ -273,7 +282,7 @@ class Engine:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _rank(self, query: Query, limit: int, offset: int) -> _Ranked:
+    def _rank(self, query: Query, limit: int, offset: int, coordinate: bool = True) -> _Ranked:
         index = self.index
         ranked_terms = analyze(query.ranked_text)
         term_ids, weights = index.vectorize(ranked_terms)
@@ -300,7 +309,7 @@ class Engine:
         if not keep.all():
             candidates, scores = candidates[keep], scores[keep]
         total = len(candidates)
-        if len(term_ids) > 1 and limit + offset > 0:
+        if coordinate and len(term_ids) > 1 and limit + offset > 0:
             candidates, scores = self._coordinate(
                 index, candidates, scores, term_ids, limit + offset
             )
@@ -425,6 +434,21 @@ class Engine:
                 )
             )
         return hits
+
+    @staticmethod
+    def _notices(query: Query, index: Index, found: bool) -> list[str]:
+        """What the user should know about how the query was read ("Missing: ...")."""
+        notices = []
+        missing = [w for w in query.words if (t := words(w)) and index.vocab.id_of(t[0]) < 0]
+        if missing and (found or len(missing) < len(query.words)):
+            quoted = ", ".join(f"“{w}”" for w in missing)
+            notices.append(f"No paper mentions {quoted}; results match the other words.")
+        if not found and (query.year_from or query.year_to):
+            years = np.asarray(index.years)
+            years = years[years > 0]
+            if len(years):
+                notices.append(f"Papers here are from {years.min()} to {years.max()}.")
+        return notices
 
     def _suggestions(self, query: Query) -> list[str]:
         out = []
