@@ -2,8 +2,11 @@
 
 Each paper is ``bot.slack.render.paper_blocks`` (title, venue, authors, snippet, why it
 matched, and the "Similar papers" / "Share to channel" buttons the actions listener handles),
-numbered across the whole message so every action id is unique. Papers that do not fit in
-Slack's 50 blocks are left out of the message *and* of the claim, so they come next time.
+numbered across the whole message so every action id is unique. In a direct message, "Share
+to channel" opens a channel picker (there is no channel to share into). Every other block is
+``render.section`` / ``render.context`` too: escaped, ``verbatim`` mrkdwn, cut at Slack's limits.
+Papers that do not fit in Slack's 50 blocks are left out of the message *and* of the claim, so
+they come next time.
 """
 
 from __future__ import annotations
@@ -11,20 +14,25 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from slack_sdk.models.blocks import Block, ContextBlock, DividerBlock, HeaderBlock, SectionBlock
-from slack_sdk.models.blocks.basic_components import MarkdownTextObject, PlainTextObject
+from slack_sdk.models.blocks import Block, DividerBlock, HeaderBlock
+from slack_sdk.models.blocks.basic_components import PlainTextObject
 
 from bot.engine.search import Engine, Hit, make_snippet
 from bot.engine.text import words
-from bot.slack.render import MAX_BLOCKS, clip, clip_escaped, escape, paper_blocks
+from bot.slack import render
 
 from .selection import DigestPlan
 
 DIGEST_EVENT = "paperboy_digest"  # the message metadata's event_type
 TOPIC_CHARS = 120
+# No "only you get this": a member may have their digest posted in a channel.
 FOOTER = (
-    "Only you get this digest. `/papers topics` lists your topics · "
-    "`/papers digest time 08:30` · `/papers digest off`"
+    "`/papers topics` lists the topics · `/papers digest time 08:30` changes the time · "
+    "`/papers digest off` stops the digest"
+)
+PREVIEW_NOTE = (
+    "This is what a digest sent now would hold; nothing is marked as sent. "
+    "`/papers digest now` sends it."
 )
 
 
@@ -64,37 +72,26 @@ def digest_message(
     title = "Your paper digest" + (f" · {_when(local_date)}" if _when(local_date) else "")
     if preview:
         title = "Preview of your next digest"
-    head: list[Block] = [HeaderBlock(text=PlainTextObject(text=clip(title, 150), emoji=True))]
-    tail: list[Block] = [ContextBlock(elements=[MarkdownTextObject(text=FOOTER)])]
-    if preview:
-        tail.insert(
-            0,
-            ContextBlock(
-                elements=[
-                    MarkdownTextObject(
-                        text="This is what a digest sent now would hold; nothing is marked "
-                        "as sent. `/papers digest now` sends it."
-                    )
-                ]
-            ),
-        )
-    room = MAX_BLOCKS - len(head) - len(tail) - 1  # one for the summary line
+    head: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text=render.clip(title, render.MAX_HEADER), emoji=True))
+    ]
+    tail: list[Block] = [DividerBlock()]
+    tail += [render.context(PREVIEW_NOTE)] if preview else []
+    tail.append(render.context(FOOTER))
+    room = render.MAX_BLOCKS - len(head) - len(tail) - 1  # one for the summary line
     body: list[Block] = []
     kept: list[str] = []
     number = 0
     for section in plan.sections:
         section_hits = [hits[i.paper_id] for i in section.items if i.paper_id in hits]
         new = sum(1 for i in section.items if i.paper_id in hits and i.new)
-        label = f"*{clip_escaped(section.query, TOPIC_CHARS)}*"
+        label = f"*{render.clip_escaped(section.query, TOPIC_CHARS)}*"
         count = f"{len(section_hits)} paper{'s' if len(section_hits) != 1 else ''}"
         count += f", {new} new" if new else ""
-        topic_blocks: list[Block] = [
-            DividerBlock(),
-            SectionBlock(text=MarkdownTextObject(text=f":label: {label} · {count}")),
-        ]
+        topic_blocks: list[Block] = [DividerBlock(), render.section(f":label: {label} · {count}")]
         fitted: list[Block] = []
         for hit in section_hits:
-            one = paper_blocks(hit, index=number + 1, share=True, similar=True)
+            one = render.paper_blocks(hit, index=number + 1, share=True, similar=True)
             if len(body) + len(topic_blocks) + len(fitted) + len(one) > room:
                 break
             number += 1
@@ -108,12 +105,12 @@ def digest_message(
         f"{trimmed.size} paper{'s' if trimmed.size != 1 else ''} on {topics} of your topics"
         + (f", {trimmed.new_count} new since your last digest" if trimmed.new_count else "")
     )
-    blocks = head + [ContextBlock(elements=[MarkdownTextObject(text=summary)])] + body + tail
-    names = escape(", ".join(s.query for s in trimmed.sections))
-    message: dict[str, Any] = {
-        "text": clip(f"{title}: {summary} ({names})", 3000),
-        "blocks": [b.to_dict() for b in blocks],
-    }
+    blocks = head + [render.context(summary)] + body + tail
+    text = f"{title}: {summary}"
+    names = ", ".join(s.query for s in trimmed.sections)
+    if names:
+        text += f" ({render.clip_escaped(names, render.MAX_FALLBACK_TEXT - len(text) - 3)})"
+    message = render.as_message(text, blocks)
     if digest_id:
         message["metadata"] = {
             "event_type": DIGEST_EVENT,

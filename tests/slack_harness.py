@@ -4,6 +4,7 @@
     status, url = harness.slash("diffusion")    # signed form POST to /slack/events
     reply = harness.reply(url)                  # what the app sent to that response_url
     status, url = harness.click("more", reply_button_value, message_ts=...)
+    status, ack = harness.submit_view(fake.modals()[-1], {"share_channel": "C42"})
 
 Requests are built from Slack's documentation (form encoding, ``X-Slack-Signature`` v0
 HMAC-SHA256 over ``v0:<timestamp>:<body>``, ``X-Slack-Request-Timestamp``), independently of
@@ -22,6 +23,7 @@ import sqlite3
 import time
 import urllib.error
 import urllib.request
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
@@ -96,6 +98,7 @@ class SlackHarness:
             self.settings, self.engine, executor=self.executor
         )
         self.url = self.server.url
+        self.trigger_ids: list[str] = []  # of the clicks, in order (views.open must use them)
 
     def close(self) -> None:
         self.server.stop()
@@ -173,7 +176,7 @@ class SlackHarness:
             "api_app_id": APP_ID,
             "is_enterprise_install": "false",
             "response_url": response_url,
-            "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+            "trigger_id": trigger_id(),
         }
         status, _ = self.post(urlencode(form).encode(), **post_options)
         return status, response_url
@@ -188,10 +191,18 @@ class SlackHarness:
         message_ts: str = "1700000000.000100",
         ephemeral: bool = True,
         label: str = "button",
+        channel_name: str | None = None,
         **post_options: Any,
     ) -> tuple[int, str]:
-        """Click a button: a signed ``payload=`` block_actions form; returns (status, response_url)."""
+        """Click a button: a signed ``payload=`` block_actions form; returns (status, response_url).
+
+        ``channel_name`` is what Slack calls the conversation: by default "directmessage" for
+        a ``D...`` id (as Slack names every DM), else "general"; group DMs are "mpdm-...".
+        """
         response_url = self.fake.response_url(channel=channel, user=user, message_ts=message_ts)
+        if channel_name is None:
+            channel_name = "directmessage" if channel.startswith("D") else "general"
+        self.trigger_ids.append(trigger_id())
         payload = {
             "type": "block_actions",
             "user": {
@@ -208,11 +219,11 @@ class SlackHarness:
                 "channel_id": channel,
                 "is_ephemeral": ephemeral,
             },
-            "trigger_id": "12466734323.1395872398.0a1b2c3d4e",
+            "trigger_id": self.trigger_ids[-1],
             "team": {"id": TEAM_ID, "domain": "paperboy"},
             "enterprise": None,
             "is_enterprise_install": False,
-            "channel": {"id": channel, "name": "general"},
+            "channel": {"id": channel, "name": channel_name},
             "state": {"values": {}},
             "response_url": response_url,
             "actions": [
@@ -229,6 +240,52 @@ class SlackHarness:
         body = urlencode({"payload": json.dumps(payload)}).encode()
         status, _ = self.post(body, **post_options)
         return status, response_url
+
+    def submit_view(
+        self, view: dict[str, Any], answers: dict[str, str | None], *, user: str = "U1"
+    ) -> tuple[int, Any]:
+        """Press a modal's submit button: a signed ``view_submission`` payload.
+
+        ``view`` is the modal as FakeSlack recorded it (``fake.modals()``); ``answers`` maps an
+        input block's ``block_id`` to what the user chose or typed, and is turned into Slack's
+        ``state.values`` by the element's type. Like Slack's client, a required input left
+        empty is refused here, before anything is sent. Returns (HTTP status, the ack's JSON
+        body, or ``""`` for an empty ack).
+        """
+        values: dict[str, Any] = {}
+        for block in view.get("blocks") or []:
+            if block.get("type") != "input":
+                continue
+            element, answer = block["element"], answers.get(block["block_id"])
+            if answer is None and not block.get("optional"):
+                raise AssertionError(f"Slack would not submit: {block['block_id']} is required")
+            kind = element["type"]
+            if kind == "conversations_select":
+                state = {"type": kind, "selected_conversation": answer}
+            elif kind == "plain_text_input":
+                state = {"type": kind, "value": answer}
+            else:
+                raise NotImplementedError(f"submit_view cannot fill a {kind}")
+            values[block["block_id"]] = {element["action_id"]: state}
+        payload = {
+            "type": "view_submission",
+            "team": {"id": TEAM_ID, "domain": "paperboy"},
+            "user": {
+                "id": user,
+                "username": user.lower(),
+                "name": user.lower(),
+                "team_id": TEAM_ID,
+            },
+            "api_app_id": APP_ID,
+            "token": "gIkuvaNzQIHg97ATvDxqgjtO",
+            "trigger_id": trigger_id(),
+            "view": {**view, "state": {"values": values}},
+            "response_urls": [],
+            "is_enterprise_install": False,
+            "enterprise": None,
+        }
+        status, body = self.post(urlencode({"payload": json.dumps(payload)}).encode())
+        return status, (json.loads(body) if body.strip() else "")
 
     def event(self, event: dict[str, Any], **post_options: Any) -> tuple[int, str]:
         """Deliver an Events API callback (JSON), as Slack does."""
@@ -259,6 +316,11 @@ class SlackHarness:
         payload = replies[n - 1]
         assert_valid(payload)
         return payload
+
+
+def trigger_id() -> str:
+    """A fresh trigger_id, as Slack sends with every command and click (each works once)."""
+    return f"{int(time.time())}.{uuid.uuid4().int % 10**10}.{uuid.uuid4().hex[:24]}"
 
 
 def assert_valid(message: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@ tick and the CLI, all against the local Slack stand-in."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -10,14 +11,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from bot.engine.search import Engine
+from bot.engine.search import Engine, Hit
 from bot.settings import Settings
+from bot.slack import render
 from digest import commands
 from digest.delivery import Dispatcher, make_client
-from digest.message import DIGEST_EVENT
+from digest.message import DIGEST_EVENT, digest_message
 from digest.schedule import next_digest
+from digest.selection import DigestItem, DigestPlan, DigestSection
 from digest.subscriptions import Subscriptions
-from digest.testing import write_corpus
+from digest.testing import synthetic_papers, write_corpus
 from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
 
 
@@ -241,3 +244,109 @@ def test_cli_scheduler_wires_the_tick_and_the_feed_ingest(slack, cli_env, monkey
     assert result.exit_code == 0, result.output
     assert ran["jobs"]["tick_seconds"] == 30 and ran["ingest"] is not None
     assert isinstance(ran["tick"], list)  # one run_due, whatever was due at the real time
+
+
+# --- the digest message ------------------------------------------------------------------------
+
+
+def mrkdwn_objects(message: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "mrkdwn":
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(message["blocks"])
+    return found
+
+
+def big_plan(engine: Engine) -> DigestPlan:
+    """Every synthetic paper, in five topics whose names try to ping and to break markup."""
+    ids = [p["id"] for p in synthetic_papers()]
+    themes = ["graph", "diffusion", "rl", "federated", "protein"]
+    sections = [
+        DigestSection(
+            n,
+            f"<!channel> {theme} & <@U999> " + "x" * 300,
+            [DigestItem(i, 0.5, [theme], new=True) for i in ids if i.startswith(theme)],
+        )
+        for n, theme in enumerate(themes, 1)
+    ]
+    return DigestPlan("U1", sections)
+
+
+@pytest.mark.parametrize("preview", [False, True])
+def test_a_big_digest_fits_slacks_limits_and_claims_only_what_it_shows(
+    engine: Engine, preview: bool
+) -> None:
+    plan = big_plan(engine)
+    assert plan.size == 45
+    message, kept = digest_message(engine, plan, "2024-03-04", digest_id="U1:x", preview=preview)
+    assert_valid(message)
+    assert len(message["blocks"]) <= 50 and len(message["text"]) <= 3000
+    ids = [b["action_id"] for b in buttons(message).values()]
+    shown = [b["value"] for a, b in buttons(message).items() if a.startswith("similar:")]
+    assert sorted(ids) == sorted({*ids})  # unique action ids across topics
+    assert shown == kept.paper_ids and 0 < kept.size < plan.size
+    numbers = [int(a.split(":")[1]) for a in buttons(message) if a.startswith("share:")]
+    assert numbers == list(range(1, kept.size + 1))  # numbered across the whole message
+    # Every mrkdwn is verbatim and escaped: no topic can ping or mention.
+    objects = mrkdwn_objects(message)
+    assert objects and all(o.get("verbatim") is True for o in objects)
+    text = json.dumps(message)
+    for dangerous in ("<!channel>", "<@U999>"):
+        assert dangerous not in text
+    assert all(len(o["text"]) <= 3000 for o in objects)
+
+
+def test_digest_papers_are_rendered_like_lookups(engine: Engine) -> None:
+    plan = DigestPlan(
+        "U1", [DigestSection(1, "graph", [DigestItem("graph-1", 0.5, ["graph"], True)])]
+    )
+    message, _ = digest_message(engine, plan, "2024-03-04")
+    hit = Hit(paper=engine.paper("graph-1"), score=0.5, why=["graph"])
+    lookup = [b.to_dict() for b in render.paper_blocks(hit, index=1)]
+    digest_blocks = message["blocks"]
+    start = next(i for i, b in enumerate(digest_blocks) if b.get("type") == "actions") - 2
+    assert (
+        digest_blocks[start]["text"]["text"].split("\n")[0]
+        == lookup[0]["text"]["text"].split("\n")[0]
+    )
+    assert digest_blocks[start + 2] == lookup[2]  # the same Similar / Share buttons
+
+
+def test_share_from_a_digest_dm_opens_the_picker_and_posts_where_chosen(slack) -> None:
+    ask(slack, "subscribe graph neural networks")
+    ask(slack, "digest now")
+    [message] = slack.fake.messages_in("DU1")
+    share = buttons(message)["share:2"]
+    status, _ = slack.click("share:2", share["value"], channel="DU1", message_ts=message["ts"])
+    assert status == 200
+    [modal] = slack.fake.wait_for(lambda: slack.fake.modals())
+    _, ack = slack.submit_view(
+        modal,
+        {render.SHARE_CHANNEL_BLOCK: "CREADING", render.SHARE_COMMENT_BLOCK: "For Thursday"},
+    )
+    assert ack["response_action"] == "update"
+    [shared] = slack.fake.messages_in("CREADING")
+    assert_valid(shared)
+    assert "<@U1> shared a paper" in blocks_text(shared) and "> For Thursday" in blocks_text(shared)
+    assert buttons(shared)["similar:1"]["value"] == share["value"]
+    assert len(slack.fake.messages_in("DU1")) == 1  # nothing posted back into the DM
+
+
+def test_share_from_a_digest_in_a_channel_shares_there_directly(slack) -> None:
+    ask(slack, "subscribe graph neural networks")
+    ask(slack, "digest channel <#CPAPERS|papers>")
+    ask(slack, "digest now")
+    [message] = slack.fake.messages_in("CPAPERS")
+    value = buttons(message)["share:1"]["value"]
+    slack.click("share:1", value, channel="CPAPERS", ephemeral=False, message_ts=message["ts"])
+    slack.fake.wait_for(lambda: len(slack.fake.messages_in("CPAPERS")) == 2)
+    assert not slack.fake.calls_to("views.open")

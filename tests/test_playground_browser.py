@@ -1,5 +1,6 @@
 """The playground page in a real (headless) Chromium: type a lookup, see results, page with
-"More results", share a paper, and nothing a query contains can inject HTML."""
+"More results", share a paper, get a digest in the Paperboy DM and share from it through the
+channel picker, and nothing a query contains can inject HTML."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.playground.playground import Playground
+from bot.playground.playground import USER_ID, Playground
 from bot.settings import Settings
 from tests.slack_harness import seeded_engine
 
 CHROMIUM = os.environ.get("PAPERBOY_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOT = Path(os.environ.get("PAPERBOY_SCREENSHOT", "/tmp/paperboy-playground.png"))
+DIGEST_SCREENSHOT = Path(os.environ.get("PAPERBOY_DIGEST_SCREENSHOT", "/tmp/paperboy-digest.png"))
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 pytestmark = pytest.mark.skipif(
@@ -111,3 +113,54 @@ def test_help_and_unknown_commands(page) -> None:
     page.locator(".msg.ephemeral .block.header", has_text="Paperboy").wait_for()
     send(page, "hello there")
     page.locator(".msg", has_text="Only the /papers command is wired up here").wait_for()
+
+
+def test_digest_arrives_in_the_paperboy_dm_and_shares_through_the_picker(
+    page, playground: Playground
+) -> None:
+    send(page, "/papers subscribe graph neural networks")
+    page.locator(".msg.ephemeral", has_text="Subscribed to").wait_for()
+    send(page, "/papers digest now")
+    page.locator(".msg.ephemeral", has_text="Sent:").wait_for()
+
+    dm = page.locator("nav button.room", has_text="Paperboy")
+    dm.locator(".badge", has_text="1").wait_for()  # unread, as in Slack's sidebar
+    dm.click()
+    page.locator("#room-title", has_text="Paperboy").wait_for()
+    digest = page.locator(".msg:not(.ephemeral)", has_text="Your paper digest")
+    digest.wait_for()
+    assert digest.locator(".block.header").inner_text().startswith("Your paper digest")
+    assert digest.locator("b", has_text="graph neural networks").count() >= 1  # the topic
+    shares = digest.locator("button", has_text="Share to channel")
+    assert (
+        shares.count() >= 2
+        and shares.count() == digest.locator("button", has_text="Similar papers").count()
+    )
+    page.screenshot(path=str(DIGEST_SCREENSHOT), full_page=False, animations="disabled")
+
+    digest.locator("button", has_text="Similar papers").first.click()
+    page.locator(".msg.ephemeral", has_text="Papers similar to").wait_for()
+
+    shares.nth(1).click()
+    dialog = page.get_by_role("dialog", name="Share a paper")
+    dialog.wait_for()
+    assert dialog.locator("select option", has_text="Paperboy").count() == 0  # channels only
+    dialog.locator("button.submit").click()
+    dialog.locator(".input-error", has_text="required").wait_for()  # nothing sent yet
+    assert not playground.fake.calls_to("chat.postMessage")[1:]
+    dialog.locator("select").select_option(label="# reading-group")
+    dialog.locator("textarea").fill("For Thursday <b>&</b> @here")
+    dialog.locator("button.submit").click()
+    dialog.locator(".block.section", has_text="Shared in #reading-group").wait_for()
+    dialog.locator("button", has_text="Done").click()
+    assert page.get_by_role("dialog").count() == 0
+
+    page.locator("nav button.room", has_text="reading-group").click()
+    shared = page.locator(".msg:not(.ephemeral)", has_text="shared a paper")
+    shared.wait_for()
+    assert "@you shared a paper" in shared.inner_text()
+    quote = shared.locator("blockquote", has_text="For Thursday <b>&</b>")
+    assert quote.inner_text() == "For Thursday <b>&</b> @\u2060here"  # no broadcast either
+    assert shared.locator("b", has_text="&").count() == 0  # the comment's markup stays text
+    # Nothing went back into the DM but the digest (and the ephemeral similar list).
+    assert len(playground.fake.messages_in("D" + USER_ID)) == 1

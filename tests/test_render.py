@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -259,3 +260,98 @@ def test_shared_and_similar_messages_are_valid() -> None:
     assert "Papers similar to" in similar["text"]
     assert_valid(render.similar_message(result([]), paper=None))
     assert_valid(render.apology_message())
+
+
+# --- sharing: the picker and the shared message --------------------------------------------
+
+
+def test_share_view_is_a_valid_modal_with_a_channel_picker() -> None:
+    view = render.share_view(paper(title="<!here> " + "long title " * 100, id="p" * 300))
+    assert view["type"] == "modal" and view["callback_id"] == render.SHARE_VIEW
+    assert len(view["title"]["text"]) <= 24 and len(view["submit"]["text"]) <= 24
+    assert not validate_blocks(view["blocks"], max_blocks=100)
+    assert "<!here>" not in json.dumps(view)
+    picker = view["blocks"][1]["element"]
+    assert picker["type"] == "conversations_select"
+    assert picker["default_to_current_conversation"] is False
+    assert picker["filter"]["include"] == ["public", "private"]
+    assert picker["filter"]["exclude_bot_users"] is True
+    comment = view["blocks"][2]
+    assert comment["optional"] is True
+    assert comment["element"]["max_length"] == render.COMMENT_CHARS
+    assert json.loads(view["private_metadata"]) == {"paper": "p" * 300}
+    done = render.shared_view("C42")
+    assert "Shared in <#C42>" in blocks_text(done) and "submit" not in done
+    assert "<#" not in blocks_text(render.shared_view("<!channel>"))
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "<" * 1000,
+        "&\n" * 500,
+        "\n\n\n".join(["a line"] * 250),
+        "@channel <@U1> <!everyone> *bold* `code` ```pre```\n> quote",
+    ],
+    ids=["all-brackets", "short-lines", "many-lines", "markup"],
+)
+def test_shared_message_with_any_comment_stays_valid_and_inert(comment: str) -> None:
+    message = render.shared_message(paper(), user_id="U7", comment=comment)
+    assert_valid(message)
+    quote = message["blocks"][1]["text"]
+    assert len(quote["text"]) <= render.MAX_SECTION_TEXT and quote["verbatim"] is True
+    assert all(line.startswith("> ") for line in quote["text"].split("\n"))
+    assert "&am…" not in quote["text"]
+    shown = json.dumps(message, ensure_ascii=False)
+    for dangerous in ("<@U1>", "<!everyone>", "@channel"):
+        assert dangerous not in shown
+    assert len(message["text"]) <= render.MAX_FALLBACK_TEXT
+
+
+def test_shared_message_shows_the_paper_unnumbered() -> None:
+    message = render.shared_message(paper(), user_id="U7", comment="  \n ")
+    assert [b["type"] for b in message["blocks"]] == ["context", "section", "context", "actions"]
+    assert message["blocks"][1]["text"]["text"].startswith("*<https://openreview.net")
+
+
+def test_sections_pack_lines_without_splitting_them() -> None:
+    lines = [f"{n}. " + "&amp;" * 100 for n in range(40)]
+    blocks = [b.to_dict() for b in render.sections(lines)]
+    texts = [b["text"]["text"] for b in blocks]
+    assert len(blocks) > 1 and all(len(t) <= render.MAX_SECTION_TEXT for t in texts)
+    assert "\n".join(texts).split("\n") == lines
+    assert render.sections([]) == []
+
+
+def test_no_literal_angle_brackets_in_help() -> None:
+    """Slack reads <...> in mrkdwn as a link or mention, so placeholders are escaped."""
+    message = render.help_message()
+    for text in [message["text"], blocks_text(message)]:
+        assert "<topic>" not in text and "<keywords>" not in text
+    assert "`/papers subscribe &lt;topic&gt;`" in blocks_text(message)
+
+
+@pytest.mark.parametrize("text", ["<" * 1000, "a & b " * 300, "x" * 5000, "<&>" * 10])
+@pytest.mark.parametrize("limit", [5, 100, 1400])
+def test_clip_escaped_fits_and_keeps_as_much_as_it_can(text: str, limit: int) -> None:
+    clipped = render.clip_escaped(text, limit)
+    assert 0 < len(clipped) <= limit
+    if limit >= 100:  # not cut to nothing (tiny limits may stop at a word boundary)
+        assert len(clipped) >= limit * 0.6 or render.escape(text) == clipped
+    assert render.unescape(clipped.rstrip("…")) in text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a &amp; b " * 500,
+        "y" * 2980 + "<https://example.org/paper|a long title here>",
+        "&lt;" * 900,
+    ],
+)
+def test_fallback_text_is_cut_without_breaking_entities_or_links(text: str) -> None:
+    message = render.as_message(text, [render.section("x")])
+    cut = message["text"]
+    assert len(cut) <= render.MAX_FALLBACK_TEXT and cut.endswith("…")
+    assert re.search(r"&[a-z]{0,3}…$", cut) is None
+    assert cut.rfind("<") <= cut.rfind(">")

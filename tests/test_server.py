@@ -3,6 +3,7 @@ own endpoints (the browser test drives the page itself)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,10 @@ from bot.playground.playground import USER_ID, Playground, signature, slack_esca
 from bot.settings import Settings
 from bot.slack import server
 from bot.slack.app import build_app, is_local_api, make_client
+from digest import schedule
+from digest.message import DIGEST_EVENT
+from digest.schedule import TICK_JOB
+from digest.subscriptions import Subscriptions
 from tests.slack_harness import SlackHarness, blocks_text, seeded_engine, sign
 
 
@@ -274,3 +280,92 @@ def test_serve_stops_cleanly_on_sigterm(tmp_path: Path, seeded_db_template: Path
 def test_playground_sends_command_text_escaped_like_slack() -> None:
     assert slack_escape("digest channel #general") == "digest channel <#C0GENERAL|general>"
     assert slack_escape("a & <b> #unknown") == "a &amp; &lt;b&gt; #unknown"
+
+
+# --- modals and digests in the playground -------------------------------------------------------
+
+
+def test_playground_draws_modals_and_submits_them_as_signed_view_submissions(
+    playground: Playground,
+) -> None:
+    fake, dm = playground.fake, "D" + USER_ID
+    paper_id = playground.engine.search("diffusion").hits[0].id
+    click = {"action_id": "share:1", "value": paper_id, "channel": dm, "message_ts": "1.000001"}
+    status, answer = post_json(playground.url + "playground/action", click)
+    assert status == 200 and answer["ok"]
+    (event,) = fake.wait_for(lambda: [e for e in fake.events_since(0) if e.kind == "view"])
+    feed = json.loads(get(playground.url + "playground/events?since=0")[1])["events"]
+    assert [e["view"]["id"] for e in feed if e["kind"] == "view"] == [event.view["id"]]
+
+    view_id = event.view["id"]
+    status, answer = post_json(
+        playground.url + "playground/view", {"view_id": view_id, "values": {"share_channel": ""}}
+    )
+    assert status == 200 and json.loads(answer["body"])["response_action"] == "errors"
+    values = {"share_channel": "C0READING", "share_comment": "for <b>Thursday</b>"}
+    status, answer = post_json(
+        playground.url + "playground/view", {"view_id": view_id, "values": values}
+    )
+    assert status == 200 and answer["ok"]
+    assert json.loads(answer["body"])["response_action"] == "update"
+    (shared,) = fake.messages_in("C0READING")
+    assert "> for &lt;b&gt;Thursday&lt;/b&gt;" in blocks_text(shared)
+    assert not fake.messages_in(dm)
+    status, answer = post_json(playground.url + "playground/view", {"view_id": "VNOPE"})
+    assert status == 200 and answer["status"] == 404
+
+
+def test_playground_sends_scheduled_digests_to_the_paperboy_dm(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
+    with Playground(Settings(db_path=tmp_path / "pg.db"), engine, tick_seconds=1) as running:
+        assert running.scheduler.get_job(TICK_JOB) is not None
+        post_json(running.url + "playground/hello", {"tz": "UTC"})
+        status, _ = post_json(
+            running.url + "playground/command", {"text": "subscribe diffusion models"}
+        )
+        assert status == 200
+        fake = running.fake
+        fake.wait_for(lambda: [e for e in fake.events_since(0) if e.kind == "response"])
+        # Make today's slot a minute-or-less ago, for a member who joined before it.
+        now = datetime.now(UTC)
+        subscriptions = Subscriptions(engine.db)
+        subscriptions.set_days(USER_ID, "daily", now)
+        subscriptions.set_time(USER_ID, f"{now:%H:%M}", now)
+        joined = (now - timedelta(hours=1)).isoformat(timespec="seconds")
+        engine.db.execute("update members set created_at = ?", [joined])
+        (digest,) = fake.wait_for(lambda: fake.messages_in("D" + USER_ID), timeout=15)
+        assert digest["metadata"]["event_type"] == DIGEST_EVENT
+        assert "Your paper digest" in blocks_text(digest)
+    assert not running.scheduler.running  # stopped with the playground
+
+
+def test_only_the_playground_runs_a_scheduler_in_the_web_process(
+    tmp_path: Path, seeded_db_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from apscheduler.schedulers.background import BackgroundScheduler
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    built: list[dict[str, Any]] = []
+    real = schedule.build_scheduler
+    monkeypatch.setattr(
+        schedule, "build_scheduler", lambda *a, **k: built.append(k) or real(*a, **k)
+    )
+    monkeypatch.setattr(server.HttpServer, "serve_forever", lambda self: None)
+    monkeypatch.setattr(SocketModeHandler, "start", lambda self: None)
+    seeded_engine(tmp_path / "w.db", seeded_db_template)
+    http = Settings(
+        db_path=tmp_path / "w.db",
+        port=0,
+        slack_bot_token="xoxb-1",
+        slack_signing_secret="s",
+        slack_api_url="http://127.0.0.1:9/api/",  # local: no auth.test at startup
+    )
+    server.run(http)  # HTTP mode
+    server.run(dataclasses.replace(http, slack_app_token="xapp-1"))  # Socket Mode
+    assert built == []
+    server.run(Settings(db_path=tmp_path / "w.db", port=0))  # no credentials: the playground
+    (options,) = built
+    assert isinstance(options["scheduler"], BackgroundScheduler)
+    assert options["tick_seconds"] == schedule.TICK_SECONDS

@@ -10,8 +10,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 
+from bot.playground.fake_slack import validate_blocks
 from bot.slack import render
+from bot.slack.listeners import views
 from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
 
 
@@ -330,3 +334,162 @@ def test_a_reply_slack_refuses_is_resent_as_plain_text(
     first, second = slack.fake.wait_for(lambda: len(slack.replies(url)) >= 2 and slack.replies(url))
     assert len(first["blocks"]) == 51  # refused by Slack (invalid_blocks)
     assert second == {"text": "fallback words", "response_type": "ephemeral"}
+
+
+# --- "Share to channel" where there is no channel: the picker ------------------------------
+
+
+def share_modal(slack: SlackHarness, paper_id: str, **click: Any) -> dict[str, Any]:
+    """Click Share (in a DM unless ``click`` says otherwise) and return the modal it opened."""
+    options = {"user": "U7", "channel": "DU7", **click}
+    status, _ = slack.click("share:1", paper_id, **options)
+    assert status == 200
+    (call,) = slack.fake.wait_for(lambda: slack.fake.calls_to("views.open"))
+    assert call.params["trigger_id"] == slack.trigger_ids[-1]  # the click's own, at once
+    return slack.fake.modals()[-1]
+
+
+@pytest.mark.parametrize(
+    ("channel", "name"),
+    [("DU7", "directmessage"), ("D0OTHER", "directmessage"), ("G0GROUP", "mpdm-u7--u8-1")],
+    ids=["paperboy-dm", "dm-with-someone", "group-dm"],
+)
+def test_share_from_a_dm_opens_a_channel_picker_instead_of_posting_there(
+    slack: SlackHarness, channel: str, name: str
+) -> None:
+    paper_id = slack.engine.search("diffusion").hits[0].id
+    modal = share_modal(slack, paper_id, channel=channel, channel_name=name)
+    assert modal["type"] == "modal" and modal["callback_id"] == render.SHARE_VIEW
+    assert not validate_blocks(modal["blocks"], max_blocks=100)
+    inputs = {b["block_id"]: b for b in modal["blocks"] if b["type"] == "input"}
+    picker = inputs[render.SHARE_CHANNEL_BLOCK]["element"]
+    assert picker["type"] == "conversations_select"
+    assert picker["default_to_current_conversation"] is False
+    assert picker["filter"] == {"include": ["public", "private"], "exclude_bot_users": True}
+    assert not inputs[render.SHARE_CHANNEL_BLOCK].get("optional")
+    comment = inputs[render.SHARE_COMMENT_BLOCK]
+    assert comment["optional"] is True and comment["element"]["type"] == "plain_text_input"
+    assert json.loads(modal["private_metadata"]) == {"paper": paper_id}
+    assert render.paper_title(slack.engine.paper(paper_id)) in blocks_text(modal)
+    # Nothing was posted anywhere, least of all back into the DM.
+    assert not slack.fake.calls_to("chat.postMessage") and not slack.fake.responses
+
+
+def test_the_picker_shares_in_the_chosen_channel_with_the_comment_escaped(
+    slack: SlackHarness,
+) -> None:
+    paper_id = slack.engine.search("diffusion").hits[0].id
+    modal = share_modal(slack, paper_id)
+    comment = "Worth a read <!channel> & @here\n\n<https://evil.example|click>"
+    status, ack = slack.submit_view(
+        modal, {render.SHARE_CHANNEL_BLOCK: "C42", render.SHARE_COMMENT_BLOCK: comment}, user="U7"
+    )
+    assert status == 200
+    # Posted before the acknowledgement, which shows where it went.
+    assert ack["response_action"] == "update"
+    assert "Shared in <#C42>" in blocks_text(ack["view"])
+    (message,) = slack.fake.messages_in("C42")
+    assert_valid(message)
+    assert message["text"].startswith("<@U7> shared a paper")
+    shown = message["text"] + blocks_text(message)
+    assert "> Worth a read &lt;!channel&gt; &amp; @\u2060here\n> &lt;https:" in shown
+    for dangerous in ("<!channel>", "@here", "<https://evil.example"):
+        assert dangerous not in shown
+    assert paper_ids(message) == [paper_id]
+    assert not slack.fake.messages_in("DU7")
+
+
+def test_the_picker_without_a_comment(slack: SlackHarness) -> None:
+    paper_id = slack.engine.search("graph").hits[0].id
+    modal = share_modal(slack, paper_id)
+    _, ack = slack.submit_view(modal, {render.SHARE_CHANNEL_BLOCK: "C5"}, user="U7")
+    assert ack["response_action"] == "update"
+    (message,) = slack.fake.messages_in("C5")
+    assert [b["type"] for b in message["blocks"]][:2] == ["context", "section"]
+    assert not blocks_text(message).split("\n")[1].startswith("&gt;")  # no empty quote
+
+
+@pytest.mark.parametrize("code", ["channel_not_found", "not_in_channel"])
+def test_a_channel_paperboy_is_not_in_is_refused_in_the_modal(
+    slack: SlackHarness, code: str
+) -> None:
+    paper_id = slack.engine.search("diffusion").hits[0].id
+    modal = share_modal(slack, paper_id)
+    slack.fake.fail_next("chat.postMessage", error=code)
+    status, ack = slack.submit_view(modal, {render.SHARE_CHANNEL_BLOCK: "G0SECRET"}, user="U7")
+    assert status == 200
+    assert ack["response_action"] == "errors"
+    error = ack["errors"][render.SHARE_CHANNEL_BLOCK]
+    assert "invite @Paperboy to it first" in error and "pick another channel" in error
+    assert not slack.fake.messages_in("G0SECRET")
+    # The modal stayed open: picking another channel then works.
+    _, ack = slack.submit_view(modal, {render.SHARE_CHANNEL_BLOCK: "C1"}, user="U7")
+    assert ack["response_action"] == "update" and slack.fake.messages_in("C1")
+
+
+def test_when_slack_is_slow_the_modal_closes_and_only_a_failure_comes_by_dm(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views, "ACK_WAIT_SECONDS", 0.2)
+    paper_id = slack.engine.search("diffusion").hits[0].id
+    for channel in ("C3", "G0SECRET"):  # both rate-limited; then C3 works, G0SECRET refuses
+        slack.fake.fail_next("chat.postMessage", status=429, retry_after=1, channel=channel)
+    slack.fake.fail_next("chat.postMessage", error="channel_not_found", channel="G0SECRET")
+    modal = share_modal(slack, paper_id)
+    for channel in ("C3", "G0SECRET"):
+        started = time.monotonic()
+        status, ack = slack.submit_view(modal, {render.SHARE_CHANNEL_BLOCK: channel}, user="U7")
+        assert (status, ack) == (200, "")  # acknowledged empty: the modal closes
+        assert time.monotonic() - started < 1.0
+    (notice,) = slack.fake.wait_for(lambda: slack.fake.messages_in("DU7"))
+    assert_valid(notice)
+    assert "invite @Paperboy to <#G0SECRET> first" in blocks_text(notice)
+    assert not slack.fake.messages_in("G0SECRET")
+    slack.fake.wait_for(lambda: slack.fake.messages_in("C3"))
+    assert len(slack.fake.messages_in("DU7")) == 1  # the share that worked sent no notice
+
+
+def test_the_picker_refuses_a_submission_without_channel_or_paper(slack: SlackHarness) -> None:
+    modal = share_modal(slack, slack.engine.search("diffusion").hits[0].id)
+    with pytest.raises(AssertionError, match="required"):  # Slack's client would not send it
+        slack.submit_view(modal, {})
+    # A submission that gets through anyway is answered in the modal, not with a crash.
+    blocks = [{**b, "optional": True} if b["type"] == "input" else b for b in modal["blocks"]]
+    _, ack = slack.submit_view({**modal, "blocks": blocks}, {})
+    assert ack == {"response_action": "errors", "errors": {"share_channel": "Pick a channel."}}
+    gone = {**modal, "private_metadata": json.dumps({"paper": "no-such-paper"})}
+    _, ack = slack.submit_view(gone, {render.SHARE_CHANNEL_BLOCK: "C1"})
+    assert "no longer in the corpus" in ack["errors"]["share_channel"]
+    assert not slack.fake.calls_to("chat.postMessage")
+
+
+def test_a_picker_slack_will_not_open_is_explained(slack: SlackHarness) -> None:
+    slack.fake.fail_next("views.open", error="expired_trigger_id")
+    paper_id = slack.engine.search("diffusion").hits[0].id
+    _, url = slack.click("share:1", paper_id, user="U7", channel="DU7")
+    reply = slack.reply(url)
+    assert reply["response_type"] == "ephemeral"
+    assert "would not open the channel picker (expired_trigger_id)" in reply["text"]
+
+
+def test_share_of_a_gone_paper_in_a_dm_says_so_without_a_picker(slack: SlackHarness) -> None:
+    _, url = slack.click("share:1", "no-such-paper", channel="DU1")
+    assert "no longer in the corpus" in slack.reply(url)["text"]
+    assert not slack.fake.calls_to("views.open")
+
+
+def test_the_stand_in_checks_modals_like_slack(slack: SlackHarness) -> None:
+    client = WebClient(token="xoxb-1", base_url=slack.fake.api_url)
+    view = render.share_view(slack.engine.search("diffusion").hits[0].paper)
+    assert client.views_open(trigger_id="t1", view=view)["view"]["id"]
+    with pytest.raises(SlackApiError, match="exchanged_trigger_id"):  # a trigger works once
+        client.views_open(trigger_id="t1", view=view)
+    with pytest.raises(SlackApiError, match="invalid_trigger_id"):
+        client.views_open(trigger_id="", view=view)
+    too_long = {**view, "title": {"type": "plain_text", "text": "x" * 25}}
+    with pytest.raises(SlackApiError, match="invalid_arguments"):
+        client.views_open(trigger_id="t2", view=too_long)
+    many = {**view, "blocks": [{"type": "divider"}] * 101}
+    with pytest.raises(SlackApiError, match="invalid_blocks"):
+        client.views_open(trigger_id="t3", view=many)
+    assert client.views_open(trigger_id="t4", view={**many, "blocks": many["blocks"][:100]})

@@ -1,4 +1,5 @@
-"""Members, topics and digest preferences (digest/subscriptions.py): no Slack, no index."""
+"""Members, topics and digest preferences (digest/subscriptions.py) with no Slack and no
+index; then the same through signed slash commands (bot/slack/listeners/subscriptions.py)."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -17,6 +18,7 @@ from digest.subscriptions import (
     parse_days,
     parse_time,
 )
+from tests.slack_harness import SlackHarness, assert_valid, blocks_text
 
 NOW = datetime(2024, 3, 4, 10, 0, tzinfo=UTC)
 
@@ -241,3 +243,79 @@ def test_an_unknown_time_zone_keeps_the_old_one(subs: Subscriptions) -> None:
 def test_member_defaults_from_a_sparse_row() -> None:
     member = Member.from_row({"user_id": "U1"}, topic_count=1)
     assert member.enabled and member.local_time.hour == 9 and member.zone.key == "UTC"
+
+
+# --- through Slack: what arrives escaped is stored as typed --------------------------------
+
+
+def ask(slack: SlackHarness, text: str, user: str = "U1") -> dict:
+    _, url = slack.slash(text, user=user)  # sent escaped, as Slack does (should_escape)
+    reply = slack.reply(url)
+    assert reply["response_type"] == "ephemeral"
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("typed", "stored", "shown"),
+    [
+        ("R&D robots", "R&D robots", "*R&amp;D robots*"),
+        ('"a<b" robots', '"a<b" robots', '*"a&lt;b" robots*'),
+        ("<!channel> & diffusion", "<!channel> & diffusion", "*&lt;!channel&gt; &amp; diffusion*"),
+    ],
+)
+def test_slash_command_topics_are_stored_unescaped_and_shown_escaped_once(
+    slack: SlackHarness, typed: str, stored: str, shown: str
+) -> None:
+    reply = ask(slack, f"subscribe {typed}")
+    assert [t.query for t in Subscriptions(slack.engine.db).topics("U1")] == [stored]
+    text = blocks_text(reply) + reply["text"]
+    assert shown in text
+    assert "&amp;amp;" not in text and "&amp;lt;" not in text and "<!channel>" not in text
+    listed = blocks_text(ask(slack, "topics"))
+    assert shown.strip("*") in listed
+    removed = ask(slack, f"unsubscribe {typed}")
+    assert "Unsubscribed from" in removed["text"]
+    assert Subscriptions(slack.engine.db).topics("U1") == []
+
+
+def test_the_listener_reads_args_not_the_payload_text(slack: SlackHarness) -> None:
+    """``handle`` gets the unescaped text as ``args``; the payload's (escaped) text is not read."""
+    from bot.slack.app import Services, make_client
+    from bot.slack.listeners import subscriptions
+
+    sent: list[dict] = []
+    command = {"user_id": "U2", "team_id": "T1", "text": "subscribe R&amp;D robots"}
+    services = Services(slack.engine, slack.settings)
+    client = make_client(slack.settings)
+    subscriptions.handle(
+        command, "subscribe R&D robots", lambda **m: sent.append(m), client, services
+    )
+    assert [t.query for t in Subscriptions(slack.engine.db).topics("U2")] == ["R&D robots"]
+    subscriptions.handle(
+        {**command, "text": "subscribe other things"},
+        "topics",
+        lambda **m: sent.append(m),
+        client,
+        services,
+    )
+    assert "1. R&amp;D robots" in blocks_text(sent[-1])
+
+
+def test_many_long_topics_are_listed_in_full_within_slacks_limits(slack: SlackHarness) -> None:
+    subs = Subscriptions(slack.engine.db)
+    for n in range(MAX_TOPICS):
+        subs.add_topic("U1", f"topic{n} R&D <robots> " + "diffusion " * 17, NOW)
+    reply = ask(slack, "topics")
+    assert_valid(reply)
+    sections = [b["text"]["text"] for b in reply["blocks"] if b["type"] == "section"]
+    assert len(sections) > 1 and all(len(s) <= 3000 for s in sections)
+    listed = "\n".join(sections)
+    for n in range(1, MAX_TOPICS + 1):
+        assert f"\n{n}. topic{n - 1} R&amp;D &lt;robots&gt;" in listed
+    assert "&lt;number&gt;" in blocks_text(reply)  # the usage hint, not a broken link
+
+
+def test_mistakes_are_escaped_once(slack: SlackHarness) -> None:
+    reply = ask(slack, "digest <b>&")
+    assert "`digest &lt;b&gt;&amp;`" in reply["text"]
+    assert "&amp;lt;" not in reply["text"] + blocks_text(reply)

@@ -35,6 +35,7 @@ T = TypeVar("T")
 TEAM_ID, BOT_USER_ID, BOT_ID, APP_ID = "T0PAPERBOY", "UBOT", "BBOT", "APAPERBOY"
 DEFAULT_TZ = "America/Los_Angeles"
 MAX_MESSAGE_BLOCKS, MAX_VIEW_BLOCKS, MAX_TEXT = 50, 100, 40_000
+MAX_VIEW_TITLE, MAX_VIEW_METADATA, MAX_CALLBACK_ID = 24, 3000, 255
 BLOCK_TYPES = frozenset(
     {"actions", "call", "context", "divider", "file", "header", "image", "input", "markdown"}
     | {"rich_text", "section", "table", "video"}
@@ -65,7 +66,7 @@ class Event:
     """One visible change, in order, so the playground page can replay what a user would see."""
 
     seq: int
-    kind: str  # "message" | "ephemeral" | "response" | "update" | "delete"
+    kind: str  # "message" | "ephemeral" | "response" | "update" | "delete" | "view"
     channel: str | None = None
     user: str | None = None
     ts: str | None = None
@@ -75,6 +76,7 @@ class Event:
     delete_original: bool = False
     response_type: str | None = None
     metadata: dict[str, Any] | None = None
+    view: dict[str, Any] | None = None  # kind "view": a modal opened with views.open
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -239,6 +241,29 @@ def _check_message(params: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _check_modal(view: dict[str, Any]) -> list[str]:
+    """Slack's checks of a modal's own fields (its blocks are checked by validate_blocks)."""
+    errors = []
+    for name, required in (("title", True), ("submit", False), ("close", False)):
+        obj = view.get(name)
+        if obj is None and not required:
+            continue
+        if not isinstance(obj, dict) or obj.get("type") != "plain_text" or not obj.get("text"):
+            errors.append(f"{name} must be a plain_text object [json-pointer:/view/{name}]")
+        elif len(obj["text"]) > MAX_VIEW_TITLE:
+            errors.append(f"{name} must be less than 25 characters [json-pointer:/view/{name}]")
+    inputs = [
+        b for b in view.get("blocks") or [] if isinstance(b, dict) and b.get("type") == "input"
+    ]
+    if inputs and view.get("submit") is None:
+        errors.append("a view with input blocks needs submit [json-pointer:/view/submit]")
+    if len(str(view.get("private_metadata") or "")) > MAX_VIEW_METADATA:
+        errors.append("private_metadata must be less than 3001 characters")
+    if len(str(view.get("callback_id") or "")) > MAX_CALLBACK_ID:
+        errors.append("callback_id must be less than 256 characters")
+    return errors
+
+
 # --- The fake workspace ------------------------------------------------------------------------
 
 
@@ -266,6 +291,8 @@ class FakeSlack:
         self._channels: dict[str, list[dict[str, Any]]] = {}
         self._users: dict[str, dict[str, Any]] = {}
         self._home_views: dict[str, dict[str, Any]] = {}
+        self._modals: dict[str, dict[str, Any]] = {}
+        self._used_triggers: set[str] = set()
         self._response_targets: dict[str, dict[str, str | None]] = {}
         self._last_micros = 0
 
@@ -387,6 +414,15 @@ class FakeSlack:
         """The App Home view last published for ``user_id``."""
         with self._cond:
             return copy.deepcopy(self._home_views.get(user_id))
+
+    def modals(self) -> list[dict[str, Any]]:
+        """Every modal opened with views.open, oldest first (with the ``id`` Slack gave it)."""
+        with self._cond:
+            return copy.deepcopy(list(self._modals.values()))
+
+    def modal(self, view_id: str) -> dict[str, Any] | None:
+        with self._cond:
+            return copy.deepcopy(self._modals.get(view_id))
 
     def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0) -> T:
         """Block until ``predicate()`` is truthy, re-checking on every recorded call/response."""
@@ -638,6 +674,36 @@ class FakeSlack:
         published = {**view, "id": f"V{len(self._home_views) + 1:08d}", "team_id": TEAM_ID}
         self._home_views[user_id] = published
         return _ok(view=copy.deepcopy(published))
+
+    def _api_views_open(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Open a modal. A trigger_id works once (Slack also expires it after 3 seconds)."""
+        trigger, view = str(p.get("trigger_id") or ""), p.get("view")
+        if not trigger:
+            return _error("invalid_trigger_id")
+        if trigger in self._used_triggers:
+            return _error("exchanged_trigger_id")
+        if not isinstance(view, dict) or view.get("type") != "modal":
+            return _error("invalid_arguments")
+        if errors := _check_modal(view):
+            return _error("invalid_arguments", response_metadata={"messages": errors})
+        if errors := validate_blocks(view.get("blocks", []), MAX_VIEW_BLOCKS):
+            return _error("invalid_blocks", errors=errors)
+        self._used_triggers.add(trigger)
+        view_id = f"VM{len(self._modals) + 1:07d}"
+        opened = {
+            **view,
+            "id": view_id,
+            "team_id": TEAM_ID,
+            "app_id": APP_ID,
+            "bot_id": BOT_ID,
+            "hash": uuid.uuid4().hex[:16],
+            "private_metadata": view.get("private_metadata") or "",
+            "callback_id": view.get("callback_id") or "",
+            "state": {"values": {}},
+        }
+        self._modals[view_id] = opened
+        self._emit("view", None, {}, view=opened)
+        return _ok(view=copy.deepcopy(opened))
 
 
 # --- HTTP plumbing -----------------------------------------------------------------------------

@@ -9,7 +9,12 @@ Slack channel. What the page does goes through the real path:
     Bolt  --respond() / chat.postMessage-->  FakeSlack  --GET /playground/events-->  page
 
 so a slash command is form-encoded and signed exactly as Slack sends it, with a response_url
-from the stand-in, and a button click is a signed ``block_actions`` payload.
+from the stand-in, a button click is a signed ``block_actions`` payload, and a modal the app
+opens (``views.open``) is drawn by the page, whose Submit is a signed ``view_submission``.
+
+The playground also runs the digest scheduler in-process (a ``BackgroundScheduler`` posting
+through the stand-in), so digests arrive in the page's Paperboy DM at their time. Only here:
+the production web process never schedules (that is the Procfile's ``clock:`` process).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -36,6 +42,10 @@ from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
 from bot.settings import Settings
 from bot.slack.app import build_app
 from bot.slack.server import HttpServer, make_wsgi_app, plain
+from digest import schedule
+from digest.delivery import Dispatcher, Outcome
+from digest.delivery import make_client as digest_client
+from digest.feeds import ingest_feeds
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +75,17 @@ def slack_escape(text: str) -> str:
 
 
 class Playground:
-    """FakeSlack + the Bolt app + the page, on ``host:port`` (loopback by default)."""
+    """FakeSlack + the Bolt app + the page, on ``host:port`` (loopback by default), and the
+    digest scheduler (every ``tick_seconds``; ``None`` runs no scheduler)."""
 
     def __init__(
-        self, settings: Settings, engine: Engine, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        settings: Settings,
+        engine: Engine,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tick_seconds: int | None = schedule.TICK_SECONDS,
     ) -> None:
         self.fake = FakeSlack().start()
         self.signing_secret = secrets.token_hex(16)
@@ -86,11 +103,19 @@ class Playground:
             "/": self._page,
             "/playground/command": self._json_post(self.command),
             "/playground/action": self._json_post(self.action),
+            "/playground/view": self._json_post(self.submit_view),
             "/playground/hello": self._json_post(self.hello),
             "/playground/events": self._events,
         }
         wsgi = make_wsgi_app(self.settings, engine, app=self.app, routes=routes)
         self.server = HttpServer(wsgi, host=host, port=port)
+        self.tick_seconds = tick_seconds
+        self.dispatcher = Dispatcher(
+            engine,
+            digest_client(self.settings),
+            grace=timedelta(seconds=self.settings.digest_grace_seconds),
+        )
+        self.scheduler: Any = None
 
     @property
     def url(self) -> str:
@@ -98,15 +123,38 @@ class Playground:
 
     def start(self) -> Playground:
         self.server.start()
+        self.start_scheduler()
         return self
 
     def serve_forever(self) -> None:
+        self.start_scheduler()
         self.server.serve_forever()
 
     def stop(self) -> None:
+        if self.scheduler is not None and self.scheduler.running:
+            self.scheduler.shutdown(wait=True)  # let a tick in progress finish its digest
         self.server.stop()
         self.executor.shutdown(wait=True, cancel_futures=True)
         self.fake.stop()
+
+    def start_scheduler(self) -> None:
+        """The digest tick (and the daily PAPERBOY_FEEDS ingest, when set) on a background
+        thread, as ``paperboy scheduler`` runs them in production."""
+        if self.tick_seconds is None or self.scheduler is not None:
+            return
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        feeds = self.settings.feeds
+        self.scheduler = schedule.build_scheduler(
+            self.tick,
+            (lambda: ingest_feeds(self.engine, feeds)) if feeds else None,
+            scheduler=BackgroundScheduler(timezone=UTC),
+            tick_seconds=self.tick_seconds,
+        )
+        self.scheduler.start()
+
+    def tick(self) -> list[Outcome]:
+        return self.dispatcher.run_due(datetime.now(UTC))
 
     def __enter__(self) -> Playground:
         return self.start()
@@ -176,6 +224,41 @@ class Playground:
             stored = [m for m in self.fake.messages_in(channel) if m["ts"] == message_ts]
             if stored:
                 payload["message"] = stored[0]
+        return self._forward(urlencode({"payload": json.dumps(payload)}).encode())
+
+    def submit_view(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Press Submit on a modal: a signed ``view_submission`` with what the page's inputs
+        hold (``values``: block_id -> the picked channel or the typed text).
+
+        The answer's ``body`` is the app's acknowledgement: empty (close the modal) or JSON
+        with a ``response_action`` (``errors`` to show under the inputs, ``update`` to show).
+        """
+        view = self.fake.modal(str(data.get("view_id") or ""))
+        if view is None:
+            return {"status": 404, "ok": False, "body": "no such view"}
+        answers = data.get("values") if isinstance(data.get("values"), dict) else {}
+        values: dict[str, Any] = {}
+        for block in view.get("blocks") or []:
+            element = block.get("element") or {}
+            if block.get("type") != "input" or "block_id" not in block:
+                continue
+            answer = answers.get(block["block_id"])
+            answer = str(answer) if answer not in (None, "") else None
+            kind = element.get("type")
+            key = "selected_conversation" if kind == "conversations_select" else "value"
+            values[block["block_id"]] = {element.get("action_id"): {"type": kind, key: answer}}
+        payload = {
+            "type": "view_submission",
+            "team": {"id": TEAM_ID, "domain": "paperboy"},
+            "user": {"id": USER_ID, "username": USER_NAME, "name": USER_NAME, "team_id": TEAM_ID},
+            "api_app_id": APP_ID,
+            "token": "playground",
+            "trigger_id": f"{int(time.time())}.playground.{secrets.token_hex(8)}",
+            "view": {**view, "state": {"values": values}},
+            "response_urls": [],
+            "is_enterprise_install": False,
+            "enterprise": None,
+        }
         return self._forward(urlencode({"payload": json.dumps(payload)}).encode())
 
     def hello(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -269,10 +352,14 @@ def run(settings: Settings, engine: Engine) -> None:
     """``paperboy serve`` with no Slack credentials: the playground, until Ctrl-C."""
     # Loopback unless HOST names an address on purpose: the playground has no login.
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "", "::") else settings.host
+    if settings.log_level != "DEBUG":  # a line per scheduler tick, every minute, is noise
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
     playground = Playground(settings, engine, host=host, port=settings.port)
     print(
         "No Slack credentials set, so Paperboy runs as a local playground:\n"
         f"    open {playground.url} and type /papers diffusion models\n"
+        "Digests are sent on schedule to the page's Paperboy direct messages "
+        "(or at once: /papers digest now).\n"
         "To connect a real workspace, create the app from manifest.yml and set "
         "SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN for Socket Mode).",
         file=sys.stderr,

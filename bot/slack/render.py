@@ -7,7 +7,8 @@ cutting long titles, author lists and abstracts at a word boundary with "…".
 
 Messages are plain dicts ``{"text": ..., "blocks": [...]}`` that ``respond()``,
 ``chat.postMessage`` and ``chat.postEphemeral`` all accept; ``text`` is always set (it is what
-notifications and screen readers show).
+notifications and screen readers show). The one modal, the "Share to channel" picker
+(``share_view``), is a plain dict for ``views.open`` too.
 """
 
 from __future__ import annotations
@@ -23,12 +24,17 @@ from slack_sdk.models.blocks import (
     Block,
     ButtonElement,
     ContextBlock,
+    ConversationFilter,
+    ConversationSelectElement,
     DividerBlock,
     HeaderBlock,
+    InputBlock,
     MarkdownTextObject,
+    PlainTextInputElement,
     PlainTextObject,
     SectionBlock,
 )
+from slack_sdk.models.views import View
 
 from bot.engine.search import Hit, SearchResult
 
@@ -56,8 +62,16 @@ ACTION_SIMILAR = "similar"  # similar:<n>
 ACTION_SHARE = "share"  # share:<n>
 ACTION_SUGGEST = "suggest"  # suggest:<n>
 
+# The "Share to channel" picker (a modal), for clicks where there is no channel to share into.
+SHARE_VIEW = "share_paper"  # the modal's callback_id
+SHARE_CHANNEL_BLOCK, SHARE_CHANNEL_ACTION = "share_channel", "channel"
+SHARE_COMMENT_BLOCK, SHARE_COMMENT_ACTION = "share_comment", "comment"
+COMMENT_CHARS = 1000  # the comment box's max_length
+COMMENT_QUOTED = 1400  # escaped characters of it shown (all of it, unless full of & < >)
+
 _SPACES = re.compile(r"\s+")
 _BROADCAST = re.compile(r"@(channel|here|everyone)\b", re.IGNORECASE)
+_PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}$")
 
 
 # --- text -------------------------------------------------------------------------------------
@@ -90,17 +104,19 @@ def clip(text: str, limit: int, ellipsis: str = "…") -> str:
     return cut.rstrip(" ,;:.-–—(") + ellipsis
 
 
-def clip_escaped(text: str, limit: int) -> str:
+def clip_escaped(text: str, limit: int, *, lines: bool = False) -> str:
     """Escape ``text`` and cut it so the *escaped* form fits in ``limit`` characters.
 
     Cutting after escaping could split ``&amp;`` in half, so the raw text is cut (shorter
-    each round by how much the escaped form overflowed) and escaped again.
+    each round in proportion to how much the escaped form overflowed, since ``<`` grows
+    fourfold) and escaped again. Whitespace is folded to single spaces unless ``lines``
+    (then line breaks are kept).
     """
-    raw = one_line(text)
+    raw = str(text or "").strip() if lines else one_line(text)
     budget = limit
     escaped = escape(clip(raw, budget))
     while len(escaped) > limit and budget > 0:
-        budget -= len(escaped) - limit
+        budget = min(budget - 1, budget * limit // len(escaped))
         escaped = escape(clip(raw, max(budget, 0)))
     return escaped
 
@@ -202,11 +218,41 @@ def context(*texts: str) -> ContextBlock:
     return ContextBlock(elements=elements[:MAX_CONTEXT_ELEMENTS])
 
 
+def sections(lines: Iterable[str], limit: int = MAX_SECTION_TEXT) -> list[SectionBlock]:
+    """Escaped mrkdwn lines packed into as few sections as fit, each within ``limit``
+    characters, never splitting a line (a line longer than ``limit`` is cut on its own)."""
+    out: list[SectionBlock] = []
+    chunk: list[str] = []
+    used = 0
+    for line in lines:
+        if chunk and used + 1 + len(line) > limit:
+            out.append(section("\n".join(chunk)))
+            chunk, used = [], 0
+        used += len(line) + (1 if chunk else 0)
+        chunk.append(line)
+    if chunk:
+        out.append(section("\n".join(chunk)))
+    return out
+
+
+def clip_mrkdwn(text: str, limit: int) -> str:
+    """Escaped mrkdwn cut to ``limit`` characters without leaving half an entity (``&am``)
+    or an unclosed ``<link|label`` behind the cut."""
+    cut = clip(text, limit)
+    if cut == text:
+        return text
+    body = cut.removesuffix("…")
+    body = _PARTIAL_ENTITY.sub("", body)
+    if body.rfind("<") > body.rfind(">"):
+        body = body[: body.rfind("<")]
+    return body.rstrip() + "…"
+
+
 def as_message(text: str, blocks: Sequence[Block]) -> dict[str, Any]:
     """``{"text", "blocks"}`` for respond()/chat.postMessage: fallback text set and cut,
     at most 50 blocks, each block validated by slack_sdk as it is serialised."""
     return {
-        "text": clip(text, MAX_FALLBACK_TEXT),
+        "text": clip_mrkdwn(text, MAX_FALLBACK_TEXT),
         "blocks": [b.to_dict() for b in list(blocks)[:MAX_BLOCKS]],
     }
 
@@ -230,13 +276,15 @@ def paper_meta(paper: dict[str, Any]) -> str:
     return clip_escaped(" · ".join(x for x in (venue, authors) if x), META_CHARS)
 
 
-def paper_blocks(hit: Hit, *, index: int, share: bool = True, similar: bool = True) -> list[Block]:
+def paper_blocks(
+    hit: Hit, *, index: int, share: bool = True, similar: bool = True, numbered: bool = True
+) -> list[Block]:
     """One result: a section (title, venue/year/authors, snippet), a context line (why it
-    matched, score, id) and the buttons. ``index`` numbers the result and makes its action ids
-    (``similar:<index>``, ``share:<index>``) unique in the message: give each result of one
-    message a different index."""
+    matched, score, id) and the buttons. ``index`` numbers the result (unless not
+    ``numbered``) and makes its action ids (``similar:<index>``, ``share:<index>``) unique in
+    the message: give each result of one message a different index."""
     paper = hit.paper
-    head = f"{index}. {paper_title(paper)}"
+    head = f"{index}. {paper_title(paper)}" if numbered else paper_title(paper)
     meta = paper_meta(paper)
     lines = [head] + ([meta] if meta else [])
     used = sum(len(line) + 1 for line in lines)
@@ -350,13 +398,86 @@ def similar_message(result: SearchResult, *, paper: dict[str, Any] | None) -> di
     return as_message(f"Papers similar to {plain}", blocks)
 
 
-def shared_message(paper: dict[str, Any], *, user_id: str) -> dict[str, Any]:
-    """A paper posted to a channel by "Share to channel", naming who shared it."""
+def shared_message(paper: dict[str, Any], *, user_id: str, comment: str = "") -> dict[str, Any]:
+    """A paper posted to a channel by "Share to channel", naming who shared it, with their
+    comment (escaped like everything else: a comment cannot ping or link either)."""
     who = f"<@{user_id}>" if re.fullmatch(r"[UW][A-Z0-9]{1,20}", user_id or "") else "Someone"
     blocks: list[Block] = [context(f":mega: {who} shared a paper")]
-    blocks += paper_blocks(Hit(paper=paper, score=0.0), index=1, share=False, similar=True)
+    # The comment as a quote, "> " before each non-blank line (escaped, a comment cannot start
+    # quotes of its own). At most COMMENT_QUOTED escaped characters, so with the "> "s
+    # (a line is at least 2 characters with its newline) it stays under 3000.
+    lines = "\n".join(line.strip() for line in comment.splitlines() if line.strip())
+    note = clip_escaped(lines, COMMENT_QUOTED, lines=True)
+    if note:
+        blocks.append(section("\n".join(f"> {line}" for line in note.splitlines())))
+    hit = Hit(paper=paper, score=0.0)
+    blocks += paper_blocks(hit, index=1, share=False, similar=True, numbered=False)
     title = clip_escaped(paper.get("title") or paper.get("id") or "", 200)
-    return as_message(f"{who} shared a paper: {title}", blocks)
+    text = f"{who} shared a paper: {title}"
+    if note:
+        text += f" · “{clip_escaped(comment, 300)}”"
+    return as_message(text, blocks)
+
+
+def share_view(paper: dict[str, Any]) -> dict[str, Any]:
+    """The "Share to channel" modal: the paper, a channel picker and an optional comment.
+
+    The picker offers public and private channels only (never DMs, never the conversation
+    the button sat in: there is none to share into). The paper's id travels in
+    ``private_metadata``, so the submission needs nothing stored.
+    """
+    meta = paper_meta(paper)
+    picker = ConversationSelectElement(
+        action_id=SHARE_CHANNEL_ACTION,
+        placeholder=PlainTextObject(text="Pick a channel"),
+        default_to_current_conversation=False,
+        filter=ConversationFilter(include=["public", "private"], exclude_bot_users=True),
+    )
+    comment = PlainTextInputElement(
+        action_id=SHARE_COMMENT_ACTION,
+        multiline=True,
+        max_length=COMMENT_CHARS,
+        placeholder=PlainTextObject(text="Why is it worth reading? (optional)"),
+    )
+    blocks: list[Block] = [
+        section(paper_title(paper) + (f"\n{meta}" if meta else "")),
+        InputBlock(
+            block_id=SHARE_CHANNEL_BLOCK, label=PlainTextObject(text="Share in"), element=picker
+        ),
+        InputBlock(
+            block_id=SHARE_COMMENT_BLOCK,
+            label=PlainTextObject(text="Comment"),
+            element=comment,
+            optional=True,
+        ),
+        context(
+            "Everyone in the channel sees the paper and that you shared it. "
+            "For a private channel, invite @Paperboy there first (`/invite @Paperboy`)."
+        ),
+    ]
+    view = View(
+        type="modal",
+        callback_id=SHARE_VIEW,
+        title=PlainTextObject(text="Share a paper"),
+        submit=PlainTextObject(text="Share"),
+        close=PlainTextObject(text="Cancel"),
+        private_metadata=json.dumps({"paper": str(paper.get("id") or "")[:2000]}),
+        blocks=blocks,
+    )
+    return view.to_dict()
+
+
+def shared_view(channel_id: str) -> dict[str, Any]:
+    """What the modal turns into once the paper is posted: where it went, and a Done button."""
+    where = f"<#{channel_id}>" if re.fullmatch(r"[CG][A-Z0-9]{1,20}", channel_id) else "the channel"
+    view = View(
+        type="modal",
+        callback_id=SHARE_VIEW + "_done",
+        title=PlainTextObject(text="Share a paper"),
+        close=PlainTextObject(text="Done"),
+        blocks=[section(f":white_check_mark: Shared in {where}.")],
+    )
+    return view.to_dict()
 
 
 def error_message(error: str, *, hint: bool = False) -> dict[str, Any]:
@@ -387,8 +508,8 @@ HELP_SECTIONS = (
     ),
     (
         "*Subscribe to topics* (new papers come in your daily digest)\n"
-        '`/papers subscribe <topic>` · e.g. `/papers subscribe "diffusion models" venue:ICLR`\n'
-        "`/papers unsubscribe <topic or number>` · stop following a topic\n"
+        '`/papers subscribe &lt;topic&gt;` · e.g. `/papers subscribe "diffusion models" venue:ICLR`\n'
+        "`/papers unsubscribe &lt;topic or number&gt;` · stop following a topic\n"
         "`/papers topics` · list your topics, numbered"
     ),
     (
@@ -419,8 +540,8 @@ def help_message() -> dict[str, Any]:
         )
     )
     text = (
-        "Paperboy help: /papers <keywords> to look papers up; /papers subscribe <topic>, "
-        "/papers unsubscribe <topic or number>, /papers topics; "
+        "Paperboy help: /papers &lt;keywords&gt; to look papers up; /papers subscribe &lt;topic&gt;, "
+        "/papers unsubscribe &lt;topic or number&gt;, /papers topics; "
         "/papers digest on|off|time 08:30|days mon-fri|preview|now."
     )
     return as_message(text, blocks)

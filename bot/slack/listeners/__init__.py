@@ -1,7 +1,7 @@
 """Slack listeners, one module per surface (Bolt starter template layout).
 
-``commands`` answers ``/papers``, ``actions`` the buttons, ``events`` the App Home; each has a
-``register(app, services)``. A listener is small: ack, parse the payload, call the engine,
+``commands`` answers ``/papers``, ``actions`` the buttons, ``views`` the modals' submissions,
+``events`` the App Home; each has a ``register(app, services)``. A listener is small: ack, parse the payload, call the engine,
 render, reply. ``subscriptions`` (topics and digests) registers its own listeners when it
 provides a ``register`` function.
 """
@@ -24,10 +24,11 @@ SUBSCRIPTIONS_MODULE = "bot.slack.listeners.subscriptions"
 
 
 def register(app: App, services: Services) -> None:
-    from . import actions, commands, events
+    from . import actions, commands, events, views
 
     commands.register(app, services)
     actions.register(app, services)
+    views.register(app, services)
     events.register(app, services)
     subscriptions = load_subscriptions()
     if subscriptions is not None and hasattr(subscriptions, "register"):

@@ -2,6 +2,10 @@
 place), "Similar papers" (a new list, only for the clicker) and "Share to channel" (the paper,
 posted visibly, naming who shared it).
 
+"Share to channel" clicked in a channel shares into that channel. Clicked in a direct message
+(a digest, a lookup in the Paperboy DM) there is no channel to share into, so it opens a
+picker instead (``render.share_view``; its submission is handled in ``views``).
+
 The state a click needs travels in the button's ``value`` (see ``render.encode_value``), so
 nothing is stored between a lookup and a click.
 """
@@ -32,7 +36,7 @@ PAGE_ACTIONS = re.compile(
 SIMILAR_ACTIONS = re.compile(rf"^{render.ACTION_SIMILAR}:\d+$")
 SHARE_ACTIONS = re.compile(rf"^{render.ACTION_SHARE}:\d+$")
 # chat.postMessage errors that mean "the bot may not post there", where posting through the
-# response_url (as the clicking user's action) still works: private channels, DMs, group DMs.
+# response_url (as the clicking user's action) still works: private channels.
 CANNOT_POST = frozenset({"not_in_channel", "channel_not_found", "restricted_action"})
 EPHEMERAL = {"response_type": "ephemeral", "replace_original": False}
 
@@ -57,7 +61,12 @@ def register(app: App, services: Services) -> None:
         client: WebClient,
     ) -> None:
         ack()
-        services.later(respond, share_paper, action, body, respond, client, services)
+        if share_channel(body) is None:
+            # Here rather than on the work pool: the trigger_id expires 3 seconds after the
+            # click, and views.open is one quick call.
+            open_share_picker(action, body, respond, client, services)
+        else:
+            services.later(respond, share_paper, action, body, respond, client, services)
 
 
 def show_page(action: dict[str, Any], respond: Callable[..., Any], services: Services) -> None:
@@ -81,6 +90,50 @@ def show_similar(action: dict[str, Any], respond: Callable[..., Any], services: 
     reply(respond, render.similar_message(result, paper=paper), **EPHEMERAL)
 
 
+def share_channel(body: dict[str, Any]) -> str | None:
+    """The channel a click can share into: where the button sat, unless that is a direct
+    message (one-to-one or group) or unknown, where sharing needs the picker."""
+    channel = body.get("channel") or {}
+    channel_id = channel.get("id") or (body.get("container") or {}).get("channel_id") or ""
+    name = str(channel.get("name") or "")
+    if not channel_id or channel_id.startswith("D"):
+        return None
+    if name == "directmessage" or name.startswith("mpdm-"):
+        return None
+    return channel_id
+
+
+def shared_paper(
+    action: dict[str, Any], respond: Callable[..., Any], services: Services
+) -> dict[str, Any] | None:
+    """The paper a Share button carries, or None after telling the clicker it is gone."""
+    paper_id = str(action.get("value") or "")
+    paper = services.engine.paper(paper_id)
+    if paper is None:
+        message = f"That paper (`{paper_id}`) is no longer in the corpus, so it cannot be shared."
+        reply(respond, render.error_message(message), **EPHEMERAL)
+    return paper
+
+
+def open_share_picker(
+    action: dict[str, Any],
+    body: dict[str, Any],
+    respond: Callable[..., Any],
+    client: WebClient,
+    services: Services,
+) -> None:
+    paper = shared_paper(action, respond, services)
+    if paper is None:
+        return
+    try:
+        client.views_open(trigger_id=body.get("trigger_id") or "", view=render.share_view(paper))
+    except SlackApiError as error:
+        code = error.response.get("error") if error.response is not None else None
+        log.error("views.open for the share picker failed: %s", code)
+        text = f"Sorry, Slack would not open the channel picker ({code}). Please click again."
+        reply(respond, render.error_message(text), **EPHEMERAL)
+
+
 def share_paper(
     action: dict[str, Any],
     body: dict[str, Any],
@@ -88,20 +141,13 @@ def share_paper(
     client: WebClient,
     services: Services,
 ) -> None:
-    paper_id = str(action.get("value") or "")
-    paper = services.engine.paper(paper_id)
-    if paper is None:
-        message = f"That paper (`{paper_id}`) is no longer in the corpus, so it cannot be shared."
-        reply(respond, render.error_message(message), **EPHEMERAL)
+    """Post the paper in the channel the button was clicked in (see :func:`share_channel`)."""
+    channel = share_channel(body)
+    paper = shared_paper(action, respond, services)
+    if paper is None or channel is None:
         return
     user_id = (body.get("user") or {}).get("id") or ""
-    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
-        "channel_id"
-    )
     message = render.shared_message(paper, user_id=user_id)
-    if not channel:
-        reply(respond, message, response_type="in_channel", replace_original=False)
-        return
     try:
         client.chat_postMessage(channel=channel, unfurl_links=False, unfurl_media=False, **message)
     except SlackApiError as error:
@@ -113,6 +159,6 @@ def share_paper(
             )
             reply(respond, render.error_message(text), **EPHEMERAL)
             return
-        # The bot is not a member here (a private channel or a DM): the response_url can
-        # still post visibly in the conversation the button was clicked in.
+        # The bot is not a member of this private channel: the response_url can still post
+        # visibly in the conversation the button was clicked in.
         reply(respond, message, response_type="in_channel", replace_original=False)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from slack_sdk.models.blocks import Block
+
 from bot.engine.query import QueryError
 from bot.slack import render
 from bot.slack.listeners import reply
@@ -45,29 +47,19 @@ DIGEST_USAGE = (
 _CHANNEL = re.compile(r"^<#([CG][A-Z0-9]+)(?:\|[^>]*)?>$|^([CG][A-Z0-9]{6,})$")
 
 
-def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text[: render.MAX_SECTION_TEXT]}}
+def _message(text: str, blocks: list[Block] | None = None) -> dict[str, Any]:
+    """A reply whose ``text`` is already escaped mrkdwn (one section unless ``blocks``)."""
+    return render.as_message(text, blocks or [render.section(text)])
 
 
-def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000]}]}
-
-
-def _message(text: str, blocks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"text": render.clip(text, 3000), "blocks": blocks or [_section(text)]}
-
-
-def _split(command: dict[str, Any], args: str) -> tuple[str, str]:
-    """(subcommand, the rest). ``args`` is either the whole text after ``/papers`` (unescaped,
-    subcommand included) or only what follows the subcommand; the payload's own text (which
-    Slack escapes) tells which."""
-    args = (args or "").strip()
-    full = render.unescape(command.get("text") or "").strip()
-    text = args if not full or args == full else full
-    word, _, rest = text.partition(" ")
-    if word.lower() not in SUBCOMMANDS:
-        return "", args
-    return word.lower(), (rest.strip() if text == args else args)
+def _split(args: str) -> tuple[str, str]:
+    """(subcommand, the rest) of ``args``: the whole text after ``/papers``, already unescaped
+    by ``commands.answer`` (Slack sends & < > as entities), subcommand included."""
+    words = (args or "").strip().split(maxsplit=1)
+    word = words[0].lower() if words else ""
+    if word not in SUBCOMMANDS:
+        return "", (args or "").strip()
+    return word, (words[1].strip() if len(words) > 1 else "")
 
 
 def handle(
@@ -82,7 +74,7 @@ def handle(
     """Answer one topic or digest subcommand, privately."""
     now = now or datetime.now(UTC)
     user_id = command.get("user_id") or ""
-    word, rest = _split(command, args)
+    word, rest = _split(args)
     subscriptions = Subscriptions(services.engine.db)
     subscriptions.ensure_member(user_id, now, command.get("team_id"))
     member = refresh_time_zone(client, subscriptions, user_id, now)
@@ -150,14 +142,14 @@ def subscribe(
     noun = "paper" if check.matches == 1 else "papers"
     found = f"It matches *{check.matches:,}* {noun} in the corpus now"
     found += ", the best:" if check.top else "."
-    blocks = [_section(f"{head}\n{found}")]
-    if check.top:
-        blocks.append(_section("\n".join(_paper_line(h) for h in check.top)))
+    blocks: list[Block] = [render.section(f"{head}\n{found}")]
+    blocks += render.sections(_paper_line(h) for h in check.top)
     if check.advice:
         icon = ":warning:" if check.verdict in ("broad", "general") else ":information_source:"
-        blocks.append(_section(f"{icon} {render.escape(check.advice)}"))
+        advice = render.clip_escaped(check.advice, render.MAX_SECTION_TEXT - 30)
+        blocks.append(render.section(f"{icon} {advice}"))
     blocks.append(
-        _context(
+        render.context(
             f"{_schedule_line(member, now)} `/papers unsubscribe {number}` undoes this; "
             "`/papers topics` lists your topics."
         )
@@ -185,7 +177,7 @@ def topics(
     mine = subscriptions.topics(member.user_id)
     if not mine:
         return _message(
-            "You do not follow any topics yet. `/papers subscribe <topic>` starts one, like "
+            "You do not follow any topics yet. `/papers subscribe &lt;topic&gt;` starts one, like "
             '`/papers subscribe "graph neural networks"`.'
         )
     counts = [m.count for m in match_topics(services.engine, [t.query for t in mine])]
@@ -194,9 +186,12 @@ def topics(
         for n, (t, c) in enumerate(zip(mine, counts, strict=True), 1)
     ]
     head = f"*Your topics* ({len(mine)} of at most {MAX_TOPICS}):"
-    blocks = [_section(head + "\n" + "\n".join(lines))]
+    # 25 topics of 200 characters do not fit in one section (3000): as many as it takes.
+    blocks: list[Block] = [*render.sections([head, *lines])]
     blocks.append(
-        _context(f"{_schedule_line(member, now)} `/papers unsubscribe <number>` drops a topic.")
+        render.context(
+            f"{_schedule_line(member, now)} `/papers unsubscribe &lt;number&gt;` drops a topic."
+        )
     )
     return _message(head + " " + "; ".join(lines), blocks)
 
@@ -218,7 +213,7 @@ def digest(
         member = subscriptions.set_enabled(user_id, action == "on", now)
         if action == "on" and not member.topic_count:
             return _message(
-                "Your digest is on, and starts with your first topic: `/papers subscribe <topic>`."
+                "Your digest is on, and starts with your first topic: `/papers subscribe &lt;topic&gt;`."
             )
         return _message(_schedule_line(member, now))
     if action == "time":
@@ -248,7 +243,7 @@ def digest(
             "sent": f":incoming_envelope: Sent: {outcome.papers} papers, in {where}.",
             "skipped": _nothing(member),
             "busy": "A digest for you is already on its way; it will be there in a moment.",
-            "failed": f"Slack would not take your digest ({outcome.error}). "
+            "failed": f"Slack would not take your digest ({render.escape(outcome.error or '')}). "
             + (
                 "Is Paperboy in that channel? `/invite @Paperboy` there, or "
                 "`/papers digest channel dm`."
@@ -258,12 +253,13 @@ def digest(
             "pending": "Slack is busy right now; your digest will follow shortly.",
         }
         return _message(texts[outcome.status])
-    raise SubscriptionError(f"I don't know `digest {render.escape(action)}`. {DIGEST_USAGE}")
+    # Not escaped here: error_message escapes the whole sentence (once).
+    raise SubscriptionError(f"I don't know `digest {action}`. {DIGEST_USAGE}")
 
 
 def _nothing(member: Member) -> str:
     if not member.topic_count:
-        return "You follow no topics yet: `/papers subscribe <topic>` starts your digest."
+        return "You follow no topics yet: `/papers subscribe &lt;topic&gt;` starts your digest."
     return (
         "Nothing to send: every paper matching your topics has already been in your digests. "
         "New papers will come as they are added."
