@@ -139,7 +139,8 @@ def preview(ctx: click.Context, user_id: str, as_json: bool, db_path: Path | Non
         click.echo(f"Nothing to send to {user_id} now: no unsent papers match their topics.")
         return
     papers = {p["id"]: p for p in engine.corpus.get_many(plan.paper_ids)}
-    click.echo(f"{plan.size} papers for {user_id} ({plan.new_count} new since the last digest)")
+    size = f"{plan.size} paper{'s' if plan.size != 1 else ''}"
+    click.echo(f"{size} for {user_id} ({plan.new_count} new since the last digest)")
     for section in plan.sections:
         click.echo("")
         click.secho(section.query, bold=True)
@@ -179,7 +180,8 @@ def send(
         outcomes = [o for o in dispatcher.run_due(now) if not user_ids or o.user_id in user_ids]
     for outcome in outcomes:
         detail = f" ({outcome.error})" if outcome.error else ""
-        click.echo(f"{outcome.digest_id}: {outcome.status}, {outcome.papers} papers{detail}")
+        size = f"{outcome.papers} paper{'s' if outcome.papers != 1 else ''}"
+        click.echo(f"{outcome.digest_id}: {outcome.status}, {size}{detail}")
     counts: dict[str, int] = {}
     for outcome in outcomes:
         counts[outcome.status] = counts.get(outcome.status, 0) + 1

@@ -3,7 +3,8 @@
 ``Dispatcher.run_due(now)`` is what the scheduler calls every minute: finish digests a stopped
 worker left claimed, refresh stale time zones, find whose digest is due (``schedule``), choose
 all their papers in one batch (``selection``), then for each member claim, post, record
-(``ledger``). ``send_now`` (``/papers digest now``) goes through the same claim/post/record.
+(``ledger``). ``send_now`` (``/papers digest now``) goes through the same claim/post/record,
+under a fresh id each time it has something to send (``Ledger.claim_now``).
 
 Posting: a direct message (``conversations.open`` + ``chat.postMessage``), or the channel the
 member named. The client waits out HTTP 429 for as long as Slack's Retry-After says and tries
@@ -109,6 +110,11 @@ def make_client(
             RetryAfterHandler(sleep=sleep),
         ],
     )
+
+
+def _is_dm(channel: str) -> bool:
+    """Whether a conversation id is a direct message (Slack's DM ids start with D)."""
+    return channel.startswith("D")
 
 
 def _error_code(error: Exception) -> str:
@@ -235,7 +241,8 @@ class Dispatcher:
         member = refresh_time_zone(self.client, self.subscriptions, user_id, now)
         local = now.astimezone(member.zone).strftime("%Y-%m-%dT%H:%M")
         plan = select_digests(self.engine, [user_id], limit=self.limit)[user_id]
-        return self._deliver(member, Ledger.scheduled_id(user_id, local), local, plan, now)
+        minute = Ledger.scheduled_id(user_id, local)  # the claim adds a counter
+        return self._deliver(member, minute, local, plan, now, on_demand=True)
 
     def preview(self, user_id: str) -> DigestPlan:
         """What the member's digest would hold if sent now (nothing is claimed or recorded)."""
@@ -264,18 +271,35 @@ class Dispatcher:
         return [fresh.get(m.user_id, m) for m in members]
 
     def _deliver(
-        self, member: Member, digest_id: str, local_date: str, plan: DigestPlan, now: datetime
+        self,
+        member: Member,
+        digest_id: str,
+        local_date: str,
+        plan: DigestPlan,
+        now: datetime,
+        on_demand: bool = False,
     ) -> Outcome:
+        """Claim, post, record. ``on_demand``: ``digest_id`` and ``local_date`` name the minute
+        only; the claim gets the digest its own id (``Ledger.claim_now``)."""
         try:
             if plan.size:
                 # Claim only what fits in one message; the rest comes next time.
-                _, plan = digest_message(self.engine, plan, local_date, digest_id=digest_id)
-            claim = self.ledger.claim(digest_id, member.user_id, local_date, plan, now)
-            if claim is None:
-                row = self.ledger.get(digest_id)
-                nothing = not plan.size or (row is not None and row["status"] == "skipped")
-                status = "skipped" if nothing else "busy"
-                return Outcome(digest_id, member.user_id, status)
+                owner = member.user_id if member.digest_channel else None
+                _, plan = digest_message(
+                    self.engine, plan, local_date, digest_id=digest_id, owner=owner
+                )
+            if on_demand:
+                claim, status = self.ledger.claim_now(member.user_id, local_date, plan, now)
+                if claim is None:
+                    return Outcome(digest_id, member.user_id, status)
+            else:
+                claim = self.ledger.claim(digest_id, member.user_id, local_date, plan, now)
+                if claim is None:
+                    row = self.ledger.get(digest_id)
+                    nothing = not plan.size or (row is not None and row["status"] == "skipped")
+                    status = "skipped" if nothing else "busy"
+                    return Outcome(digest_id, member.user_id, status)
+            digest_id = claim.digest_id
             self._fault("claimed", digest_id)
             return self._post(claim, now, member)
         except (SlackApiError, SlackClientError, OSError) as error:
@@ -301,7 +325,11 @@ class Dispatcher:
                 return outcome
             if ts is None:
                 message, _ = digest_message(
-                    self.engine, claim.plan, claim.local_date, digest_id=claim.digest_id
+                    self.engine,
+                    claim.plan,
+                    claim.local_date,
+                    digest_id=claim.digest_id,
+                    owner=None if _is_dm(channel) else claim.user_id,
                 )
                 response = self.client.chat_postMessage(
                     channel=channel, unfurl_links=False, unfurl_media=False, **message

@@ -1,16 +1,20 @@
 """The exactly-once record of digests: claimed before posting, recorded after (no Slack here).
 
-A digest's id is ``"<user>:<local date>"`` (on-demand ones add the local time). Its row in
-``digests`` goes::
+A scheduled digest's id is ``"<user>:<local date>"`` (``U1:2024-03-04``): one a day, so a
+second scheduler or a restart finds it taken. An on-demand one (``/papers digest now``) gets a
+fresh id each time it has something to send: the local minute and a counter
+(``U1:2024-03-04T08:30#1``, then ``#2`` ...), given out by ``claim_now`` inside the claim's
+transaction; asking with nothing to send writes nothing. Its row in ``digests`` goes::
 
     (none) --claim--> claimed --post, then record--> sent
                          |                     \\--> failed   (Slack refused for good)
                          \\--> (stale) retaken by the next scheduler run
-    (none) --claim with nothing to send--> skipped
+    (none) --claim with nothing to send--> skipped   (scheduled digests only)
 
 Why each crash is safe (the caller posts between ``claim`` and ``record_sent``):
 
-* before the claim: no row, so the next run claims it;
+* before the claim: no row, so the next run claims it (nothing on demand was posted either:
+  asking again sends it);
 * after the claim, before the post: the claim goes stale (``STALE_CLAIM``) and is retaken; the
   row has no channel yet, so nothing can have been posted, and it is posted;
 * after the post, before the record: the retaken claim has a channel, so the caller first looks
@@ -112,8 +116,9 @@ class Ledger:
 
         None when another worker holds it (or the member has another digest in flight), when
         it was already handled, or when, after leaving out papers sent since the plan was
-        made, nothing remains (the row is then recorded as ``skipped``). A dead worker's stale
-        claim is retaken (``Claim.retaken``), with the content it had.
+        made, nothing remains (the row is then recorded as ``skipped``, so the scheduler does
+        not ask again that day). A dead worker's stale claim is retaken (``Claim.retaken``),
+        with the content it had.
         """
         stale_before = to_iso(now - STALE_CLAIM)
         with _write(self.db):
@@ -126,47 +131,90 @@ class Ledger:
                 if status == "claimed" and claimed_at < stale_before:
                     return self._retake(digest_id, user_id, local_date, content, channel, now)
                 return None
-            busy = self.db.execute(
+            if self._in_flight(user_id, stale_before):
+                return None
+            plan = self._unsent(user_id, plan)
+            self._insert(digest_id, user_id, local_date, plan, now)
+        if not plan.size:
+            return None
+        return Claim(digest_id, user_id, local_date, plan, to_iso(now))
+
+    def claim_now(
+        self, user_id: str, local_minute: str, plan: DigestPlan, now: datetime
+    ) -> tuple[Claim | None, str]:
+        """Claim an on-demand digest (``/papers digest now``) under a fresh id.
+
+        Returns ``(claim, "claimed")``, or ``(None, "busy")`` when another digest of the member
+        is in flight, or ``(None, "skipped")`` when none of the plan's papers is unsent. Only a
+        claimed digest writes a row: asking when there is nothing to send uses up no id, and
+        every digest that is sent has its own (the minute and a counter, see the module doc),
+        however many come in one minute. The claim then goes through the same post, record and
+        retake path as a scheduled one.
+        """
+        stale_before = to_iso(now - STALE_CLAIM)
+        with _write(self.db):
+            if self._in_flight(user_id, stale_before):
+                return None, "busy"
+            plan = self._unsent(user_id, plan)
+            if not plan.size:
+                return None, "skipped"
+            # The write lock is held, so counting then inserting cannot race another worker.
+            taken = self.db.execute(
+                "select count(*) from digests where user_id = ? and local_date like ?",
+                [user_id, f"{local_minute}#%"],
+            ).fetchone()[0]
+            local_date = f"{local_minute}#{taken + 1}"
+            digest_id = self.scheduled_id(user_id, local_date)
+            self._insert(digest_id, user_id, local_date, plan, now)
+        return Claim(digest_id, user_id, local_date, plan, to_iso(now)), "claimed"
+
+    def _in_flight(self, user_id: str, stale_before: str) -> bool:
+        """Whether the member has a digest claimed by a live worker: one at a time, so a
+        scheduled digest and ``digest now`` never send the same papers side by side."""
+        return (
+            self.db.execute(
                 "select 1 from digests where user_id = ? and status = 'claimed' "
                 "and claimed_at >= ? limit 1",
                 [user_id, stale_before],
             ).fetchone()
-            if busy:
-                return None
-            ids = plan.paper_ids
-            already = (
-                {
-                    r[0]
-                    for r in self.db.execute(
-                        "select paper_id from sent_papers where user_id = ? and paper_id in "
-                        f"({','.join('?' * len(ids))})",
-                        [user_id, *ids],
-                    )
-                }
-                if ids
-                else set()
+            is not None
+        )
+
+    def _unsent(self, user_id: str, plan: DigestPlan) -> DigestPlan:
+        """The plan without the papers sent to the member since it was made."""
+        ids = plan.paper_ids
+        if not ids:
+            return plan
+        already = {
+            r[0]
+            for r in self.db.execute(
+                "select paper_id from sent_papers where user_id = ? and paper_id in "
+                f"({','.join('?' * len(ids))})",
+                [user_id, *ids],
             )
-            plan = plan.keeping(i for i in ids if i not in already)
-            status = "claimed" if plan.size else "skipped"
-            stamp = to_iso(now)
-            self.db.execute(
-                "insert into digests (id, user_id, local_date, status, claimed_by, claimed_at, "
-                "paper_ids, content, finished_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    digest_id,
-                    user_id,
-                    local_date,
-                    status,
-                    self.worker,
-                    stamp,
-                    json.dumps(plan.paper_ids),
-                    json.dumps({"first_claimed_at": stamp, "plan": json.loads(plan.to_json())}),
-                    None if plan.size else stamp,
-                ],
-            )
-        if not plan.size:
-            return None
-        return Claim(digest_id, user_id, local_date, plan, stamp)
+        }
+        return plan.keeping(i for i in ids if i not in already)
+
+    def _insert(
+        self, digest_id: str, user_id: str, local_date: str, plan: DigestPlan, now: datetime
+    ) -> None:
+        """The digest's row: ``claimed`` when it has papers, else ``skipped`` (finished)."""
+        stamp = to_iso(now)
+        self.db.execute(
+            "insert into digests (id, user_id, local_date, status, claimed_by, claimed_at, "
+            "paper_ids, content, finished_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                digest_id,
+                user_id,
+                local_date,
+                "claimed" if plan.size else "skipped",
+                self.worker,
+                stamp,
+                json.dumps(plan.paper_ids),
+                json.dumps({"first_claimed_at": stamp, "plan": json.loads(plan.to_json())}),
+                None if plan.size else stamp,
+            ],
+        )
 
     def _retake(
         self,

@@ -7,6 +7,14 @@ to channel" opens a channel picker (there is no channel to share into). Every ot
 ``render.section`` / ``render.context`` too: escaped, ``verbatim`` mrkdwn, cut at Slack's limits.
 Papers that do not fit in Slack's 50 blocks are left out of the message *and* of the claim, so
 they come next time.
+
+A digest the member had posted in a channel (``owner``) is read by the whole channel, so it
+says whose it is ("Paper digest for @Ada", a mention: it notifies Ada as the DM would have)
+and speaks of "their" topics; its footer tells readers how to get a digest of their own
+rather than listing commands only Ada can use. Its share button is "Share elsewhere" (the
+picker): everyone there already sees the paper, and re-posting it into the same channel would
+only repeat it, while passing it on to another channel is the useful thing left to do.
+Both forms have the same number of blocks, so a plan is cut the same way in either.
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ TOPIC_CHARS = 120
 FOOTER = (
     "`/papers topics` lists the topics · `/papers digest time 08:30` changes the time · "
     "`/papers digest off` stops the digest"
+)
+CHANNEL_FOOTER = (
+    "Want your own digest? `/papers subscribe &lt;topic&gt;` · `/papers help` shows the rest"
 )
 PREVIEW_NOTE = (
     "This is what a digest sent now would hold; nothing is marked as sent. "
@@ -65,19 +76,30 @@ def digest_message(
     *,
     digest_id: str | None = None,
     preview: bool = False,
+    owner: str | None = None,
 ) -> tuple[dict[str, Any], DigestPlan]:
     """The message (``text``, ``blocks``, and ``metadata`` when ``digest_id`` is given) and the
-    plan cut to the papers that fit."""
+    plan cut to the papers that fit. ``owner``: the member whose digest it is, when it is
+    posted in a channel rather than their DM (see the module doc)."""
     hits = _hits(engine, plan)
-    title = "Your paper digest" + (f" · {_when(local_date)}" if _when(local_date) else "")
+    when = f" · {_when(local_date)}" if _when(local_date) else ""
     if preview:
         title = "Preview of your next digest"
+    elif owner:
+        title = f"Paper digest for {render.mention(owner, 'a member')}{when}"
+    else:
+        title = f"Your paper digest{when}"
     head: list[Block] = [
-        HeaderBlock(text=PlainTextObject(text=render.clip(title, render.MAX_HEADER), emoji=True))
+        # A header is plain text, where a mention would show as "<@U1>": a bold section instead.
+        render.section(f"*{title}*")
+        if owner and not preview
+        else HeaderBlock(
+            text=PlainTextObject(text=render.clip(title, render.MAX_HEADER), emoji=True)
+        )
     ]
     tail: list[Block] = [DividerBlock()]
     tail += [render.context(PREVIEW_NOTE)] if preview else []
-    tail.append(render.context(FOOTER))
+    tail.append(render.context(CHANNEL_FOOTER if owner else FOOTER))
     room = render.MAX_BLOCKS - len(head) - len(tail) - 1  # one for the summary line
     body: list[Block] = []
     kept: list[str] = []
@@ -86,12 +108,14 @@ def digest_message(
         section_hits = [hits[i.paper_id] for i in section.items if i.paper_id in hits]
         new = sum(1 for i in section.items if i.paper_id in hits and i.new)
         label = f"*{render.clip_escaped(section.query, TOPIC_CHARS)}*"
-        count = f"{len(section_hits)} paper{'s' if len(section_hits) != 1 else ''}"
+        count = render.count(len(section_hits), "paper")
         count += f", {new} new" if new else ""
         topic_blocks: list[Block] = [DividerBlock(), render.section(f":label: {label} · {count}")]
         fitted: list[Block] = []
         for hit in section_hits:
-            one = render.paper_blocks(hit, index=number + 1, share=True, similar=True)
+            one = render.paper_blocks(
+                hit, index=number + 1, share=True, similar=True, share_elsewhere=bool(owner)
+            )
             if len(body) + len(topic_blocks) + len(fitted) + len(one) > room:
                 break
             number += 1
@@ -101,9 +125,9 @@ def digest_message(
             body += topic_blocks + fitted
     trimmed = plan.keeping(kept)
     topics = len(trimmed.sections)
-    summary = (
-        f"{trimmed.size} paper{'s' if trimmed.size != 1 else ''} on {topics} of your topics"
-        + (f", {trimmed.new_count} new since your last digest" if trimmed.new_count else "")
+    whose = "their" if owner else "your"
+    summary = f"{render.count(trimmed.size, 'paper')} on {topics} of {whose} topics" + (
+        f", {trimmed.new_count} new since {whose} last digest" if trimmed.new_count else ""
     )
     blocks = head + [render.context(summary)] + body + tail
     text = f"{title}: {summary}"

@@ -299,7 +299,7 @@ def test_digest_now_and_the_scheduled_digest_never_send_the_same_paper(engine, f
     join(engine, fake, "U1", "graph neural networks", "diffusion models")
     send = dispatcher(engine, fake, waits, limit=6)
     now = send.send_now("U1", MONDAY_0700 + timedelta(minutes=30))
-    assert (now.status, now.digest_id) == ("sent", "U1:2024-03-04T08:30")
+    assert (now.status, now.digest_id) == ("sent", "U1:2024-03-04T08:30#1")
     [scheduled] = send.run_due(BERLIN_0900)
     assert scheduled.status == "sent"
     ids = sent_papers(engine, "U1")
@@ -313,6 +313,69 @@ def test_digest_now_with_nothing_new_sends_nothing(engine, fake, waits) -> None:
     assert send.send_now("U1", MONDAY_0700).status == "sent"
     assert send.send_now("U1", MONDAY_0700 + timedelta(minutes=1)).status == "skipped"
     assert len(fake.messages_in("DU1")) == 1
+
+
+def test_digest_now_with_nothing_to_send_uses_up_no_id(engine, fake, waits) -> None:
+    """`digest now` (nothing), `subscribe protein`, `digest now`, all in one minute: sent."""
+    join(engine, fake, "U1", "quantum chemistry")
+    send = dispatcher(engine, fake, waits)
+    at = MONDAY_0700 + timedelta(seconds=5)
+    assert send.send_now("U1", at).status == "skipped"
+    assert engine.db.execute("select count(*) from digests").fetchone()[0] == 0
+    Subscriptions(engine.db).add_topic("U1", "protein design", at)
+    assert send.preview("U1").size
+    outcome = send.send_now("U1", at + timedelta(seconds=20))
+    assert (outcome.status, outcome.digest_id) == ("sent", "U1:2024-03-04T08:00#1")
+    [message] = fake.messages_in("DU1")
+    assert message["metadata"]["event_payload"]["digest_id"] == outcome.digest_id
+    assert "Protein Design" in str(message["blocks"])
+
+
+def test_each_digest_now_with_something_to_send_gets_its_own_id(engine, fake, waits) -> None:
+    """A digest sent, `subscribe graph`, `digest now` in the same minute: the second goes too."""
+    join(engine, fake, "U1", "protein design")
+    send = dispatcher(engine, fake, waits)
+    at = MONDAY_0700 + timedelta(seconds=1)
+    first = send.send_now("U1", at)
+    Subscriptions(engine.db).add_topic("U1", "graph neural networks", at)
+    second = send.send_now("U1", at + timedelta(seconds=30))
+    assert (first.status, second.status) == ("sent", "sent")
+    assert (first.digest_id, second.digest_id) == ("U1:2024-03-04T08:00#1", "U1:2024-03-04T08:00#2")
+    assert second.papers == GNN
+    assert [m["metadata"]["event_payload"]["digest_id"] for m in fake.messages_in("DU1")] == [
+        first.digest_id,
+        second.digest_id,
+    ]
+    assert send.send_now("U1", at + timedelta(seconds=40)).status == "skipped"
+    ids = sent_papers(engine, "U1")
+    assert len(ids) == len(set(ids)) == first.papers + second.papers
+
+
+def test_digest_now_waits_for_a_digest_in_flight(engine, fake, waits) -> None:
+    join(engine, fake, "U1")
+    plan = dispatcher(engine, fake, waits).preview("U1")
+    Ledger(engine.db, "scheduler").claim("U1:2024-03-04", "U1", "2024-03-04", plan, BERLIN_0900)
+    outcome = dispatcher(engine, fake, waits).send_now("U1", BERLIN_0900)
+    assert outcome.status == "busy"
+    assert fake.calls_to("chat.postMessage") == []
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_crash_during_digest_now_neither_loses_nor_doubles_it(engine, fake, waits, step) -> None:
+    join(engine, fake, "U1")
+    crashing = dispatcher(engine, fake, waits, faults=crash_at(step))
+    with pytest.raises(Crash):
+        crashing.send_now("U1", MONDAY_0700)
+    assert dispatcher(engine, fake, waits).send_now("U1", MONDAY_0700).status == (
+        "skipped" if step == "recorded" else "busy"
+    )
+    restarted = dispatcher(engine, fake, waits, worker="worker-2")
+    later = restarted.run_due(MONDAY_0700 + STALE_CLAIM + timedelta(minutes=1))
+    assert [o.status for o in later] == ([] if step == "recorded" else ["sent"])
+    [message] = fake.messages_in("DU1")
+    row = digest_row(engine, "U1:2024-03-04T08:00#1")
+    assert row["status"] == "sent" and row["ts"] == message["ts"]
+    assert len(sent_papers(engine, "U1")) == GNN
 
 
 # --- Slack saying no ---------------------------------------------------------------------------

@@ -142,6 +142,54 @@ def test_preview_is_private_and_sends_nothing_now_sends_once(slack) -> None:
     assert len(slack.fake.messages_in("DU1")) == 1
 
 
+ONE_PAPER = {
+    "id": "chem-1",
+    "title": "Quantum Chemistry Meets Message Passing",
+    "abstract": "Quantum chemistry calculations of molecular energies, made fast.",
+    "authors": ["Solo Author"],
+    "venue": "ICML",
+    "year": 2024,
+}
+
+
+def test_one_paper_is_one_paper_everywhere(slack, tmp_path, cli_env) -> None:
+    slack.engine.ingest([write_corpus(tmp_path / "one.jsonl", [ONE_PAPER])])
+    assert "matches *1* paper in" in blocks_text(ask(slack, "subscribe quantum chemistry"))
+    assert "1. quantum chemistry · 1 paper" in blocks_text(ask(slack, "topics"))
+    preview = CliRunner().invoke(commands.digest, ["preview", "--user", "U1"], env=cli_env)
+    assert "1 paper for U1" in preview.output
+    sent = ask(slack, "digest now")
+    assert "Sent: 1 paper, in your direct messages." in sent["text"]
+    [message] = slack.fake.messages_in("DU1")
+    text = blocks_text(message)
+    assert "1 paper on 1 of your topics" in text and "quantum chemistry* · 1 paper" in text
+    assert "1 papers" not in text + sent["text"] + preview.output
+    ask(slack, "subscribe graph neural networks")
+    assert "You follow 1 topic." in ask(slack, "unsubscribe 1")["text"]
+
+
+def test_digest_now_after_nothing_to_send_sends_a_new_topic_at_once(slack) -> None:
+    """`digest now` (nothing), `subscribe`, `digest now`, in one minute: the papers come."""
+    ask(slack, "subscribe quantum chemistry")
+    assert "Nothing to send" in ask(slack, "digest now")["text"]
+    ask(slack, "subscribe protein design")
+    assert "Sent: 9 papers" in ask(slack, "digest now")["text"]
+    [message] = slack.fake.messages_in("DU1")
+    assert "protein design" in blocks_text(message)
+
+
+def test_digest_now_right_after_a_digest_sends_the_new_topic(slack) -> None:
+    """A digest, `subscribe graph`, `digest now`, in one minute: not "already on its way"."""
+    ask(slack, "subscribe protein design")
+    assert "Sent: 9 papers" in ask(slack, "digest now")["text"]
+    ask(slack, "subscribe graph neural networks")
+    again = ask(slack, "digest now")["text"]
+    assert "Sent: 9 papers" in again and "already on its way" not in again
+    first, second = slack.fake.messages_in("DU1")
+    ids = [m["metadata"]["event_payload"]["digest_id"] for m in (first, second)]
+    assert ids[0] != ids[1] and "graph neural networks" in blocks_text(second)
+
+
 def test_the_digests_buttons_are_the_lookups_buttons(slack) -> None:
     ask(slack, "subscribe graph neural networks")
     ask(slack, "digest now")
@@ -341,12 +389,35 @@ def test_share_from_a_digest_dm_opens_the_picker_and_posts_where_chosen(slack) -
     assert len(slack.fake.messages_in("DU1")) == 1  # nothing posted back into the DM
 
 
-def test_share_from_a_digest_in_a_channel_shares_there_directly(slack) -> None:
+def test_a_digest_in_a_channel_says_whose_it_is_and_shares_elsewhere(slack) -> None:
     ask(slack, "subscribe graph neural networks")
     ask(slack, "digest channel <#CPAPERS|papers>")
-    ask(slack, "digest now")
+    assert "in <#CPAPERS>" in ask(slack, "digest now")["text"]
     [message] = slack.fake.messages_in("CPAPERS")
-    value = buttons(message)["share:1"]["value"]
-    slack.click("share:1", value, channel="CPAPERS", ephemeral=False, message_ts=message["ts"])
-    slack.fake.wait_for(lambda: len(slack.fake.messages_in("CPAPERS")) == 2)
-    assert not slack.fake.calls_to("views.open")
+    assert_valid(message)
+    first = message["blocks"][0]
+    assert first["type"] == "section" and first["text"]["text"].startswith(
+        "*Paper digest for <@U1>"
+    )
+    assert message["text"].startswith("Paper digest for <@U1> · ")
+    text = blocks_text(message)
+    assert "Your paper digest" not in text and "of your topics" not in text
+    assert "9 papers on 1 of their topics" in text and "Want your own digest?" in text
+    assert "share:1" not in buttons(message)
+    share = buttons(message)["share_elsewhere:1"]
+    assert share["text"]["text"] == "Share elsewhere"
+    # Someone else in the channel passes the paper on to another channel.
+    status, _ = slack.click(
+        "share_elsewhere:1",
+        share["value"],
+        user="U2",
+        channel="CPAPERS",
+        ephemeral=False,
+        message_ts=message["ts"],
+    )
+    assert status == 200
+    [modal] = slack.fake.wait_for(lambda: slack.fake.modals())
+    slack.submit_view(modal, {render.SHARE_CHANNEL_BLOCK: "CREADING"}, user="U2")
+    [shared] = slack.fake.messages_in("CREADING")
+    assert "<@U2> shared a paper" in blocks_text(shared)
+    assert len(slack.fake.messages_in("CPAPERS")) == 1  # never repeated where it already is

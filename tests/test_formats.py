@@ -21,6 +21,7 @@ from bot.engine.formats import (
     parse_arxiv_id,
     parse_seed_header,
     read_corpus_file,
+    strip_emphasis,
 )
 from bot.engine.paper import Paper, Rejected
 
@@ -218,6 +219,56 @@ def test_derive_title_strips_markdown_emphasis() -> None:
     )
 
     assert derive_title(abstract) == "Streams need continual learning (CL) and fast updates"
+
+
+def test_seed_abstracts_lose_markdown_emphasis_but_keep_ids_and_named_titles(
+    tmp_path: Path,
+) -> None:
+    abstract = (
+        "Image utility matters. We introduce a new engagement model, **EngageNet**, trained on "
+        "*EngagingImageNet*; data are not *i.i.d.* and we term this **cross capabilities**, "
+        "an _open_ problem, for $x^*$ and $y^*$ with $(L_0,L_1)$ bounds (see my_repo)."
+    )
+    path = tmp_path / "seed.txt"
+    path.write_text(f"ICML 2025 Papers\n\n{abstract}\n", encoding="utf-8")
+
+    [paper] = read_corpus_file(path).papers
+
+    assert paper.abstract == (
+        "Image utility matters. We introduce a new engagement model, EngageNet, trained on "
+        "EngagingImageNet; data are not i.i.d. and we term this cross capabilities, "
+        "an open problem, for $x^*$ and $y^*$ with $(L_0,L_1)$ bounds (see my_repo)."
+    )
+    assert paper.title.startswith("EngageNet: ")  # found by its ** markers, before stripping
+    # The id hashes the abstract as written, so databases made before keep their ids.
+    assert paper.id == "icml2025-" + hashlib.sha1(abstract.encode()).hexdigest()[:12]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("*EngageNet*-based rewards", "EngageNet-based rewards"),
+        ("ImageReward, *etc.* are", "ImageReward, etc. are"),
+        ("a _really_ good idea", "a really good idea"),
+        ("a __Strong claim__ here", "a Strong claim here"),
+        ("$x^*$ and $y^*$", "$x^*$ and $y^*$"),
+        ("2*3*4 and a * b * c", "2*3*4 and a * b * c"),
+        ("$\\text{AP}_{50}$ and x_i, y_j", "$\\text{AP}_{50}$ and x_i, y_j"),
+        (
+            "the __init__ method of proactive_t2i_agents",
+            "the __init__ method of proactive_t2i_agents",
+        ),
+        ("``Law of the Weakest Link,''", "``Law of the Weakest Link,''"),
+    ],
+)
+def test_strip_emphasis_only_where_it_clearly_is_emphasis(text: str, expected: str) -> None:
+    assert strip_emphasis(text) == expected
+
+
+@pytest.mark.parametrize("name", ["icml2025.txt", "iclr2025.txt"])
+def test_real_seed_abstracts_carry_no_markdown_emphasis(name: str) -> None:
+    for paper in read_corpus_file(DATA / name).papers:
+        assert not re.search(r"\*\S|\S\*", paper.abstract), paper.abstract
 
 
 def test_derive_title_keeps_latex_intact() -> None:

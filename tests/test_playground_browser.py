@@ -5,6 +5,7 @@ channel picker, and nothing a query contains can inject HTML."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,3 +165,29 @@ def test_digest_arrives_in_the_paperboy_dm_and_shares_through_the_picker(
     assert shared.locator("b", has_text="&").count() == 0  # the comment's markup stays text
     # Nothing went back into the DM but the digest (and the ephemeral similar list).
     assert len(playground.fake.messages_in("D" + USER_ID)) == 1
+
+
+def test_a_digest_in_a_channel_says_whose_it_is_and_draws_every_emoji(page) -> None:
+    send(page, "/papers @channel")  # a mention is no search term: the empty query's help
+    page.locator(".msg.ephemeral .block.header", has_text="Paperboy").wait_for()
+    send(page, "/papers subscribe graph neural networks")
+    page.locator(".msg.ephemeral", has_text="Subscribed to").wait_for()
+    send(page, "/papers digest channel #reading-group")
+    page.locator(".msg.ephemeral", has_text="Everyone in the channel").wait_for()
+    send(page, "/papers digest now")
+    page.locator(".msg.ephemeral", has_text="Sent:").wait_for()
+
+    page.locator("nav button.room", has_text="reading-group").click()
+    digest = page.locator(".msg:not(.ephemeral)", has_text="Paper digest for")
+    digest.wait_for()
+    assert (
+        digest.locator(".block.section").first.inner_text().startswith("Paper digest for @you · ")
+    )
+    assert digest.locator("button", has_text="Share elsewhere").count() >= 1
+    assert digest.locator("button", has_text="Share to channel").count() == 0
+    assert "🏷️" in digest.inner_text()
+    page.locator("nav button.room", has_text="general").click()
+    page.locator(".msg.ephemeral", has_text="Sent:").wait_for()
+    shown = page.locator("#messages").inner_text()
+    assert "📨" in shown
+    assert not re.findall(r":[a-z_]+:", shown), "an emoji code the page did not draw"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,8 @@ from bot.engine.search import Hit, SearchResult
 from bot.playground.fake_slack import validate_blocks
 from bot.slack import render
 from tests.slack_harness import assert_valid, blocks_text, buttons
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def paper(**fields: Any) -> dict[str, Any]:
@@ -98,6 +102,60 @@ def test_snippet_bolds_matched_terms_and_escapes_every_piece() -> None:
     snippet = [("a <x> ", False), ("<!channel>", True), (" & ", False), ("diffusion", True)]
     text = render.paper_blocks(hit(snippet=snippet), index=1)[0].to_dict()["text"]["text"]
     assert text.endswith("a &lt;x&gt; *&lt;!channel&gt;* &amp; *diffusion*")
+
+
+# --- markup in corpus and user text ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("*EngageNet* and **cross**", "\u2217EngageNet\u2217 and \u2217\u2217cross\u2217\u2217"),
+        ("~10% `code`", "\u223c10% \u02cbcode\u02cb"),
+        ("_italic_ and __init__", "\u02cditalic\u02cd and \u02cd\u02cdinit\u02cd\u02cd"),
+        ("x_i, snake_case, L_0", "x_i, snake_case, L_0"),  # inside a word: never italics
+        ("\uff0abold\uff0a \uff3fit\uff3f", "\ufe61bold\ufe61 \u2e0fit\u2e0f"),
+        (":fire: at 10:30:45 :+1:", ":\u2060fire: at 10:30:45 :\u2060+1:"),
+        ("> not a quote", "\u00ad&gt; not a quote"),
+        ("<!channel> & @here", "&lt;!channel&gt; &amp; @\u2060here"),
+    ],
+)
+def test_escape_plain_leaves_no_markup_slack_would_read(text: str, expected: str) -> None:
+    assert render.escape_plain(text) == expected
+
+
+def test_corpus_markdown_cannot_bold_or_nest_in_a_snippet() -> None:
+    from bot.engine.search import make_snippet
+
+    abstract = "*Large language models* (LLMs) and **cross capabilities**, *i.i.d.* data."
+    pieces = make_snippet(abstract, {"model"})
+    text = render.paper_blocks(hit(snippet=pieces), index=1)[0].to_dict()["text"]["text"]
+    snippet = text.split("\n")[-1]
+    # The one bold run is the matched word; the abstract's own stars are lookalikes.
+    assert re.findall(r"\*[^*]*\*", snippet) == ["*models*"]
+    assert snippet.count("*") == 2
+    assert "Large language *models*\u2217 (LLMs) and \u2217\u2217cross" in snippet
+
+
+def test_titles_authors_queries_and_topics_cannot_format() -> None:
+    blocks = [
+        b.to_dict()
+        for b in render.paper_blocks(
+            hit(title="The *Best* ~model~", authors=["_Ann_ Lee"], id="p`1"), index=1
+        )
+    ]
+    first, facts = blocks[0]["text"]["text"], blocks[1]["elements"][0]["text"]
+    assert "The \u2217Best\u2217 \u223cmodel\u223c" in first and "\u02cdAnn\u02cd Lee" in first
+    assert "id `p\u02cb1`" in facts
+    message = render.search_message(result([hit()]), query="*diffusion* ~x~")
+    assert "“\u2217diffusion\u2217 \u223cx\u223c”" in message["blocks"][0]["text"]["text"]
+    shared = render.shared_message(paper(), user_id="U1", comment="*really* good")
+    assert "> \u2217really\u2217 good" in blocks_text(shared)
+
+
+def test_paperboys_own_sentences_keep_their_markup() -> None:
+    text = render.error_message("Try `year:2025` instead.")["blocks"][0]["text"]["text"]
+    assert text == ":warning: Try `year:2025` instead."
 
 
 def test_derived_title_is_marked_and_meta_line_is_short() -> None:
@@ -355,3 +413,45 @@ def test_fallback_text_is_cut_without_breaking_entities_or_links(text: str) -> N
     assert len(cut) <= render.MAX_FALLBACK_TEXT and cut.endswith("…")
     assert re.search(r"&[a-z]{0,3}…$", cut) is None
     assert cut.rfind("<") <= cut.rfind(">")
+
+
+# --- the playground draws every emoji the app uses --------------------------------------------
+
+
+def _emoji_names_in_strings(root: Path) -> dict[str, str]:
+    """``:name:`` codes in the string literals (f-strings included, docstrings not) of every
+    module under ``root``, each with where it was first seen."""
+    found: dict[str, str] = {}
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+            ):
+                for name in re.findall(
+                    r"(?<![\w:]):([a-z0-9_+-]*[a-z][a-z0-9_+-]*):(?![\w:])", node.value
+                ):
+                    found.setdefault(name, f"{path.relative_to(REPO)}:{node.lineno}")
+    return found
+
+
+def test_every_emoji_the_app_uses_is_in_the_playground_table() -> None:
+    page = (REPO / "bot" / "playground" / "page.html").read_text(encoding="utf-8")
+    table = re.search(r"const EMOJI = \{(.*?)\};", page, re.DOTALL)
+    assert table, "page.html has no EMOJI table"
+    drawn = set(re.findall(r"([a-z0-9_]+|\"[^\"]+\"):\s*\"", table[1]))
+    drawn = {name.strip('"') for name in drawn}
+    used = {**_emoji_names_in_strings(REPO / "bot"), **_emoji_names_in_strings(REPO / "digest")}
+    assert {"label", "incoming_envelope", "warning", "mag"} <= set(used)  # the scan works
+    missing = {name: where for name, where in used.items() if name not in drawn}
+    assert not missing, f"add these to EMOJI in bot/playground/page.html: {missing}"

@@ -325,6 +325,70 @@ def test_slack_escaped_command_text_is_read_as_typed(
     assert "&amp;lt;" not in blocks_text(reply)
 
 
+@pytest.mark.parametrize(
+    ("sent", "query"),
+    [
+        ("<!channel> diffusion", "diffusion"),
+        ("<!here> graph <@U999|bob> networks <!everyone>", "graph   networks"),
+        ("<!subteam^S0ML|@ml-team> <#C0GENERAL|general> diffusion models", "diffusion models"),
+        ("<@W123> &lt;!channel&gt; typed", "<!channel> typed"),  # typed as text: searched
+    ],
+)
+def test_mentions_are_no_search_terms(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch, sent: str, query: str
+) -> None:
+    seen: list[str] = []
+    search = slack.engine.search
+    monkeypatch.setattr(slack.engine, "search", lambda q, **kw: seen.append(q) or search(q, **kw))
+    _, url = slack.slash(sent, escape=False)  # as Slack sends mentions picked in the client
+    reply = slack.reply(url)
+    assert seen == [query]
+    assert "channel" not in reply["text"].replace("&lt;!channel&gt;", "")
+
+
+def test_the_playground_sends_mentions_as_slack_does() -> None:
+    from bot.playground.playground import slack_escape
+
+    assert slack_escape("@channel diffusion #reading-group <b>") == (
+        "<!channel> diffusion <#C0READING|reading-group> &lt;b&gt;"
+    )
+    assert slack_escape("me@here.org @heretic") == "me@here.org @heretic"
+
+
+@pytest.mark.parametrize("sent", ["<!channel>", "<@U999|bob> <!here>", "<#C0GENERAL|general>"])
+def test_only_mentions_is_an_empty_query(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch, sent: str
+) -> None:
+    monkeypatch.setattr(slack.engine, "search", lambda *a, **kw: pytest.fail("searched"))
+    _, url = slack.slash(sent, escape=False)
+    assert "Paperboy help" in slack.reply(url)["text"]
+
+
+def test_channel_mentions_stay_where_a_subcommand_needs_them(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str] = []
+
+    def handle(command, args, respond, client, services) -> None:
+        seen.append(args)
+        respond(text="ok")
+
+    module = SimpleNamespace(handle=handle)
+    monkeypatch.setattr("bot.slack.listeners.commands.load_subscriptions", lambda: module)
+    for sent in (
+        "digest channel <#CPAPERS|papers>",
+        "<!here> digest channel <#CPAPERS|papers>",
+        "subscribe <!channel> graph <#CPAPERS|papers> networks",
+    ):
+        _, url = slack.slash(sent, escape=False)
+        slack.reply(url)
+    assert [a.split() for a in seen] == [
+        ["digest", "channel", "<#CPAPERS|papers>"],
+        ["digest", "channel", "<#CPAPERS|papers>"],
+        ["subscribe", "graph", "networks"],
+    ]
+
+
 def test_a_reply_slack_refuses_is_resent_as_plain_text(
     slack: SlackHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:

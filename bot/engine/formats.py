@@ -474,10 +474,12 @@ def _seed_items(
                 shown, f"line {line_no}", f"same abstract as line {seen[paper_id]} (skipped)"
             )
         seen[paper_id] = line_no
+        # The id hashes the abstract as written (ids stay what they were before emphasis
+        # was stripped), and the title is derived from it too: "**Cognac**" marks a name.
         return Paper(
             id=paper_id,
             title=derive_title(abstract),
-            abstract=abstract,
+            abstract=strip_emphasis(abstract),
             venue=venue,
             year=year,
             title_derived=True,
@@ -530,9 +532,17 @@ _CITATION_YEAR = re.compile(r"[\d\s,;.a-z-]*\d{4}[a-z]?")
 _SENTENCE_END = re.compile(r"[.!?][\"')\]”’]*(?=\s+\S)")
 _INITIALS = re.compile(r"(?:[a-z]\.)+")
 _LATEX_EMPHASIS = re.compile(r"\\(?:emph|textit|textbf|textsc|texttt)\{([^{}]*)\}")
-_BOLD = re.compile(r"\*\*(.+?)\*\*")
-_ITALIC = re.compile(r"(?<![\w*])\*(\S(?:[^*]*?\S)?)\*(?![\w*])")
-_UNDERLINE = re.compile(r"(?<!\w)__(\S(?:.*?\S)?)__(?!\w)")
+# Markdown emphasis, only where it clearly is emphasis: markers at word boundaries around
+# text that starts and ends with a non-space, all on one line, and never across LaTeX math
+# (no "$" inside; not after "^", "\\" or "{"), so "$x^*$ and $y^*$" and "$(L_0,L_1)$" stay.
+_BOLD = re.compile(r"(?<![\w*^\\{])\*\*(?=[^\s*])([^*$\n]{1,200}?)(?<=\S)\*\*(?![\w*])")
+_ITALIC = re.compile(r"(?<![\w*^\\{])\*(?=[^\s*])([^*$\n]{1,200}?)(?<=\S)\*(?![\w*])")
+_UNDERLINE = re.compile(  # not a dunder: "__init__" is code
+    r"(?<![\w^\\{])__(?=[^\s_])(?![a-z0-9]+__)([^_$\n]{1,200}?)(?<=\S)__(?![\w{])"
+)
+# A single "_" pair only around words ("_not_", "_in situ_"): underscores are common in
+# identifiers and math (snake_case, x_i), so the text must start and end with a letter.
+_UNDERSCORE_ITALIC = re.compile(r"(?<![\w^\\{$])_(?=[^\W\d_])([^_$\n{}]{0,200}?[^\W\d_])_(?![\w{])")
 _NOT_NAMES = {"a", "an", "the", "this", "that", "these", "our", "it", "its", "we", "in", "to"}
 _PREPOSITIONS = {
     "for", "of", "in", "on", "with", "to", "by", "from", "using", "via", "over", "across",
@@ -689,11 +699,22 @@ def _sentences(text: str) -> list[str]:
     return sentences or [text]
 
 
-def _clean_title(text: str) -> str:
-    text = _LATEX_EMPHASIS.sub(r"\1", text)
+def strip_emphasis(text: str) -> str:
+    """``text`` without markdown emphasis markers (``**x**``, ``*x*``, ``__x__``, ``_x_``).
+
+    Seed abstracts carry some (``*EngageNet*``, ``**cross capabilities**``); shown in Slack,
+    where ``*`` means bold, they would look like matched terms. Only markers that clearly
+    mean emphasis go: math, identifiers and lone stars stay as written.
+    """
     text = _BOLD.sub(r"\1", text)
     text = _ITALIC.sub(r"\1", text)
     text = _UNDERLINE.sub(r"\1", text)
+    return _UNDERSCORE_ITALIC.sub(r"\1", text)
+
+
+def _clean_title(text: str) -> str:
+    text = _LATEX_EMPHASIS.sub(r"\1", text)
+    text = strip_emphasis(text)
     text = _collapse(text)
     return text.rstrip(" .,;:").strip()
 

@@ -63,8 +63,10 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
 
 def slack_escape(text: str) -> str:
     """The command text as Slack sends it with ``should_escape: true`` (see manifest.yml):
-    ``&``, ``<``, ``>`` as entities, and a channel typed as ``#name`` as ``<#ID|name>``."""
+    ``&``, ``<``, ``>`` as entities, ``@channel``/``@here``/``@everyone`` as ``<!channel>``...,
+    and a channel typed as ``#name`` as ``<#ID|name>``."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = re.sub(r"(?<![\w@])@(channel|here|everyone)\b", r"<!\1>", text)
     names = {name: channel_id for channel_id, name in CHANNELS.items()}
 
     def channel_link(match: re.Match[str]) -> str:

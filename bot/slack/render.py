@@ -1,8 +1,9 @@
 """Engine results as Slack Block Kit messages: the one place that knows Slack's markup and limits.
 
 Everything a paper or a query brings in is escaped (``&``, ``<``, ``>``), so no paper or query
-can ping ``@channel``, mention someone or disguise a link, and every message stays inside
-Slack's limits (blocks per message, characters per section, button label and value, ...),
+can ping ``@channel``, mention someone or disguise a link, and its formatting characters are
+made inert (``escape_plain``), so only Paperboy's own ``*bold*`` formats. Every message stays
+inside Slack's limits (blocks per message, characters per section, button label and value, ...),
 cutting long titles, author lists and abstracts at a word boundary with "…".
 
 Messages are plain dicts ``{"text": ..., "blocks": [...]}`` that ``respond()``,
@@ -60,6 +61,7 @@ ACTION_MORE = "more"
 ACTION_PREVIOUS = "previous"
 ACTION_SIMILAR = "similar"  # similar:<n>
 ACTION_SHARE = "share"  # share:<n>
+ACTION_SHARE_ELSEWHERE = "share_elsewhere"  # share_elsewhere:<n>: always the channel picker
 ACTION_SUGGEST = "suggest"  # suggest:<n>
 
 # The "Share to channel" picker (a modal), for clicks where there is no channel to share into.
@@ -72,6 +74,25 @@ COMMENT_QUOTED = 1400  # escaped characters of it shown (all of it, unless full 
 _SPACES = re.compile(r"\s+")
 _BROADCAST = re.compile(r"@(channel|here|everyone)\b", re.IGNORECASE)
 _PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}$")
+# Slack's mrkdwn has no escape for its formatting characters, so in text Paperboy did not
+# write they become lookalikes Slack does not read as markup (the ones jsx-slack's <Escape>
+# uses; Slack also reads the fullwidth forms as markup). An "_" between two letters or digits
+# (snake_case, x_i) stays: Slack formats only at word boundaries, so it cannot open or close
+# italics there.
+_LOOKALIKES = str.maketrans(
+    {
+        "*": "\u2217",  # ∗ asterisk operator
+        "\uff0a": "\ufe61",  # ＊ -> ﹡ small asterisk
+        "~": "\u223c",  # ∼ tilde operator
+        "`": "\u02cb",  # ˋ modifier letter grave accent
+        "\uff40": "\u02cb",  # ｀
+        "\uff3f": "\u2e0f",  # ＿ -> ⸏ paragraphos
+    }
+)
+_STRAY_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+_LOW_MACRON = "\u02cd"  # ˍ, for a stray "_"
+_EMOJI_CODE = re.compile(r":(?=[a-z0-9_+-]*[a-z+])([a-z0-9_+-]+):")  # not "10:30:45"
+_LEADING_QUOTE = re.compile(r"^(?=&gt;|\uff1e)", re.MULTILINE)
 
 
 # --- text -------------------------------------------------------------------------------------
@@ -83,6 +104,22 @@ def escape(text: str) -> str:
     the ``@`` so no client or setting can turn it into a broadcast."""
     text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _BROADCAST.sub("@\u2060\\1", text)
+
+
+def escape_plain(text: str) -> str:
+    """:func:`escape`, and Slack's formatting made inert: for text Paperboy did not write
+    (titles, abstracts, authors, queries, topics, comments), so an abstract's ``*EngageNet*``
+    is not bold like a matched word and cannot break the bold around one.
+
+    ``*``, ``~`` and backticks become lookalikes (``∗``, ``∼``, ``ˋ``), an ``_`` that could
+    open or close italics becomes ``ˍ``, ``:name:`` gets an invisible word joiner so it stays
+    text instead of an emoji, and a line starting with ``>`` an invisible soft hyphen so it is
+    not a quote.
+    """
+    text = escape(text).translate(_LOOKALIKES)
+    text = _STRAY_UNDERSCORE.sub(_LOW_MACRON, text)
+    text = _EMOJI_CODE.sub(":\u2060\\1:", text)
+    return _LEADING_QUOTE.sub("\u00ad", text)
 
 
 def unescape(text: str) -> str:
@@ -104,21 +141,29 @@ def clip(text: str, limit: int, ellipsis: str = "…") -> str:
     return cut.rstrip(" ,;:.-–—(") + ellipsis
 
 
-def clip_escaped(text: str, limit: int, *, lines: bool = False) -> str:
-    """Escape ``text`` and cut it so the *escaped* form fits in ``limit`` characters.
+def clip_escaped(text: str, limit: int, *, lines: bool = False, markup: bool = False) -> str:
+    """Escape ``text`` (:func:`escape_plain`) and cut it so the *escaped* form fits in
+    ``limit`` characters.
 
     Cutting after escaping could split ``&amp;`` in half, so the raw text is cut (shorter
     each round in proportion to how much the escaped form overflowed, since ``<`` grows
     fourfold) and escaped again. Whitespace is folded to single spaces unless ``lines``
-    (then line breaks are kept).
+    (then line breaks are kept). ``markup``: the text is Paperboy's own sentence, whose
+    ``code`` and *bold* must still format (only :func:`escape`).
     """
     raw = str(text or "").strip() if lines else one_line(text)
+    escape_text = escape if markup else escape_plain
     budget = limit
-    escaped = escape(clip(raw, budget))
+    escaped = escape_text(clip(raw, budget))
     while len(escaped) > limit and budget > 0:
         budget = min(budget - 1, budget * limit // len(escaped))
-        escaped = escape(clip(raw, max(budget, 0)))
+        escaped = escape_text(clip(raw, max(budget, 0)))
     return escaped
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``"1 paper"``, ``"2 papers"``, ``"1,200 papers"``."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def one_line(text: str) -> str:
@@ -147,14 +192,16 @@ def short_authors(authors: Sequence[str], limit: int = SHOWN_AUTHORS) -> str:
 
 
 def snippet_mrkdwn(pieces: Iterable[tuple[str, bool]], limit: int) -> str:
-    """The snippet with matched terms in *bold*, every piece escaped, at most ``limit`` chars."""
+    """The snippet with matched terms in *bold*, every piece escaped (:func:`escape_plain`:
+    the abstract's own ``*`` cannot bold or unbalance anything), at most ``limit`` chars."""
     out: list[str] = []
     used = 0
     for text, matched in pieces:
         text = _SPACES.sub(" ", text)
         if not text:
             continue
-        piece = f"*{escape(text.strip())}*" if matched and text.strip() else escape(text)
+        stripped = text.strip()
+        piece = f"*{escape_plain(stripped)}*" if matched and stripped else escape_plain(text)
         if used + len(piece) > limit - 1:
             room = limit - used - 1
             if not matched and room > 20:
@@ -277,12 +324,22 @@ def paper_meta(paper: dict[str, Any]) -> str:
 
 
 def paper_blocks(
-    hit: Hit, *, index: int, share: bool = True, similar: bool = True, numbered: bool = True
+    hit: Hit,
+    *,
+    index: int,
+    share: bool = True,
+    similar: bool = True,
+    numbered: bool = True,
+    share_elsewhere: bool = False,
 ) -> list[Block]:
     """One result: a section (title, venue/year/authors, snippet), a context line (why it
     matched, score, id) and the buttons. ``index`` numbers the result (unless not
     ``numbered``) and makes its action ids (``similar:<index>``, ``share:<index>``) unique in
-    the message: give each result of one message a different index."""
+    the message: give each result of one message a different index.
+
+    ``share_elsewhere`` (with ``share``): for a message that is already visible in a channel
+    (a digest posted there), where sharing into the same channel would only repeat it, the
+    button is "Share elsewhere", which always opens the channel picker."""
     paper = hit.paper
     head = f"{index}. {paper_title(paper)}" if numbered else paper_title(paper)
     meta = paper_meta(paper)
@@ -306,7 +363,10 @@ def paper_blocks(
     buttons = []
     if similar:
         buttons.append(_button("Similar papers", f"{ACTION_SIMILAR}:{index}", str(paper["id"])))
-    if share:
+    if share and share_elsewhere:
+        action = f"{ACTION_SHARE_ELSEWHERE}:{index}"
+        buttons.append(_button("Share elsewhere", action, str(paper["id"])))
+    elif share:
         buttons.append(_button("Share to channel", f"{ACTION_SHARE}:{index}", str(paper["id"])))
     if buttons:
         blocks.append(ActionsBlock(elements=buttons))
@@ -345,7 +405,7 @@ def search_message(result: SearchResult, *, query: str) -> dict[str, Any]:
         summary += f" · showing {first}–{last}"
     blocks: list[Block] = [section(f":mag: {summary}")]
     if result.notices:
-        blocks.append(context(*(escape(n) for n in result.notices)))
+        blocks.append(context(*(escape_plain(n) for n in result.notices)))
 
     nav = []
     if result.offset > 0:
@@ -379,7 +439,7 @@ def _no_results(result: SearchResult, shown_query: str) -> dict[str, Any]:
     )
     text = f"No papers match “{shown_query}”."
     if result.suggestions:
-        text += " Try: " + "; ".join(escape(s) for s in result.suggestions[:5])
+        text += " Try: " + "; ".join(escape_plain(s) for s in result.suggestions[:5])
     return as_message(text, blocks)
 
 
@@ -398,10 +458,16 @@ def similar_message(result: SearchResult, *, paper: dict[str, Any] | None) -> di
     return as_message(f"Papers similar to {plain}", blocks)
 
 
+def mention(user_id: str, fallback: str = "Someone") -> str:
+    """``<@U123>`` (Slack shows the member's name), or ``fallback`` for anything that is not
+    a user id (so a forged id cannot inject markup)."""
+    return f"<@{user_id}>" if re.fullmatch(r"[UW][A-Z0-9]{1,20}", user_id or "") else fallback
+
+
 def shared_message(paper: dict[str, Any], *, user_id: str, comment: str = "") -> dict[str, Any]:
     """A paper posted to a channel by "Share to channel", naming who shared it, with their
     comment (escaped like everything else: a comment cannot ping or link either)."""
-    who = f"<@{user_id}>" if re.fullmatch(r"[UW][A-Z0-9]{1,20}", user_id or "") else "Someone"
+    who = mention(user_id)
     blocks: list[Block] = [context(f":mega: {who} shared a paper")]
     # The comment as a quote, "> " before each non-blank line (escaped, a comment cannot start
     # quotes of its own). At most COMMENT_QUOTED escaped characters, so with the "> "s
@@ -422,9 +488,9 @@ def shared_message(paper: dict[str, Any], *, user_id: str, comment: str = "") ->
 def share_view(paper: dict[str, Any]) -> dict[str, Any]:
     """The "Share to channel" modal: the paper, a channel picker and an optional comment.
 
-    The picker offers public and private channels only (never DMs, never the conversation
-    the button sat in: there is none to share into). The paper's id travels in
-    ``private_metadata``, so the submission needs nothing stored.
+    The picker offers public and private channels only (never DMs) and does not preselect
+    the conversation the button sat in (a DM, or a channel that already shows the paper).
+    The paper's id travels in ``private_metadata``, so the submission needs nothing stored.
     """
     meta = paper_meta(paper)
     picker = ConversationSelectElement(
@@ -482,7 +548,7 @@ def shared_view(channel_id: str) -> dict[str, Any]:
 
 def error_message(error: str, *, hint: bool = False) -> dict[str, Any]:
     """A problem told kindly (the engine's messages say what to type instead)."""
-    text = clip_escaped(error, MAX_SECTION_TEXT - 20)
+    text = clip_escaped(error, MAX_SECTION_TEXT - 20, markup=True)
     blocks: list[Block] = [section(f":warning: {text}")]
     if hint:
         blocks.append(context("Type `/papers help` to see everything Paperboy understands."))

@@ -4,7 +4,9 @@ posted visibly, naming who shared it).
 
 "Share to channel" clicked in a channel shares into that channel. Clicked in a direct message
 (a digest, a lookup in the Paperboy DM) there is no channel to share into, so it opens a
-picker instead (``render.share_view``; its submission is handled in ``views``).
+picker instead (``render.share_view``; its submission is handled in ``views``). "Share
+elsewhere" (on a digest posted in a channel, where everyone already sees the paper) always
+opens the picker.
 
 The state a click needs travels in the button's ``value`` (see ``render.encode_value``), so
 nothing is stored between a lookup and a click.
@@ -35,6 +37,7 @@ PAGE_ACTIONS = re.compile(
 )
 SIMILAR_ACTIONS = re.compile(rf"^{render.ACTION_SIMILAR}:\d+$")
 SHARE_ACTIONS = re.compile(rf"^{render.ACTION_SHARE}:\d+$")
+SHARE_ELSEWHERE_ACTIONS = re.compile(rf"^{render.ACTION_SHARE_ELSEWHERE}:\d+$")
 # chat.postMessage errors that mean "the bot may not post there", where posting through the
 # response_url (as the clicking user's action) still works: private channels.
 CANNOT_POST = frozenset({"not_in_channel", "channel_not_found", "restricted_action"})
@@ -67,6 +70,17 @@ def register(app: App, services: Services) -> None:
             open_share_picker(action, body, respond, client, services)
         else:
             services.later(respond, share_paper, action, body, respond, client, services)
+
+    @app.action(SHARE_ELSEWHERE_ACTIONS)
+    def share_elsewhere(
+        ack: Ack,
+        action: dict[str, Any],
+        body: dict[str, Any],
+        respond: Callable[..., Any],
+        client: WebClient,
+    ) -> None:
+        ack()
+        open_share_picker(action, body, respond, client, services)
 
 
 def show_page(action: dict[str, Any], respond: Callable[..., Any], services: Services) -> None:

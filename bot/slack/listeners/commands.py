@@ -7,6 +7,7 @@ answers through ``respond()`` (the command's response_url) from the work pool.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,14 @@ HELP_WORDS = frozenset({"help", "?", "-h", "--help", "usage"})
 # "/papers topics in RL" stays a lookup.
 SUBSCRIPTION_WORDS = frozenset({"subscribe", "unsubscribe", "digest"})
 SUBSCRIPTION_ALONE = frozenset({"topics"})
+
+# Mentions as Slack sends them (``should_escape``: a typed "<" arrives as "&lt;", so these are
+# always real mentions picked in Slack's autocomplete, never text the user typed): special
+# ones (<!channel>, <!here>, <!everyone>, <!subteam^S1|@team>), users, and channels.
+_MENTION = re.compile(r"<(?:![^<>]*|@[UW][A-Z0-9]+(?:\|[^<>]*)?)>")
+_CHANNEL_MENTION = re.compile(r"<#[CG][A-Z0-9]+(?:\|[^<>]*)?>")
+# Subcommands whose arguments name a channel (``digest channel #papers``).
+CHANNEL_WORDS = frozenset({"digest"})
 
 NOT_AVAILABLE = (
     "Topic subscriptions and daily digests are not available yet in this Paperboy; "
@@ -52,8 +61,7 @@ def answer(
     ``args`` the whole (unescaped) text after ``/papers``, subcommand included, e.g.
     ``"digest time 08:30"``.
     """
-    # Slack sends the text with &, < and > escaped; the engine wants what the user typed.
-    text = render.unescape(command.get("text") or "").strip()
+    text = command_text(command.get("text") or "")
     words = text.split(maxsplit=1)
     word, alone = (words[0].lower() if words else ""), len(words) < 2
     if not text or (word in HELP_WORDS and alone):
@@ -67,3 +75,20 @@ def answer(
     else:
         result = services.engine.search(text, limit=render.PAGE_SIZE)
         reply(respond, render.search_message(result, query=text), response_type="ephemeral")
+
+
+def command_text(raw: str) -> str:
+    """What the user typed after ``/papers``, without mentions, which are no search terms:
+    ``/papers @channel diffusion`` looks up "diffusion" (and ``/papers @channel`` alone is an
+    empty query). Channel mentions stay after ``digest``, which needs them.
+
+    Mentions are found in the text as Slack sends it, before ``&``, ``<`` and ``>`` are
+    unescaped: a "<!channel>" the user typed as text arrives as ``&lt;!channel&gt;`` and is
+    searched for like any other words.
+    """
+    raw = _MENTION.sub(" ", raw)
+    words = render.unescape(raw).split(maxsplit=1)
+    if not words or words[0].lower() not in CHANNEL_WORDS:
+        raw = _CHANNEL_MENTION.sub(" ", raw)
+    # Slack sends the text with &, < and > escaped; the engine wants what the user typed.
+    return render.unescape(raw).strip()

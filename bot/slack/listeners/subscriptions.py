@@ -146,7 +146,7 @@ def subscribe(
     blocks += render.sections(_paper_line(h) for h in check.top)
     if check.advice:
         icon = ":warning:" if check.verdict in ("broad", "general") else ":information_source:"
-        advice = render.clip_escaped(check.advice, render.MAX_SECTION_TEXT - 30)
+        advice = render.clip_escaped(check.advice, render.MAX_SECTION_TEXT - 30, markup=True)
         blocks.append(render.section(f"{icon} {advice}"))
     blocks.append(
         render.context(
@@ -163,7 +163,7 @@ def unsubscribe(
     topic = subscriptions.remove_topic(member.user_id, text)
     left = len(subscriptions.topics(member.user_id))
     rest = (
-        f"You follow {left} topic{'s' if left != 1 else ''}."
+        f"You follow {render.count(left, 'topic')}."
         if left
         else ("You follow no topics now, so no digests will come.")
     )
@@ -182,7 +182,7 @@ def topics(
         )
     counts = [m.count for m in match_topics(services.engine, [t.query for t in mine])]
     lines = [
-        f"{n}. {render.clip_escaped(t.query, 200)} · {c:,} paper{'s' if c != 1 else ''}"
+        f"{n}. {render.clip_escaped(t.query, 200)} · {render.count(c, 'paper')}"
         for n, (t, c) in enumerate(zip(mine, counts, strict=True), 1)
     ]
     head = f"*Your topics* ({len(mine)} of at most {MAX_TOPICS}):"
@@ -240,7 +240,7 @@ def digest(
         outcome = dispatcher.send_now(user_id, now)
         where = f"<#{outcome.channel}>" if member.digest_channel else "your direct messages"
         texts = {
-            "sent": f":incoming_envelope: Sent: {outcome.papers} papers, in {where}.",
+            "sent": f":incoming_envelope: Sent: {render.count(outcome.papers, 'paper')}, in {where}.",
             "skipped": _nothing(member),
             "busy": "A digest for you is already on its way; it will be there in a moment.",
             "failed": f"Slack would not take your digest ({render.escape(outcome.error or '')}). "
