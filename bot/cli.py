@@ -18,6 +18,7 @@ from digest.commands import digest, scheduler
 
 from .cli_options import db_option, load_settings
 from .engine.query import QueryError
+from .english import count
 
 
 class Context:
@@ -75,10 +76,12 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
     if len(rejected) > 50:
         click.secho(f"... and {len(rejected) - 50:,} more rejected records.", fg="yellow", err=True)
     for result in report.files:
-        click.echo(f"{result.path}: {result.format}, {result.papers:,} papers read", err=True)
+        click.echo(
+            f"{result.path}: {result.format}, {count(result.papers, 'paper')} read", err=True
+        )
     if report.index:
         click.echo(
-            f"index: {report.index.documents:,} papers, {report.index.terms:,} terms, "
+            f"index: {count(report.index.documents, 'paper')}, {count(report.index.terms, 'term')}, "
             f"built in {report.index.seconds:.1f}s",
             err=True,
         )
@@ -164,7 +167,7 @@ def stats(ctx, as_json: bool, db_path) -> None:
         return
     click.echo(f"database  {data['database']}")
     click.echo(f"papers    {data['papers']:,}")
-    click.echo(f"index     {index.n_terms:,} terms over {index.n_docs:,} papers")
+    click.echo(f"index     {count(index.n_terms, 'term')} over {count(index.n_docs, 'paper')}")
     click.echo("")
     width = max((len(r["venue"] or "(no venue)") for r in data["by_venue_year"]), default=5)
     for row in data["by_venue_year"]:

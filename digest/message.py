@@ -27,6 +27,7 @@ from slack_sdk.models.blocks.basic_components import PlainTextObject
 
 from bot.engine.search import Engine, Hit, make_snippet
 from bot.engine.text import words
+from bot.english import count
 from bot.slack import render
 
 from .selection import DigestPlan
@@ -108,9 +109,9 @@ def digest_message(
         section_hits = [hits[i.paper_id] for i in section.items if i.paper_id in hits]
         new = sum(1 for i in section.items if i.paper_id in hits and i.new)
         label = f"*{render.clip_escaped(section.query, TOPIC_CHARS)}*"
-        count = render.count(len(section_hits), "paper")
-        count += f", {new} new" if new else ""
-        topic_blocks: list[Block] = [DividerBlock(), render.section(f":label: {label} · {count}")]
+        tally = count(len(section_hits), "paper")
+        tally += f", {new} new" if new else ""
+        topic_blocks: list[Block] = [DividerBlock(), render.section(f":label: {label} · {tally}")]
         fitted: list[Block] = []
         for hit in section_hits:
             one = render.paper_blocks(
@@ -126,7 +127,7 @@ def digest_message(
     trimmed = plan.keeping(kept)
     topics = len(trimmed.sections)
     whose = "their" if owner else "your"
-    summary = f"{render.count(trimmed.size, 'paper')} on {topics} of {whose} topics" + (
+    summary = f"{count(trimmed.size, 'paper')} on {topics} of {whose} topics" + (
         f", {trimmed.new_count} new since {whose} last digest" if trimmed.new_count else ""
     )
     blocks = head + [render.context(summary)] + body + tail

@@ -54,6 +54,7 @@ from bot.engine.index import Index
 from bot.engine.query import Query, QueryError, parse_query
 from bot.engine.search import Engine, Hit
 from bot.engine.text import analyze
+from bot.english import count
 
 from .subscriptions import Subscriptions, Topic, from_iso
 
@@ -551,7 +552,7 @@ class TopicCheck:
                 "`-word` to leave papers out, or `venue:`/`year:`."
             ),
             "general": (
-                f"Its words appear in {self.mentions:,} papers but none is mainly about them, "
+                f"Its words appear in {count(self.mentions, 'paper')} but none is mainly about them, "
                 "so it would match nothing. Add a more specific term or a phrase."
             ),
             "none": (

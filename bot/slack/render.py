@@ -161,11 +161,6 @@ def clip_escaped(text: str, limit: int, *, lines: bool = False, markup: bool = F
     return escaped
 
 
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    """``"1 paper"``, ``"2 papers"``, ``"1,200 papers"``."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
-
-
 def one_line(text: str) -> str:
     return _SPACES.sub(" ", str(text or "")).strip()
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk.models.blocks import Block
 
 from bot.engine.query import QueryError
+from bot.english import count
 from bot.slack import render
 from bot.slack.listeners import reply
 from digest.delivery import Dispatcher, refresh_time_zone
@@ -163,7 +164,7 @@ def unsubscribe(
     topic = subscriptions.remove_topic(member.user_id, text)
     left = len(subscriptions.topics(member.user_id))
     rest = (
-        f"You follow {render.count(left, 'topic')}."
+        f"You follow {count(left, 'topic')}."
         if left
         else ("You follow no topics now, so no digests will come.")
     )
@@ -182,7 +183,7 @@ def topics(
         )
     counts = [m.count for m in match_topics(services.engine, [t.query for t in mine])]
     lines = [
-        f"{n}. {render.clip_escaped(t.query, 200)} · {render.count(c, 'paper')}"
+        f"{n}. {render.clip_escaped(t.query, 200)} · {count(c, 'paper')}"
         for n, (t, c) in enumerate(zip(mine, counts, strict=True), 1)
     ]
     head = f"*Your topics* ({len(mine)} of at most {MAX_TOPICS}):"
@@ -240,7 +241,7 @@ def digest(
         outcome = dispatcher.send_now(user_id, now)
         where = f"<#{outcome.channel}>" if member.digest_channel else "your direct messages"
         texts = {
-            "sent": f":incoming_envelope: Sent: {render.count(outcome.papers, 'paper')}, in {where}.",
+            "sent": f":incoming_envelope: Sent: {count(outcome.papers, 'paper')}, in {where}.",
             "skipped": _nothing(member),
             "busy": "A digest for you is already on its way; it will be there in a moment.",
             "failed": f"Slack would not take your digest ({render.escape(outcome.error or '')}). "
