@@ -73,7 +73,7 @@ def m003_digests(db: Database) -> None:
     """
     db["digests"].create(
         {
-            "id": str,  # f"{user_id}:{local date}"; also put in the Slack message metadata
+            "id": str,  # "U1:2025-03-04" (scheduled) or "U1:2025-03-04T08:30#2" (digest now)
             "user_id": str,
             "local_date": str,
             "status": str,  # claimed | posted | sent | skipped | failed
