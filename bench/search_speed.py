@@ -293,6 +293,7 @@ def render(
                 w["rank"]["p99_ms"],
                 w["rank"]["mean_ms"],
                 w["peak_rss_mb"],
+                f"{w.get('end_anon_mb', 0):,.0f} / {w.get('end_file_mb', 0):,.0f}",
             ]
         )
         if "search5" in w:
@@ -309,6 +310,7 @@ def render(
                     s5["p99_ms"],
                     s5["mean_ms"],
                     None,
+                    "-",
                 ]
             )
     headers = [
@@ -322,6 +324,7 @@ def render(
         f"p99 ms (top-{k})",
         "mean ms",
         "serve peak RSS MB",
+        "serve RSS at end, anon / file MB",
     ]
     lines = [
         f"### Search speed, scale {scale}x ({docs:,} papers)"
