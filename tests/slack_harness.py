@@ -205,12 +205,7 @@ class SlackHarness:
         self.trigger_ids.append(trigger_id())
         payload = {
             "type": "block_actions",
-            "user": {
-                "id": user,
-                "username": user.lower(),
-                "name": user.lower(),
-                "team_id": TEAM_ID,
-            },
+            "user": _user(user),
             "api_app_id": APP_ID,
             "token": "gIkuvaNzQIHg97ATvDxqgjtO",
             "container": {
@@ -270,12 +265,7 @@ class SlackHarness:
         payload = {
             "type": "view_submission",
             "team": {"id": TEAM_ID, "domain": "paperboy"},
-            "user": {
-                "id": user,
-                "username": user.lower(),
-                "name": user.lower(),
-                "team_id": TEAM_ID,
-            },
+            "user": _user(user),
             "api_app_id": APP_ID,
             "token": "gIkuvaNzQIHg97ATvDxqgjtO",
             "trigger_id": trigger_id(),
@@ -356,3 +346,8 @@ def buttons(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
             if isinstance(element, dict) and element.get("type") == "button":
                 found[element["action_id"]] = element
     return found
+
+
+def _user(user: str) -> dict[str, str]:
+    """The ``user`` object of an interaction payload, as Slack sends it."""
+    return {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM_ID}

@@ -56,6 +56,7 @@ def register(app: App, services: Services) -> None:
         services.later(respond, show_similar, action, respond, services)
 
     @app.action(SHARE_ACTIONS)
+    @app.action(SHARE_ELSEWHERE_ACTIONS)
     def share(
         ack: Ack,
         action: dict[str, Any],
@@ -64,23 +65,13 @@ def register(app: App, services: Services) -> None:
         client: WebClient,
     ) -> None:
         ack()
-        if share_channel(body) is None:
+        elsewhere = SHARE_ELSEWHERE_ACTIONS.match(action.get("action_id") or "")
+        if elsewhere or share_channel(body) is None:
             # Here rather than on the work pool: the trigger_id expires 3 seconds after the
             # click, and views.open is one quick call.
             open_share_picker(action, body, respond, client, services)
         else:
             services.later(respond, share_paper, action, body, respond, client, services)
-
-    @app.action(SHARE_ELSEWHERE_ACTIONS)
-    def share_elsewhere(
-        ack: Ack,
-        action: dict[str, Any],
-        body: dict[str, Any],
-        respond: Callable[..., Any],
-        client: WebClient,
-    ) -> None:
-        ack()
-        open_share_picker(action, body, respond, client, services)
 
 
 def show_page(action: dict[str, Any], respond: Callable[..., Any], services: Services) -> None:
