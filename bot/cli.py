@@ -19,6 +19,7 @@ from digest.commands import digest, scheduler
 from .cli_options import db_option, load_settings
 from .engine.query import QueryError
 from .english import count
+from .slack.socket_mode import worker
 
 
 class Context:
@@ -286,6 +287,7 @@ def _print_result(result) -> None:
 # The digest's commands live with the digest; they import nothing heavy until they run.
 main.add_command(scheduler)
 main.add_command(digest)
+main.add_command(worker)  # Socket Mode: the Procfile's worker: process
 
 if __name__ == "__main__":  # pragma: no cover
     main()
