@@ -270,6 +270,23 @@ def _listening_ports(pid: int) -> set[int]:
     return ports
 
 
+def _start(command: str, fake: FakeSlack, db: Path, **env: str) -> subprocess.Popen[str]:
+    """``paperboy <command>`` in its own process, against the stand-ins."""
+    environ = {
+        **os.environ,
+        "PAPERBOY_DB": str(db),
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_APP_TOKEN": APP_TOKEN,
+        "SLACK_API_URL": fake.api_url,
+        **env,
+    }
+    environ.pop("SLACK_SIGNING_SECRET", None)
+    code = f"from bot.cli import main; main([{command!r}], prog_name='paperboy')"
+    return subprocess.Popen(
+        [sys.executable, "-c", code], env=environ, stderr=subprocess.PIPE, text=True
+    )
+
+
 @pytest.mark.parametrize("command", ["worker", "serve"])
 def test_a_socket_mode_process_binds_no_port_and_closes_its_socket_on_sigterm(
     tmp_path: Path,
@@ -282,19 +299,7 @@ def test_a_socket_mode_process_binds_no_port_and_closes_its_socket_on_sigterm(
     fake, sockets = stand_ins
     engine = seeded_engine(tmp_path / "w.db", seeded_db_template)
     port = _free_port()
-    env = {
-        **os.environ,
-        "PAPERBOY_DB": str(engine.db_path),
-        "PORT": str(port),
-        "SLACK_BOT_TOKEN": BOT_TOKEN,
-        "SLACK_APP_TOKEN": APP_TOKEN,
-        "SLACK_API_URL": fake.api_url,
-    }
-    env.pop("SLACK_SIGNING_SECRET", None)
-    code = f"from bot.cli import main; main([{command!r}], prog_name='paperboy')"
-    process = subprocess.Popen(
-        [sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True
-    )
+    process = _start(command, fake, engine.db_path, PORT=str(port))
     try:
         sockets.wait_connected(timeout=30)
         envelope_id, url = sockets.slash(fake, "diffusion models")
@@ -316,6 +321,29 @@ def test_a_socket_mode_process_binds_no_port_and_closes_its_socket_on_sigterm(
         assert sockets.wait_for(lambda: sockets.close_codes) == [1000]
         stderr = process.stderr.read() if process.stderr else ""
         assert "Traceback" not in stderr
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_an_app_token_revoked_while_running_ends_the_worker_with_one_sentence(
+    tmp_path: Path, seeded_db_template: Path, stand_ins: tuple[FakeSlack, SocketModeServer]
+) -> None:
+    """slack_sdk alone would retry the refused reconnect forever: a worker that looks alive
+    and answers nothing. Exit 1 instead, so the platform restarts it and alerts."""
+    fake, sockets = stand_ins
+    engine = seeded_engine(tmp_path / "v.db", seeded_db_template)
+    process = _start("worker", fake, engine.db_path)
+    try:
+        sockets.wait_connected(timeout=30)
+        fake.fail_next("apps.connections.open", times=100, error="token_revoked")
+        sockets.disconnect()  # Slack asks the app to reconnect; its token is revoked by now
+        assert process.wait(timeout=20) == 1
+        stderr = process.stderr.read() if process.stderr else ""
+        assert "Traceback" not in stderr
+        last = stderr.strip().splitlines()[-1]
+        assert "SLACK_APP_TOKEN" in last and "token_revoked" in last
+        assert sockets.wait_for(lambda: sockets.close_codes) == [1000]
     finally:
         process.kill()
         process.wait()
