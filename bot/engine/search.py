@@ -102,6 +102,13 @@ class _Ranked:
     index: Index | None = None  # the index these document numbers belong to
 
 
+def seed_files(seed_dir: str | Path) -> list[Path]:
+    """The corpus files in a seed folder (not ``__init__.py``: the folder is also a package)."""
+    return sorted(
+        p for p in Path(seed_dir).iterdir() if p.is_file() and not p.name.startswith(("_", "."))
+    )
+
+
 class Engine:
     """Open with ``Engine.open(db_path, seed_dir=...)``; safe to share between threads."""
 
@@ -118,7 +125,7 @@ class Engine:
     def open(cls, db_path: str | Path, seed_dir: str | Path | None = None) -> Engine:
         engine = cls(db_path, seed_dir)
         if engine.seed_dir and engine.corpus.count() == 0:
-            engine.ingest(sorted(p for p in engine.seed_dir.iterdir() if p.is_file()))
+            engine.ingest(seed_files(engine.seed_dir))
         return engine
 
     # -- storage ---------------------------------------------------------------------------
