@@ -19,12 +19,28 @@ from digest.commands import digest, scheduler
 from .cli_options import db_option, load_settings
 from .engine.query import QueryError
 from .english import count
+from .logs import configure_logging
+from .settings import Settings
 
 
 class Context:
+    """What a command needs: the settings (read, checked and logging set up on first use, so
+    ``paperboy CMD --help`` works whatever the environment) and the database path."""
+
     def __init__(self, db_path: Path | None):
-        self.settings = load_settings()
-        self.db_path = db_path or self.settings.db_path
+        self._db_path = db_path
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings()
+            configure_logging(self._settings)
+        return self._settings
+
+    @property
+    def db_path(self) -> Path:
+        return self._db_path or self.settings.db_path
 
     def engine(self, seed: bool = True):
         from .engine.search import Engine

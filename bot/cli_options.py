@@ -23,9 +23,26 @@ def db_option(func):
     )(func)
 
 
+class BadSettings(click.ClickException):
+    """Exit 2 with one line per bad setting, and no traceback."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str]):
+        super().__init__(" ".join(problems))
+        self.problems = problems
+
+    def show(self, file=None) -> None:
+        for problem in self.problems:
+            click.echo(problem, err=True)
+
+
 def load_settings() -> Settings:
-    """Settings from the environment; a bad value ends the command with one sentence."""
+    """Settings from the environment, all checked: every bad value is named, then exit 2.
+
+    Every command calls this before doing anything, so they all fail alike.
+    """
     try:
         return Settings.from_env()
     except SettingsError as error:
-        raise click.ClickException(str(error)) from None
+        raise BadSettings(error.problems) from None
