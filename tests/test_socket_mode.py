@@ -330,12 +330,15 @@ def test_an_app_token_revoked_while_running_ends_the_worker_with_one_sentence(
     tmp_path: Path, seeded_db_template: Path, stand_ins: tuple[FakeSlack, SocketModeServer]
 ) -> None:
     """slack_sdk alone would retry the refused reconnect forever: a worker that looks alive
-    and answers nothing. Exit 1 instead, so the platform restarts it and alerts."""
+    and answers nothing. Exit 1 instead, so the platform restarts it and alerts. (The worker
+    starts on a fresh database, filled from the seed corpus, like ``serve``.)"""
     fake, sockets = stand_ins
-    engine = seeded_engine(tmp_path / "v.db", seeded_db_template)
-    process = _start("worker", fake, engine.db_path)
+    process = _start("worker", fake, tmp_path / "fresh.db")
     try:
-        sockets.wait_connected(timeout=30)
+        sockets.wait_connected(timeout=60)
+        envelope_id, url = sockets.slash(fake, "diffusion")
+        sockets.ack(envelope_id)
+        assert paper_ids(reply_to(fake, url))  # answered from the seed corpus
         fake.fail_next("apps.connections.open", times=100, error="token_revoked")
         sockets.disconnect()  # Slack asks the app to reconnect; its token is revoked by now
         assert process.wait(timeout=20) == 1

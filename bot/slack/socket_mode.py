@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from bot.cli_options import db_option, load_settings
+from bot.cli_options import db_option, load_settings, open_engine
 from bot.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -225,12 +225,12 @@ def worker(ctx: click.Context, db_path: Path | None) -> None:
 
     from slack_bolt.error import BoltError
 
+    from bot.logs import configure_logging
+
     settings = load_settings()
-    settings = replace(settings, db_path=db_path or getattr(ctx.obj, "db_path", settings.db_path))
-    logging.basicConfig(
-        level=getattr(logging, settings.log_level, logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    path = db_path or getattr(ctx.obj, "db_path", None) or settings.db_path
+    settings = replace(settings, db_path=path)
+    configure_logging(settings)
     try:
         if not settings.slack_app_token:
             raise SettingsError(
@@ -241,7 +241,9 @@ def worker(ctx: click.Context, db_path: Path | None) -> None:
         settings.check_slack()
     except SettingsError as error:
         _fail(str(error), status=2)
-    engine = _open_engine(ctx, db_path)
+    # Like serve: a fresh database is created and filled from the seed corpus.
+    engine = open_engine(settings, path, write=True)
+    log.info("corpus: %s papers in %s", f"{engine.corpus.count():,}", path)
     try:
         run_socket_mode(settings, engine)
     except BoltError as error:  # Bolt checks the bot token with auth.test at startup
@@ -252,10 +254,3 @@ def worker(ctx: click.Context, db_path: Path | None) -> None:
         )
     except URLError as error:
         _fail(f"Could not reach Slack at {settings.slack_api_url} ({error.reason}).", status=1)
-
-
-def _open_engine(ctx: click.Context, db_path: Path | None) -> Engine:
-    """The engine as every ``paperboy`` command opens it (seeding a fresh database)."""
-    from bot.cli import _ctx
-
-    return _ctx(ctx, db_path).engine()
