@@ -25,6 +25,7 @@ from bot.cli import main
 from bot.engine.search import Engine
 from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
+from bot.slack import render
 from bot.slack.socket_mode import close, make_handler, run_socket_mode
 from tests.slack_harness import BOT_TOKEN, assert_valid, blocks_text, buttons, seeded_engine
 from tests.socket_mode_server import SocketModeServer
@@ -128,6 +129,31 @@ def test_button_clicks_go_through_the_socket(socket_app: SocketApp) -> None:
     similar = reply_to(fake, similar_url)
     assert "Papers similar to" in blocks_text(similar)
     assert paper_ids(similar) == [h.id for h in engine.similar(paper_id, limit=5).hits]
+
+
+def test_a_modal_submission_is_answered_in_its_ack(socket_app: SocketApp) -> None:
+    """Over Socket Mode, a view_submission's answer (``response_action``) travels in the ack's
+    ``payload``, where HTTP puts it in the response body."""
+    fake, sockets, engine = socket_app.fake, socket_app.sockets, socket_app.engine
+    paper_id = engine.search("diffusion").hits[0].id
+    envelope_id, _ = sockets.click(fake, "share:1", paper_id, user="U7", channel="DU7")
+    sockets.ack(envelope_id)
+    fake.wait_for(lambda: fake.modals())
+    modal = fake.modals()[-1]
+    envelope_id = sockets.submit_view(modal, {render.SHARE_CHANNEL_BLOCK: "C42"}, user="U7")
+    ack = sockets.ack(envelope_id)
+    assert ack["envelope_id"] == envelope_id
+    assert ack["payload"]["response_action"] == "update"
+    assert "Shared in <#C42>" in blocks_text(ack["payload"]["view"])
+    (message,) = fake.messages_in("C42")
+    assert paper_ids(message) == [paper_id]
+
+
+def test_events_arrive_as_events_api_envelopes(socket_app: SocketApp) -> None:
+    fake, sockets = socket_app.fake, socket_app.sockets
+    envelope_id = sockets.event({"type": "app_home_opened", "user": "U9", "tab": "home"})
+    assert sockets.ack(envelope_id) == {"envelope_id": envelope_id}
+    fake.wait_for(lambda: fake.home_view("U9"))
 
 
 def test_a_disconnect_envelope_moves_the_app_to_a_fresh_url(socket_app: SocketApp) -> None:
