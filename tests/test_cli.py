@@ -171,3 +171,19 @@ def test_db_option_overrides_the_environment(run, tmp_path):
     seeded_engine(other, None)
     assert run("ingest", str(FIXTURES / "mixed.jsonl"), "--db", str(other)).exit_code == 0
     assert run("stats", "--json", "--db", str(other)).stdout != run("stats", "--json").stdout
+
+
+def test_the_playground_does_not_invite_lookups_over_no_papers(invoke, tmp_path, monkeypatch):
+    from bot.playground.playground import Playground
+
+    monkeypatch.setattr(Playground, "serve_forever", lambda self: None)
+    for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    db = tmp_path / "empty.db"
+    result = invoke(
+        "--db", str(db), "serve", "--port", "0",
+        env={"PAPERBOY_SEED_DIR": str(tmp_path / "missing")},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"the corpus in {db} is empty (paperboy ingest FILE)" in result.stderr
+    assert "type /papers" not in result.stderr
