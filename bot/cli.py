@@ -8,6 +8,7 @@ time a command other than ``ingest`` uses it.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -92,6 +93,8 @@ def _ctx(click_ctx: click.Context, db_path: Path | None) -> Context:
 def main(ctx: click.Context, db_path: Path | None) -> None:
     """Paperboy: find ML papers, subscribe to topics, get a daily digest in Slack."""
     ctx.obj = Context(db_path)
+    if os.environ.get("NO_COLOR"):  # https://no-color.org: any non-empty value
+        ctx.color = False  # every command's echo/secho inherits this, on a terminal too
 
 
 @main.command()
@@ -151,8 +154,17 @@ def _bar(papers: Iterable) -> Iterable:
 
 @main.command()
 @click.argument("query", required=False, default="")
-@click.option("--limit", "-n", default=10, show_default=True, help="How many results.")
-@click.option("--offset", default=0, help="Skip this many results (paging).")
+@click.option(
+    "--limit",
+    "-n",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How many results.",
+)
+@click.option(
+    "--offset", default=0, type=click.IntRange(min=0), help="Skip this many results (paging)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
     "--batch",
@@ -183,7 +195,7 @@ def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_pa
 
 @main.command()
 @click.argument("paper_id")
-@click.option("--limit", "-n", default=5, show_default=True)
+@click.option("--limit", "-n", default=5, show_default=True, type=click.IntRange(min=1))
 @click.option("--json", "as_json", is_flag=True)
 @db_option
 @click.pass_context

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -187,3 +188,37 @@ def test_the_playground_does_not_invite_lookups_over_no_papers(invoke, tmp_path,
     assert result.exit_code == 0, result.output
     assert f"the corpus in {db} is empty (paperboy ingest FILE)" in result.stderr
     assert "type /papers" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, bad",
+    [
+        (["--limit", "0"], "'--limit' / '-n': 0 is not in the range x>=1"),
+        (["-n", "-3"], "'--limit' / '-n': -3 is not in the range x>=1"),
+        (["--offset", "-2"], "'--offset': -2 is not in the range x>=0"),
+    ],
+)
+@pytest.mark.parametrize("as_json", [[], ["--json"]], ids=["text", "json"])
+def test_limit_and_offset_out_of_range_are_refused(run, args, bad, as_json):
+    result = run("search", "diffusion", *args, *as_json)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert bad in result.stderr
+
+
+def test_similar_limit_out_of_range_is_refused(run):
+    result = run("similar", "x", "--limit", "0")
+    assert result.exit_code == 2 and "0 is not in the range x>=1" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["search", "QLASS"], ["ingest", "/nonexistent.jsonl"]])
+def test_no_color_disables_colour_even_on_a_terminal(run, command):
+    runner = CliRunner()
+    # color=True: the runner behaves as a terminal, where click keeps ANSI colour codes.
+    coloured = runner.invoke(main, command, color=True)
+    assert "\x1b[" in coloured.output
+    for value in ("1", "true", "0"):  # any non-empty value, see no-color.org
+        plain = runner.invoke(main, command, color=True, env={"NO_COLOR": value})
+        assert "\x1b[" not in plain.output
+        assert plain.output == click.unstyle(coloured.output)
+    empty = runner.invoke(main, command, color=True, env={"NO_COLOR": ""})
+    assert "\x1b[" in empty.output
