@@ -24,6 +24,7 @@ from .engine.query import QueryError
 from .english import count
 from .logs import configure_logging
 from .settings import DEFAULT_DB, Settings
+from .slack.socket_mode import worker
 
 
 class Context:
@@ -360,6 +361,7 @@ def _print_result(result) -> None:
 # The digest's commands live with the digest; they import nothing heavy until they run.
 main.add_command(scheduler)
 main.add_command(digest)
+main.add_command(worker)  # Socket Mode: the Procfile's worker: process
 
 if __name__ == "__main__":  # pragma: no cover
     main()

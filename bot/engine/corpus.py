@@ -15,6 +15,7 @@ from sqlite_utils import Database
 
 from .paper import Paper
 from .schema import migrate, migrations
+from .text import author_matches, authors_key, name_tokens
 
 
 def utcnow() -> str:
@@ -182,6 +183,29 @@ class Corpus:
                 )
         return counts
 
+    def rowids_by_author(self, name: str) -> list[int]:
+        """Papers one of whose authors has every token of ``name`` (case and accents folded).
+
+        SQL narrows to papers holding each token somewhere in their authors; the per-author
+        check then drops those whose tokens come from different authors ("Yang Li" is not
+        "Yang Lin", nor "Li Wei" with "Yang Zhou").
+        """
+        tokens = name_tokens(name)
+        if not tokens:
+            return []
+        where = " and ".join(["author_names like ?"] * len(tokens))
+        try:
+            cursor = self.db.execute(
+                f"select rowid, author_names from papers where {where}",
+                [f"% {t} %" for t in tokens],
+            )
+        except sqlite3.OperationalError:  # a database opened read-only before migration m010
+            cursor = (
+                (rowid, authors_key(json.loads(authors or "[]")))
+                for rowid, authors in self.db.execute("select rowid, authors from papers")
+            )
+        return [rowid for rowid, key in cursor if author_matches(tokens, key)]
+
     def get(self, paper_id: str) -> dict[str, Any] | None:
         rows = self.get_many([paper_id])
         return rows[0] if rows else None
@@ -267,6 +291,7 @@ def _row(paper: Paper, digest: str, now: str) -> dict[str, Any]:
         "title_derived": int(paper.title_derived),
         "abstract": paper.abstract or "",
         "authors": json.dumps(paper.authors, ensure_ascii=False),
+        "author_names": authors_key(paper.authors),
         "keywords": json.dumps(paper.keywords, ensure_ascii=False),
         "url": paper.url or "",
         "content_hash": digest,

@@ -331,7 +331,12 @@ class Engine:
         ranked_terms = analyze(query.ranked_text)
         term_ids, weights = index.vectorize(ranked_terms)
         if not ranked_terms and not query.has_filters:
-            if query.words or query.phrases or query.excluded:
+            if query.excluded and not (query.words or query.phrases):
+                raise QueryError(
+                    "A query needs at least one word to look for besides exclusions, "
+                    "like `diffusion -survey`."
+                )
+            if query.words or query.phrases:
                 raise QueryError(
                     "That query has nothing I can look for: only very common words (like “the” "
                     "or “of”), symbols or overlong strings. Try a specific term, like "
@@ -440,19 +445,14 @@ class Engine:
                     f"Venues here: {known}."
                 )
             keep &= np.isin(index.venue_codes[candidates], codes)
-        if query.year_from or query.year_to:
+        if query.year_from is not None or query.year_to is not None:
             years = index.years[candidates]
-            if query.year_from:
+            if query.year_from is not None:
                 keep &= years >= query.year_from
-            if query.year_to:
+            if query.year_to is not None:
                 keep &= years <= query.year_to
         for author in query.authors:
-            rowids = [
-                r
-                for (r,) in self.db.execute(
-                    "select rowid from papers where authors like ?", [f"%{author.strip()}%"]
-                )
-            ]
+            rowids = self.corpus.rowids_by_author(author)
             keep &= np.isin(candidates, index.docs_of_rowids(rowids))
         return keep
 
