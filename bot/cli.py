@@ -111,11 +111,6 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
     """
     context = _ctx(ctx, db_path)
     engine = context.engine(write=True, seed=False)
-    if engine.read_only:
-        raise click.ClickException(
-            f"Cannot add papers to {engine.db_path}: this user may not write it or its folder "
-            "(run ingest as the database's owner, or fix the permissions)."
-        )
     report = engine.ingest(paths, progress=_progress)
     for message in report.file_errors:
         click.secho(message, fg="red", err=True)
