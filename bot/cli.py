@@ -164,7 +164,7 @@ def _bar(papers: Iterable) -> Iterable:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
     "--batch",
-    type=click.File("r"),
+    type=click.File("rb"),
     default=None,
     help="Read one query per line from FILE ('-' for stdin); prints one JSON line per query.",
 )
@@ -174,19 +174,36 @@ def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_pa
     """Look papers up: keywords, "quoted phrases", -excluded, venue:, year:, author:."""
     engine = _with_papers(_ctx(ctx, db_path).engine())
     if batch is not None:
-        for line in batch:
-            text = line.strip()
-            if not text:
-                continue
-            line: dict = {"query": text, "results": []}
-            try:
-                ranked = engine.rank(text, k=limit, raise_errors=True)
-                line["results"] = [{"id": i, "score": round(s, 6)} for i, s in ranked]
-            except QueryError as error:
-                line["error"] = str(error)
-            click.echo(json.dumps(line, ensure_ascii=False))
+        for answer in _batch(engine, batch, limit):
+            click.echo(json.dumps(answer, ensure_ascii=False))
         return
     _show(engine.search(query, limit=limit, offset=offset), as_json)
+
+
+def _batch(engine, lines: Iterable[bytes], limit: int) -> Iterable[dict]:
+    """One answer per non-blank line, numbered. Lines are decoded one by one, so a line that
+    is not UTF-8 is reported on its own and the others are still answered."""
+    for number, raw in enumerate(lines, start=1):
+        try:
+            text = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
+        except UnicodeDecodeError as error:
+            yield {
+                "line": number,
+                "query": raw.decode("utf-8", "replace").strip(),
+                "results": [],
+                "error": f"Line {number} is not UTF-8 text (byte {raw[error.start]:#04x} at "
+                f"position {error.start + 1}), so it was not searched.",
+            }
+            continue
+        if not text:
+            continue
+        answer: dict = {"line": number, "query": text, "results": []}
+        try:
+            ranked = engine.rank(text, k=limit, raise_errors=True)
+            answer["results"] = [{"id": i, "score": round(s, 6)} for i, s in ranked]
+        except QueryError as error:
+            answer["error"] = str(error)
+        yield answer
 
 
 @main.command()

@@ -319,3 +319,21 @@ def test_a_read_only_database_that_needs_migrating_says_so(read_only):
             "Paperboy, which a read-only database cannot be: run any command that writes "
             "(such as `paperboy serve`) once as a user who may write it.\n"
         )
+
+
+def test_batch_reports_a_line_that_is_not_utf8_and_answers_the_rest(run, tmp_path):
+    queries = tmp_path / "q.txt"
+    queries.write_bytes(b"\xef\xbb\xbfQLASS\nbad \xff byte\n\nsmoothness\r\n")
+    result = run("search", "--batch", str(queries), "--limit", "2")
+    assert result.exit_code == 0
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(line["line"], line["query"]) for line in lines] == [
+        (1, "QLASS"),
+        (2, "bad \ufffd byte"),
+        (4, "smoothness"),
+    ]
+    assert lines[0]["results"] and lines[2]["results"] and "error" not in lines[2]
+    assert lines[1]["results"] == []
+    assert lines[1]["error"] == (
+        "Line 2 is not UTF-8 text (byte 0xff at position 5), so it was not searched."
+    )
