@@ -11,6 +11,7 @@ own install.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,8 +46,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
     source = _source_copy(work / "src")
     out = work / "dist"
+    # From requirements.txt, in the project's root, as Heroku's buildpack installs it.
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out)]
+        + ["-r", "requirements.txt"],
+        cwd=source,
         check=True,
         capture_output=True,
     )
@@ -138,3 +142,44 @@ def test_an_installed_wheel_answers_from_the_seed_corpus_in_an_empty_folder(
     )
     assert stats.returncode == 0, stats.stderr
     assert "38" in stats.stdout and "ICML" in stats.stdout and "ICLR" in stats.stdout
+
+
+# --- Heroku's Python buildpack (github.com/heroku/heroku-buildpack-python) -------------------
+# It picks its package manager from requirements.txt / poetry.lock / uv.lock / Pipfile.lock
+# (exactly one; a pyproject.toml alone is not enough), runs `pip install -r requirements.txt`
+# in the app's root, and reads the Python version from .python-version ("3.11" or "3.11.x").
+PYTHON_VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))?")
+
+
+def test_heroku_finds_one_package_manager_and_a_python_version():
+    assert (REPO / "requirements.txt").is_file()
+    assert not [
+        name
+        for name in ("poetry.lock", "uv.lock", "Pipfile", "Pipfile.lock")
+        if (REPO / name).exists()
+    ]
+    lines = (REPO / ".python-version").read_text(encoding="ascii").split()
+    assert len(lines) == 1 and PYTHON_VERSION.fullmatch(lines[0]), lines
+    requires = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+    major, minor = (int(x) for x in lines[0].split(".")[:2])
+    assert requires == ">=3.11" and (major, minor) >= (3, 11)
+
+
+def test_requirements_txt_installs_paperboy_with_its_dependencies(wheel: Path):
+    """The wheel above was built from requirements.txt (`.`): it is this project, and it
+    declares pyproject.toml's dependencies, so pip installs them too."""
+    lines = [
+        line.strip()
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines == ["."]
+    archive = zipfile.ZipFile(wheel)
+    metadata = archive.read(next(n for n in archive.namelist() if n.endswith("-info/METADATA")))
+    requires = {
+        line.split(":", 1)[1].strip()
+        for line in metadata.decode().splitlines()
+        if line.startswith("Requires-Dist:") and "extra ==" not in line
+    }
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert len(requires) == len(declared) and wheel.name.startswith("paperboy-")
