@@ -10,13 +10,17 @@ own install.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
+import time
 import tomllib
+import urllib.request
 import venv
 import zipfile
 from pathlib import Path
@@ -142,6 +146,45 @@ def test_an_installed_wheel_answers_from_the_seed_corpus_in_an_empty_folder(
     )
     assert stats.returncode == 0, stats.stderr
     assert "38" in stats.stdout and "ICML" in stats.stdout and "ICLR" in stats.stdout
+    assert list(empty.iterdir()) == []  # lookups never create a database
+
+
+def test_an_installed_wheel_serves_the_playground(installed: Path, tmp_path: Path):
+    """`paperboy serve` from the wheel: creates the database from the packaged seeds and serves
+    the playground page (package data too)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [installed / "paperboy", "serve"],
+        cwd=tmp_path,
+        env=_clean_env() | {"PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        page = None
+        for _ in range(600):  # polls until the port answers (not a timing assertion)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
+                    page = response.read().decode()
+                break
+            except OSError:
+                if server.poll() is not None:
+                    break
+                time.sleep(0.1)
+        assert page is not None, server.stderr.read() if server.poll() is not None else ""
+        assert "playground" in page.lower()
+        assert (tmp_path / "paperboy.db").exists()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    stats = subprocess.run(
+        [installed / "paperboy", "stats", "--json"], cwd=tmp_path, env=_clean_env(),
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert json.loads(stats.stdout)["papers"] == 38
 
 
 # --- Heroku's Python buildpack (github.com/heroku/heroku-buildpack-python) -------------------
