@@ -212,7 +212,10 @@ class SocketModeServer:
             "team": {"id": TEAM_ID, "domain": "paperboy"},
             "enterprise": None,
             "is_enterprise_install": False,
-            "channel": {"id": channel, "name": "general"},
+            "channel": {
+                "id": channel,
+                "name": "directmessage" if channel.startswith("D") else "general",
+            },
             "state": {"values": {}},
             "response_url": response_url,
             "actions": [
@@ -227,6 +230,50 @@ class SocketModeServer:
             ],
         }
         return self.push("interactive", payload), response_url
+
+    def submit_view(
+        self, view: dict[str, Any], answers: dict[str, str | None], *, user: str = "U1"
+    ) -> str:
+        """A modal's submit button (``view`` as FakeSlack recorded it; ``answers`` by input
+        block_id, as in ``SlackHarness.submit_view``); returns the envelope_id. Slack accepts
+        a response payload for it (``response_action``) in the ack."""
+        values: dict[str, Any] = {}
+        for block in view.get("blocks") or []:
+            if block.get("type") != "input":
+                continue
+            element, answer = block["element"], answers.get(block["block_id"])
+            if answer is None and not block.get("optional"):
+                raise AssertionError(f"Slack would not submit: {block['block_id']} is required")
+            kind = element["type"]
+            key = "selected_conversation" if kind == "conversations_select" else "value"
+            values[block["block_id"]] = {element["action_id"]: {"type": kind, key: answer}}
+        payload = {
+            "type": "view_submission",
+            "team": {"id": TEAM_ID, "domain": "paperboy"},
+            "user": _user(user),
+            "api_app_id": self.app_id,
+            "token": VERIFICATION_TOKEN,
+            "trigger_id": trigger_id(),
+            "view": {**view, "state": {"values": values}},
+            "response_urls": [],
+            "is_enterprise_install": False,
+            "enterprise": None,
+        }
+        return self.push("interactive", payload, accepts_response_payload=True)
+
+    def event(self, event: dict[str, Any]) -> str:
+        """An Events API callback in an ``events_api`` envelope; returns the envelope_id."""
+        payload = {
+            "token": VERIFICATION_TOKEN,
+            "team_id": TEAM_ID,
+            "api_app_id": self.app_id,
+            "event": {"event_ts": f"{time.time():.6f}", **event},
+            "type": "event_callback",
+            "event_id": f"Ev{uuid.uuid4().hex[:10].upper()}",
+            "event_time": int(time.time()),
+            "authorizations": [{"team_id": TEAM_ID, "user_id": "UBOT", "is_bot": True}],
+        }
+        return self.push("events_api", payload)
 
     def disconnect(self, reason: str = "refresh_requested") -> None:
         """Ask the app to move to a new connection, as Slack does every few hours."""

@@ -25,6 +25,7 @@ from bot.cli import main
 from bot.engine.search import Engine
 from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
+from bot.slack import render
 from bot.slack.socket_mode import close, make_handler, run_socket_mode
 from tests.slack_harness import BOT_TOKEN, assert_valid, blocks_text, buttons, seeded_engine
 from tests.socket_mode_server import SocketModeServer
@@ -128,6 +129,31 @@ def test_button_clicks_go_through_the_socket(socket_app: SocketApp) -> None:
     similar = reply_to(fake, similar_url)
     assert "Papers similar to" in blocks_text(similar)
     assert paper_ids(similar) == [h.id for h in engine.similar(paper_id, limit=5).hits]
+
+
+def test_a_modal_submission_is_answered_in_its_ack(socket_app: SocketApp) -> None:
+    """Over Socket Mode, a view_submission's answer (``response_action``) travels in the ack's
+    ``payload``, where HTTP puts it in the response body."""
+    fake, sockets, engine = socket_app.fake, socket_app.sockets, socket_app.engine
+    paper_id = engine.search("diffusion").hits[0].id
+    envelope_id, _ = sockets.click(fake, "share:1", paper_id, user="U7", channel="DU7")
+    sockets.ack(envelope_id)
+    fake.wait_for(lambda: fake.modals())
+    modal = fake.modals()[-1]
+    envelope_id = sockets.submit_view(modal, {render.SHARE_CHANNEL_BLOCK: "C42"}, user="U7")
+    ack = sockets.ack(envelope_id)
+    assert ack["envelope_id"] == envelope_id
+    assert ack["payload"]["response_action"] == "update"
+    assert "Shared in <#C42>" in blocks_text(ack["payload"]["view"])
+    (message,) = fake.messages_in("C42")
+    assert paper_ids(message) == [paper_id]
+
+
+def test_events_arrive_as_events_api_envelopes(socket_app: SocketApp) -> None:
+    fake, sockets = socket_app.fake, socket_app.sockets
+    envelope_id = sockets.event({"type": "app_home_opened", "user": "U9", "tab": "home"})
+    assert sockets.ack(envelope_id) == {"envelope_id": envelope_id}
+    fake.wait_for(lambda: fake.home_view("U9"))
 
 
 def test_a_disconnect_envelope_moves_the_app_to_a_fresh_url(socket_app: SocketApp) -> None:
@@ -270,6 +296,23 @@ def _listening_ports(pid: int) -> set[int]:
     return ports
 
 
+def _start(command: str, fake: FakeSlack, db: Path, **env: str) -> subprocess.Popen[str]:
+    """``paperboy <command>`` in its own process, against the stand-ins."""
+    environ = {
+        **os.environ,
+        "PAPERBOY_DB": str(db),
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_APP_TOKEN": APP_TOKEN,
+        "SLACK_API_URL": fake.api_url,
+        **env,
+    }
+    environ.pop("SLACK_SIGNING_SECRET", None)
+    code = f"from bot.cli import main; main([{command!r}], prog_name='paperboy')"
+    return subprocess.Popen(
+        [sys.executable, "-c", code], env=environ, stderr=subprocess.PIPE, text=True
+    )
+
+
 @pytest.mark.parametrize("command", ["worker", "serve"])
 def test_a_socket_mode_process_binds_no_port_and_closes_its_socket_on_sigterm(
     tmp_path: Path,
@@ -282,19 +325,7 @@ def test_a_socket_mode_process_binds_no_port_and_closes_its_socket_on_sigterm(
     fake, sockets = stand_ins
     engine = seeded_engine(tmp_path / "w.db", seeded_db_template)
     port = _free_port()
-    env = {
-        **os.environ,
-        "PAPERBOY_DB": str(engine.db_path),
-        "PORT": str(port),
-        "SLACK_BOT_TOKEN": BOT_TOKEN,
-        "SLACK_APP_TOKEN": APP_TOKEN,
-        "SLACK_API_URL": fake.api_url,
-    }
-    env.pop("SLACK_SIGNING_SECRET", None)
-    code = f"from bot.cli import main; main([{command!r}], prog_name='paperboy')"
-    process = subprocess.Popen(
-        [sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True
-    )
+    process = _start(command, fake, engine.db_path, PORT=str(port))
     try:
         sockets.wait_connected(timeout=30)
         envelope_id, url = sockets.slash(fake, "diffusion models")
@@ -316,6 +347,32 @@ def test_a_socket_mode_process_binds_no_port_and_closes_its_socket_on_sigterm(
         assert sockets.wait_for(lambda: sockets.close_codes) == [1000]
         stderr = process.stderr.read() if process.stderr else ""
         assert "Traceback" not in stderr
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_an_app_token_revoked_while_running_ends_the_worker_with_one_sentence(
+    tmp_path: Path, seeded_db_template: Path, stand_ins: tuple[FakeSlack, SocketModeServer]
+) -> None:
+    """slack_sdk alone would retry the refused reconnect forever: a worker that looks alive
+    and answers nothing. Exit 1 instead, so the platform restarts it and alerts. (The worker
+    starts on a fresh database, filled from the seed corpus, like ``serve``.)"""
+    fake, sockets = stand_ins
+    process = _start("worker", fake, tmp_path / "fresh.db")
+    try:
+        sockets.wait_connected(timeout=60)
+        envelope_id, url = sockets.slash(fake, "diffusion")
+        sockets.ack(envelope_id)
+        assert paper_ids(reply_to(fake, url))  # answered from the seed corpus
+        fake.fail_next("apps.connections.open", times=100, error="token_revoked")
+        sockets.disconnect()  # Slack asks the app to reconnect; its token is revoked by now
+        assert process.wait(timeout=20) == 1
+        stderr = process.stderr.read() if process.stderr else ""
+        assert "Traceback" not in stderr
+        last = stderr.strip().splitlines()[-1]
+        assert "SLACK_APP_TOKEN" in last and "token_revoked" in last
+        assert sockets.wait_for(lambda: sockets.close_codes) == [1000]
     finally:
         process.kill()
         process.wait()

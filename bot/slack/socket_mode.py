@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from bot.cli_options import db_option, load_settings
+from bot.cli_options import db_option, load_settings, open_engine
 from bot.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -40,6 +40,11 @@ log = logging.getLogger(__name__)
 #: How long to wait for Slack to answer our close frame before closing the socket anyway.
 CLOSE_TIMEOUT = 3.0
 NORMAL_CLOSURE = 1000
+#: apps.connections.open errors that no retry will fix: the app token is gone or wrong.
+REFUSED_TOKEN_ERRORS = frozenset(
+    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
+    | {"not_allowed_token_type", "access_denied"}
+)
 
 
 def make_handler(
@@ -102,43 +107,104 @@ def _send_close_frame(session) -> None:  # slack_sdk.socket_mode.builtin.connect
 
 
 def run_socket_mode(settings: Settings, engine: Engine) -> None:
-    """Serve Slack over Socket Mode until SIGTERM or Ctrl-C, then :func:`close` cleanly.
+    """Serve Slack over Socket Mode until SIGTERM or Ctrl-C, then :func:`close` cleanly and
+    return.
 
-    ``apps.connections.open`` refusing the app token ends the process with one sentence and
-    exit 2 (an unreachable Slack raises ``URLError`` for the caller to report).
+    ``apps.connections.open`` refusing the app token ends the process with one sentence:
+    exit 2 at start, exit 1 when it happens on a reconnect (a revoked token). An unreachable
+    Slack at start raises ``URLError`` for the caller to report.
     """
     from slack_sdk.errors import SlackApiError
 
     handler = make_handler(settings, engine)
+    refused: list[str] = []
+    stopping = threading.Event()
+    if _in_main_thread():  # the signal that wakes the main thread needs our SIGTERM handler
+        _give_up_when_refused(handler, refused, stopping)
     print("Paperboy is connecting to Slack over Socket Mode (no port is opened).", file=sys.stderr)
-    with _sigterm_exits():
+    refused_at_start: str | None = None
+    with _stop_on_sigterm():
         try:
             handler.start()  # connect, then block until a signal
         except SlackApiError as error:
-            _fail(
-                f"Slack did not accept SLACK_APP_TOKEN ({error.response.get('error')}); create an "
-                "app-level token with the connections:write scope on your app's Basic "
-                "Information page, and turn Socket Mode on.",
-                status=2,
-            )
-        except KeyboardInterrupt:
+            refused_at_start = str(error.response.get("error"))
+        except (_Stop, KeyboardInterrupt):
             pass
         finally:
+            stopping.set()
             close(handler)
+    # The one sentence comes last, after close()'s log lines.
+    if refused_at_start:
+        _fail(
+            f"Slack did not accept SLACK_APP_TOKEN ({refused_at_start}); create an app-level "
+            "token with the connections:write scope on your app's Basic Information page, and "
+            "turn Socket Mode on.",
+            status=2,
+        )
+    if refused:
+        _fail(
+            f"Slack refused SLACK_APP_TOKEN when reconnecting ({refused[0]}); it was revoked or "
+            "its app deleted: create a new app-level token and restart.",
+            status=1,
+        )
+
+
+class _Stop(BaseException):
+    """Raised in the main thread by SIGTERM to leave ``handler.start()``'s endless wait."""
 
 
 @contextlib.contextmanager
-def _sigterm_exits() -> Iterator[None]:
-    """SIGTERM raises SystemExit(0) in the main thread, so ``run_socket_mode``'s ``finally``
-    closes the connection before the process ends."""
-    if threading.current_thread() is not threading.main_thread():
+def _stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM (how Heroku, systemd and Docker stop a process) raises :class:`_Stop` in the
+    main thread, once: a second SIGTERM while closing is ignored, so closing completes."""
+    if not _in_main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    fired: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        if not fired:
+            fired.append(signum)
+            raise _Stop
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _give_up_when_refused(
+    handler: SocketModeHandler, refused: list[str], stopping: threading.Event
+) -> None:
+    """Make a refused reconnect end the process (exit 1, so the platform alerts and restarts).
+
+    slack_sdk reconnects from its own threads and, when ``apps.connections.open`` refuses
+    the token, logs it and tries again every few seconds forever: a revoked token would leave
+    a worker that looks alive and answers nothing. The failing thread stops the main one as
+    SIGTERM would, waits for :func:`close`, and then ends quietly.
+    """
+    from slack_sdk.errors import SlackApiError
+
+    issue, main = handler.client.issue_new_wss_url, threading.main_thread()
+
+    def issue_or_give_up() -> str:
+        try:
+            return issue()
+        except SlackApiError as error:
+            code = error.response.get("error")
+            if code not in REFUSED_TOKEN_ERRORS or threading.current_thread() is main:
+                raise  # at start, run_socket_mode reports it itself
+            refused.append(str(code))
+            signal.pthread_kill(main.ident or 0, signal.SIGTERM)
+            stopping.wait()
+            raise SystemExit from None  # ends this slack_sdk thread without a traceback
+
+    handler.client.issue_new_wss_url = issue_or_give_up  # type: ignore[method-assign]
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _fail(message: str, status: int) -> None:
@@ -159,12 +225,12 @@ def worker(ctx: click.Context, db_path: Path | None) -> None:
 
     from slack_bolt.error import BoltError
 
+    from bot.logs import configure_logging
+
     settings = load_settings()
-    settings = replace(settings, db_path=db_path or getattr(ctx.obj, "db_path", settings.db_path))
-    logging.basicConfig(
-        level=getattr(logging, settings.log_level, logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    path = db_path or getattr(ctx.obj, "db_path", None) or settings.db_path
+    settings = replace(settings, db_path=path)
+    configure_logging(settings)
     try:
         if not settings.slack_app_token:
             raise SettingsError(
@@ -175,7 +241,9 @@ def worker(ctx: click.Context, db_path: Path | None) -> None:
         settings.check_slack()
     except SettingsError as error:
         _fail(str(error), status=2)
-    engine = _open_engine(ctx, db_path)
+    # Like serve: a fresh database is created and filled from the seed corpus.
+    engine = open_engine(settings, path, write=True)
+    log.info("corpus: %s papers in %s", f"{engine.corpus.count():,}", path)
     try:
         run_socket_mode(settings, engine)
     except BoltError as error:  # Bolt checks the bot token with auth.test at startup
@@ -186,10 +254,3 @@ def worker(ctx: click.Context, db_path: Path | None) -> None:
         )
     except URLError as error:
         _fail(f"Could not reach Slack at {settings.slack_api_url} ({error.reason}).", status=1)
-
-
-def _open_engine(ctx: click.Context, db_path: Path | None) -> Engine:
-    """The engine as every ``paperboy`` command opens it (seeding a fresh database)."""
-    from bot.cli import _ctx
-
-    return _ctx(ctx, db_path).engine()
