@@ -104,3 +104,11 @@ def m004_digest_content(db: Database) -> None:
     """The digest as claimed (topics, papers, why), so a retry after a crash posts the same one."""
     db["digests"].add_column("content", str)  # JSON, see digest/selection.py DigestPlan
     db["digests"].create_index(["status", "claimed_at"])
+
+
+@migrations()
+def m005_clock_heartbeat(db: Database) -> None:
+    """The scheduler's last tick, so ``/healthz`` can tell a dead clock from a quiet one."""
+    db["clock_heartbeat"].create(
+        {"name": str, "last_tick": str, "tick_seconds": int, "worker": str}, pk="name"
+    )
