@@ -295,6 +295,7 @@ class FakeSlack:
         self._used_triggers: set[str] = set()
         self._response_targets: dict[str, dict[str, str | None]] = {}
         self._last_micros = 0
+        self._revoked: set[str] = set()  # tokens (or "*": every token) answered token_revoked
 
     # lifecycle
 
@@ -369,6 +370,12 @@ class FakeSlack:
         failure = _Failure(method, times, status, error, retry_after, user, channel)
         with self._cond:
             self._failures.append(failure)
+
+    def revoke_token(self, token: str = "*") -> None:
+        """From now on every call with ``token`` (by default any token) fails with
+        ``token_revoked``, as when an admin uninstalls the app or rotates its token."""
+        with self._cond:
+            self._revoked.add(token)
 
     def disconnect_next(self, method: str, times: int = 1) -> None:
         """Close the socket without answering, to exercise connection-error retries."""
@@ -458,6 +465,8 @@ class FakeSlack:
                 return _Reply(200, _error("not_authed"))
             if not token.startswith("xoxb-"):
                 return _Reply(200, _error("invalid_auth"))
+            if "*" in self._revoked or token in self._revoked:
+                return _Reply(200, _error("token_revoked"))
             failure = next((f for f in self._failures if f.matches(method, params)), None)
             if failure is not None:
                 failure.times -= 1
