@@ -127,3 +127,78 @@ def test_loose_filters_and_bare_exclusions_are_named_not_dropped(authors_engine,
 
 def test_an_exclusion_with_a_filter_still_works(authors_engine):
     assert found(authors_engine, "-lovelace year:2024") == {"lin", "split", "jose", "pct"}
+
+
+# -- writers that wait -----------------------------------------------------------------------
+
+
+def many_papers(prefix: str, n: int) -> list[dict]:
+    words = [
+        "diffusion",
+        "graph",
+        "protein",
+        "language",
+        "policy",
+        "kernel",
+        "sampling",
+        "attention",
+    ]
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "title": f"{words[i % 8]} {words[(i // 8) % 8]} study {prefix} {i}",
+            "abstract": " ".join(words[(i + j) % 8] for j in range(150)),
+            "authors": [f"Author {i % 97}"],
+            "year": 2020 + i % 5,
+        }
+        for i in range(n)
+    ]
+
+
+def test_two_ingests_at_once_both_go_in(tmp_path):
+    """Two real ``paperboy ingest`` processes on one database: the second waits for the first."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "both.db"
+    Engine.open(db)  # an existing database, as in production
+    files = [
+        write_jsonl(tmp_path / f"{name}.jsonl", many_papers(name, 6000)) for name in ("a", "b")
+    ]
+    command = [sys.executable, "-c", "from bot.cli import main; main()", "--db", str(db), "ingest"]
+    runs = [
+        subprocess.Popen([*command, str(f)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for f in files
+    ]
+    outcomes = [(run.wait(timeout=300), *run.communicate()) for run in runs]
+
+    for status, out, err in outcomes:
+        assert status == 0, err.decode()[-2000:]
+        assert b"Traceback" not in err and b"locked" not in err
+        assert out.decode().startswith("6,000 added")
+    engine = Engine.open(db)
+    assert engine.corpus.count() == 12_000
+    assert engine.index.n_docs == 12_000  # and the index has them all
+    assert engine.search("diffusion").total == 12_000
+
+
+def test_a_writer_that_waits_too_long_gets_one_sentence(tmp_path, monkeypatch):
+    import sqlite3
+
+    from bot.engine import corpus
+
+    db = tmp_path / "held.db"
+    engine = Engine.open(db)
+    holder = sqlite3.connect(db)
+    holder.execute("BEGIN IMMEDIATE")  # another process in the middle of a long write
+    monkeypatch.setattr(corpus, "WRITER_WAIT_SECONDS", 0.2)
+    try:
+        with pytest.raises(corpus.StorageError) as caught:
+            engine.ingest([write_jsonl(tmp_path / "a.jsonl", AUTHOR_PAPERS)])
+    finally:
+        holder.rollback()
+    assert str(caught.value.message) == (
+        "Another process has been writing to held.db for too long; try again when it is done."
+    )
+    engine.ingest([tmp_path / "a.jsonl"])  # and once it is done, the same ingest goes in
+    assert engine.corpus.count() == len(AUTHOR_PAPERS)

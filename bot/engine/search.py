@@ -8,6 +8,7 @@ and each front end renders them its own way.
 from __future__ import annotations
 
 import difflib
+import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 from sqlite_utils import Database
 
-from .corpus import Corpus, UpsertCounts, open_database
+from .corpus import Corpus, UpsertCounts, open_database, storage_error, write_transaction
 from .formats import CorpusFileError, open_corpus_file
 from .index import BuildStats, Index, build_index, build_lock, index_dir_for
 from .paper import Paper, Rejected
@@ -153,7 +154,16 @@ class Engine:
         """
         report = IngestReport()
         corpus = self.corpus
-        with self.db.atomic():
+        try:
+            self._ingest_files(paths, corpus, report, progress)
+        except sqlite3.OperationalError as error:
+            raise (storage_error(error, self.db_path) or error) from None
+        if report.counts.changed or self._load_index() is None:
+            report.index = self.rebuild_index()
+        return report
+
+    def _ingest_files(self, paths, corpus: Corpus, report: IngestReport, progress) -> None:
+        with write_transaction(self.db):
             for path in paths:
                 try:
                     stream = open_corpus_file(path)
@@ -172,9 +182,6 @@ class Engine:
                     stream.close()
                 report.files.append(file_report)
                 report.counts = report.counts + counts
-        if report.counts.changed or self._load_index() is None:
-            report.index = self.rebuild_index()
-        return report
 
     # -- the index, kept in step with the corpus --------------------------------------------
 
