@@ -16,6 +16,13 @@ class SettingsError(ValueError):
     """A missing or contradictory setting; the message is one sentence for the operator."""
 
 
+def _positive(env: Mapping[str, str], name: str, default: int) -> int:
+    text = env.get(name, "").strip() or str(default)
+    if not text.isdigit() or int(text) < 1:
+        raise SettingsError(f"{name} must be a whole number above 0, not {text!r}.")
+    return int(text)
+
+
 @dataclass(frozen=True)
 class Settings:
     db_path: Path = Path("paperboy.db")
@@ -29,6 +36,10 @@ class Settings:
     feeds: tuple[str, ...] = field(default_factory=tuple)
     digest_grace_seconds: int = 6 * 3600
     log_level: str = "INFO"
+    # The web server (waitress): request threads, open connections, idle seconds before closing.
+    http_threads: int = 16
+    http_connection_limit: int = 1000
+    http_channel_timeout: int = 30
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -64,6 +75,9 @@ class Settings:
             feeds=feeds,
             digest_grace_seconds=int(grace),
             log_level=(opt("PAPERBOY_LOG_LEVEL") or "INFO").upper(),
+            http_threads=_positive(env, "PAPERBOY_HTTP_THREADS", 16),
+            http_connection_limit=_positive(env, "PAPERBOY_HTTP_CONNECTIONS", 1000),
+            http_channel_timeout=_positive(env, "PAPERBOY_HTTP_TIMEOUT", 30),
         )
 
     @property
