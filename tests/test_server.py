@@ -255,7 +255,11 @@ def test_manifest_and_procfile_match_the_server() -> None:
     assert "url: https://YOUR-HOST" + server.EVENTS_PATH in manifest
     assert "- command: /papers" in manifest
     procfile = (root / "Procfile").read_text().splitlines()
-    assert procfile == ["web: paperboy serve", "clock: paperboy scheduler"]
+    assert procfile == [
+        "web: paperboy serve",
+        "worker: paperboy worker",
+        "clock: paperboy scheduler",
+    ]
 
 
 def test_serve_stops_cleanly_on_sigterm(tmp_path: Path, seeded_db_template: Path) -> None:

@@ -104,3 +104,25 @@ def m004_digest_content(db: Database) -> None:
     """The digest as claimed (topics, papers, why), so a retry after a crash posts the same one."""
     db["digests"].add_column("content", str)  # JSON, see digest/selection.py DigestPlan
     db["digests"].create_index(["status", "claimed_at"])
+
+
+@migrations()
+def m010_author_names(db: Database) -> None:
+    """Folded author names for ``author:`` (case, accents, whole tokens; see text.authors_key)."""
+    import json
+
+    from .text import authors_key
+
+    db["papers"].add_column("author_names", str)
+    last = -1
+    while True:  # in batches: a large corpus need not fit in memory twice
+        rows = db.execute(
+            "select rowid, authors from papers where rowid > ? order by rowid limit 20000", [last]
+        ).fetchall()
+        if not rows:
+            break
+        db.conn.executemany(
+            "update papers set author_names = ? where rowid = ?",
+            [(authors_key(json.loads(authors or "[]")), rowid) for rowid, authors in rows],
+        )
+        last = rows[-1][0]

@@ -8,6 +8,10 @@ and each front end renders them its own way.
 from __future__ import annotations
 
 import difflib
+import hashlib
+import logging
+import os
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +21,7 @@ from typing import Any
 import numpy as np
 from sqlite_utils import Database
 
-from .corpus import Corpus, UpsertCounts, open_database
+from .corpus import Corpus, UpsertCounts, connect, is_writable, open_database
 from .formats import CorpusFileError, open_corpus_file
 from .index import BuildStats, Index, build_index, build_lock, index_dir_for
 from .paper import Paper, Rejected
@@ -102,24 +106,66 @@ class _Ranked:
     index: Index | None = None  # the index these document numbers belong to
 
 
+def seed_files(seed_dir: str | Path) -> list[Path]:
+    """The corpus files in a seed folder (not ``__init__.py``: the folder is also a package)."""
+    return sorted(
+        p for p in Path(seed_dir).iterdir() if p.is_file() and not p.name.startswith(("_", "."))
+    )
+
+
+log = logging.getLogger(__name__)
+
+
+def _private_index_dir(db_path: Path) -> Path:
+    """Where the index of a database in a read-only folder is built: this user's temp folder."""
+    key = hashlib.sha256(str(db_path.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"paperboy-{os.getuid()}" / f"{key}.index"
+
+
 class Engine:
     """Open with ``Engine.open(db_path, seed_dir=...)``; safe to share between threads."""
 
-    def __init__(self, db_path: str | Path, seed_dir: str | Path | None = None):
+    def __init__(
+        self, db_path: str | Path, seed_dir: str | Path | None = None, *, create: bool = True
+    ):
+        """Open (and with ``create``, create) the database; raises DatabaseError (NoDatabase).
+
+        A database this process may not write is opened read-only (``read_only``): lookups
+        work, writes are refused, and its index, if the one beside it is missing or stale
+        and that folder is read-only too, is built in a per-user temporary folder.
+        """
         self.db_path = Path(db_path)
         self.seed_dir = Path(seed_dir) if seed_dir else None
         self.index_dir = index_dir_for(self.db_path)
         self._local = threading.local()
         self._index: Index | None = None
         self._index_lock = threading.Lock()
-        open_database(self.db_path).close()  # create and migrate once, up front
+        self.read_only = self.db_path.exists() and not is_writable(self.db_path)
+        # Create and migrate once, up front (read-only: only check that no migration is due).
+        open_database(self.db_path, read_only=self.read_only, create=create).close()
+        if self.read_only and not is_writable(self.index_dir):
+            index = Index.load(self.index_dir)
+            if index is None or index.corpus_version != self.corpus.version:
+                self.index_dir = _private_index_dir(self.db_path)
 
     @classmethod
-    def open(cls, db_path: str | Path, seed_dir: str | Path | None = None) -> Engine:
-        engine = cls(db_path, seed_dir)
-        if engine.seed_dir and engine.corpus.count() == 0:
-            engine.ingest(sorted(p for p in engine.seed_dir.iterdir() if p.is_file()))
+    def open(
+        cls, db_path: str | Path, seed_dir: str | Path | None = None, *, create: bool = True
+    ) -> Engine:
+        """The engine for ``db_path``; an empty, writable corpus is first filled from
+        ``seed_dir`` (a missing folder is logged and skipped)."""
+        engine = cls(db_path, seed_dir, create=create)
+        if engine.seed_dir and not engine.read_only and engine.corpus.count() == 0:
+            if engine.seed_dir.is_dir():
+                engine.ingest(seed_files(engine.seed_dir))
+            else:
+                log.warning("The seed folder %s does not exist; the corpus is empty.", seed_dir)
         return engine
+
+    @property
+    def writable(self) -> bool:
+        """False for a database this process may only read (``/healthz`` reports it)."""
+        return not self.read_only
 
     # -- storage ---------------------------------------------------------------------------
 
@@ -128,9 +174,7 @@ class Engine:
         """This thread's connection (sqlite3 connections must stay on their thread)."""
         db = getattr(self._local, "db", None)
         if db is None:
-            db = Database(self.db_path)
-            db.execute("PRAGMA busy_timeout = 30000")
-            self._local.db = db
+            db = self._local.db = connect(self.db_path, read_only=self.read_only)
         return db
 
     @property
@@ -287,7 +331,12 @@ class Engine:
         ranked_terms = analyze(query.ranked_text)
         term_ids, weights = index.vectorize(ranked_terms)
         if not ranked_terms and not query.has_filters:
-            if query.words or query.phrases or query.excluded:
+            if query.excluded and not (query.words or query.phrases):
+                raise QueryError(
+                    "A query needs at least one word to look for besides exclusions, "
+                    "like `diffusion -survey`."
+                )
+            if query.words or query.phrases:
                 raise QueryError(
                     "That query has nothing I can look for: only very common words (like “the” "
                     "or “of”), symbols or overlong strings. Try a specific term, like "
@@ -396,19 +445,14 @@ class Engine:
                     f"Venues here: {known}."
                 )
             keep &= np.isin(index.venue_codes[candidates], codes)
-        if query.year_from or query.year_to:
+        if query.year_from is not None or query.year_to is not None:
             years = index.years[candidates]
-            if query.year_from:
+            if query.year_from is not None:
                 keep &= years >= query.year_from
-            if query.year_to:
+            if query.year_to is not None:
                 keep &= years <= query.year_to
         for author in query.authors:
-            rowids = [
-                r
-                for (r,) in self.db.execute(
-                    "select rowid from papers where authors like ?", [f"%{author.strip()}%"]
-                )
-            ]
+            rowids = self.corpus.rowids_by_author(author)
             keep &= np.isin(candidates, index.docs_of_rowids(rowids))
         return keep
 

@@ -19,7 +19,6 @@ import contextlib
 import io
 import json
 import logging
-import os
 import resource
 import signal
 import sqlite3
@@ -35,6 +34,7 @@ from urllib.parse import parse_qs, quote
 import waitress
 from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry import (
@@ -47,7 +47,9 @@ from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 from slack_sdk.signature import SignatureVerifier
 from waitress import wasyncore
 
+from bot.engine.corpus import DatabaseError, is_writable
 from bot.engine.search import Engine
+from bot.logs import configure_logging
 from bot.settings import Settings, SettingsError
 
 from .app import build_app
@@ -245,18 +247,12 @@ def health_report(db_path: Path) -> dict[str, Any]:
     except sqlite3.Error as error:
         return {"status": "unhealthy", "database": f"{error}"}
     body["database"] = "ok"
-    body["writable"] = _writable(Path(db_path))
+    body["writable"] = is_writable(db_path)
     body["papers"] = papers
     body["corpus_version"] = int(row[0]) if row else None
     if not body["writable"]:
         body["status"] = "read-only"
     return body
-
-
-def _writable(db_path: Path) -> bool:
-    """SQLite writes the file and, in WAL mode, files beside it in its folder."""
-    folder = db_path.resolve().parent
-    return os.access(db_path, os.W_OK) and os.access(folder, os.W_OK)
 
 
 def make_wsgi_app(
@@ -420,10 +416,11 @@ class _ServerErrors(ServerErrorRetryHandler):
 
 def open_engine(settings: Settings) -> Engine:
     """The engine, warm: database opened (seeded when new) and the index loaded or built."""
-    seed_dir = settings.seed_dir if settings.seed_dir and Path(settings.seed_dir).is_dir() else None
     try:
-        engine = Engine.open(settings.db_path, seed_dir=seed_dir)
+        engine = Engine.open(settings.db_path, seed_dir=settings.seed_dir)
         engine.index  # noqa: B018 - load or build it now, not on the first lookup
+    except DatabaseError as error:
+        raise StartupError(str(error)) from None
     except (sqlite3.Error, OSError) as error:
         raise StartupError(f"Could not open the database {settings.db_path} ({error}).") from None
     log.info("corpus: %s papers in %s", f"{engine.corpus.count():,}", settings.db_path)
@@ -443,21 +440,21 @@ def _raise_file_limit(connections: int) -> None:
 # --- paperboy serve -----------------------------------------------------------------------------
 
 
-def run(settings: Settings, *, with_scheduler: bool = False, mode: str = "auto") -> None:
+def run(settings: Settings, *, with_scheduler: bool = False) -> None:
     """Serve until interrupted. A configuration problem ends it with one sentence and exit 2.
 
-    ``mode``: ``auto`` (Socket Mode with SLACK_APP_TOKEN, else HTTP, else the playground),
-    ``http`` or ``socket``. ``with_scheduler`` runs the digest clock in this process.
+    Socket Mode with SLACK_APP_TOKEN, else HTTP, else (no Slack credentials) the playground;
+    ``with_scheduler`` runs the digest clock in this process too.
     """
-    logging.basicConfig(
-        level=getattr(logging, settings.log_level, logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings)
     try:
         settings.check_slack()
-        mode = _mode(settings, mode)
     except SettingsError as error:
         _fail(str(error), status=2)
+    if not settings.has_slack_credentials:
+        mode = "playground"
+    else:
+        mode = "socket" if settings.slack_app_token else "http"
     with _sigterm_exits():
         try:
             _serve(settings, mode, with_scheduler)
@@ -465,26 +462,6 @@ def run(settings: Settings, *, with_scheduler: bool = False, mode: str = "auto")
             _fail(str(error), status=error.status)
         except KeyboardInterrupt:
             print("paperboy serve: stopped.", file=sys.stderr)
-
-
-def _mode(settings: Settings, mode: str) -> str:
-    if mode == "http":
-        if not (settings.slack_bot_token and settings.slack_signing_secret):
-            raise SettingsError(
-                "serve --http needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (from your app's "
-                "OAuth & Permissions and Basic Information pages)."
-            )
-        return "http"
-    if mode == "socket":
-        if not settings.slack_app_token:
-            raise SettingsError(
-                "serve --socket-mode needs SLACK_APP_TOKEN: an app-level token (xapp-...) with "
-                "the connections:write scope, from your app's Basic Information page."
-            )
-        return "socket"
-    if not settings.has_slack_credentials:
-        return "playground"
-    return "socket" if settings.slack_app_token else "http"
 
 
 def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
@@ -500,7 +477,14 @@ def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
     engine = open_engine(settings)
     clock = _start_clock(settings, engine) if with_scheduler else None
     try:
-        _run_socket_mode(settings, engine)
+        from .socket_mode import run_socket_mode
+
+        run_socket_mode(settings, engine)
+    except BoltError as error:  # Bolt's own auth.test, just after ours: Slack is flaky
+        raise StartupError(f"Slack did not answer auth.test ({error}).") from None
+    except URLError as error:
+        where = settings.slack_api_url
+        raise StartupError(f"Could not reach Slack at {where} ({error.reason}).") from None
     finally:
         if clock is not None:
             clock.shutdown()
@@ -535,15 +519,6 @@ def _run_http(settings: Settings, with_scheduler: bool) -> None:
 
 def _start_clock(settings: Settings, engine: Engine) -> Any:
     raise StartupError("--with-scheduler is not available yet.", status=2)
-
-
-def _run_socket_mode(settings: Settings, engine: Engine) -> None:
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
-
-    app = build_app(settings, engine)
-    web_client = WebClient(base_url=settings.slack_api_url)
-    print("Paperboy is connecting to Slack over Socket Mode.", file=sys.stderr)
-    SocketModeHandler(app, settings.slack_app_token, web_client=web_client).start()
 
 
 @contextlib.contextmanager
