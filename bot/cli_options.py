@@ -72,8 +72,14 @@ def open_engine(settings: Settings, db_path: Path, *, write: bool, seed: bool = 
         )
         seed_dir = None
     try:
-        return Engine.open(db_path, seed_dir=seed_dir, create=write)
+        engine = Engine.open(db_path, seed_dir=seed_dir, create=write)
     except NoDatabase:
         raise click.ClickException(NO_DATABASE.format(path=db_path)) from None
     except DatabaseError as error:
         raise click.ClickException(str(error)) from None
+    if write and engine.read_only:
+        raise click.ClickException(
+            f"Cannot write to the database at {db_path}: this user may not write it or its "
+            "folder (run paperboy as the database's owner, or fix the permissions)."
+        )
+    return engine

@@ -78,11 +78,11 @@ def test_healthz_is_503_when_the_database_is_not_a_database(
     traceback) when it does not, here a database file overwritten with garbage."""
     with SlackHarness(tmp_path, template_db=seeded_db_template) as slack:
         status, body = get(slack.url + "/healthz")
-        assert status == 200 and json.loads(body)["ok"] is True
+        assert status == 200, body
         db = Path(slack.engine.db_path)
         for extra in (db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
             extra.unlink(missing_ok=True)
         db.write_bytes(b"this is not a database, it is garbage " * 200)
         status, body = get(slack.url + "/healthz")
     assert status == 503, body
-    assert "Traceback" not in body
+    assert "Traceback" not in body and json.loads(body)  # a JSON reason, not a stack trace
