@@ -186,3 +186,9 @@ def test_each_mistake_gets_its_own_sentence(text: str, message: str) -> None:
     with pytest.raises(QueryError) as info:
         parse_query(text)
     assert str(info.value) == message
+
+
+def test_a_lone_dash_is_no_word() -> None:
+    q = parse_query("diffusion - models")
+    assert q.words == ["diffusion", "models"] and q.excluded == []
+    assert q.without_filters() == "diffusion models"
