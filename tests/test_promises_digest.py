@@ -24,8 +24,8 @@ from bot.engine.search import Engine
 from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
 from digest.delivery import Dispatcher
-from digest.schedule import FEEDS_JOB, TICK_JOB, build_scheduler
-from digest.subscriptions import Subscriptions
+from digest.schedule import FEEDS_JOB, TICK_JOB, build_scheduler, next_digest
+from digest.subscriptions import Member, Subscriptions
 from tests.slack_harness import BOT_TOKEN
 
 LONG_AGO = datetime(2024, 1, 1, tzinfo=UTC)
@@ -259,3 +259,20 @@ def test_without_feeds_the_first_tick_is_at_start_up() -> None:
     finally:
         scheduler.shutdown(wait=False)
     assert before <= tick.next_run_time <= after
+
+
+def test_the_next_digest_is_told_in_the_members_own_clock() -> None:
+    """Aware datetimes compare equal across zones, so the zone itself is checked: the message
+    says 09:00 for a Tokyo member, not 00:00 (UTC)."""
+    tokyo = Member(
+        user_id="U9",
+        tz="Asia/Tokyo",
+        digest_time="09:00",
+        digest_days=("mon", "tue", "wed", "thu", "fri"),
+        created_at="2024-01-01T00:00:00+00:00",
+        topic_count=1,
+    )
+    upcoming = next_digest(tokyo, datetime(2024, 1, 12, 1, 0, tzinfo=UTC))  # Fri 10:00 JST
+    assert upcoming is not None
+    assert (upcoming.date().isoformat(), upcoming.hour, upcoming.minute) == ("2024-01-15", 9, 0)
+    assert str(upcoming.tzinfo) == "Asia/Tokyo"
