@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from bot.engine.search import Engine
 from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
 from digest.delivery import Dispatcher
-from digest.schedule import FEEDS_JOB, TICK_JOB, build_scheduler, next_digest
+from digest.schedule import FEEDS_JOB, TICK_JOB, build_scheduler, due_date, next_digest
 from digest.subscriptions import Member, Subscriptions
 from tests.slack_harness import BOT_TOKEN
 
@@ -276,3 +276,55 @@ def test_the_next_digest_is_told_in_the_members_own_clock() -> None:
     assert upcoming is not None
     assert (upcoming.date().isoformat(), upcoming.hour, upcoming.minute) == ("2024-01-15", 9, 0)
     assert str(upcoming.tzinfo) == "Asia/Tokyo"
+
+
+def test_a_scheduled_digest_waits_while_digest_now_is_in_flight(fake, db) -> None:
+    """One digest in flight per member: while a ``digest now`` is claimed but not yet posted
+    (its worker died right after the claim), the scheduled digest due at the same time is
+    "busy", not a second message with the same papers. Once the claim is stale it is posted,
+    and the scheduled digest follows with the papers it did not hold."""
+    engine = Engine.open(db)
+    settings = Settings(
+        db_path=db, slack_api_url=fake.api_url, slack_bot_token=BOT_TOKEN, slack_signing_secret=""
+    )
+
+    def die_after_the_claim(step: str, digest_id: str) -> None:
+        if step == "claimed":
+            raise RuntimeError("the worker died")
+
+    now = datetime.now(UTC)
+    doomed = Dispatcher.from_settings(engine, settings, faults=die_after_the_claim)
+    with pytest.raises(RuntimeError):
+        doomed.send_now("U1", now)
+    clock = Dispatcher.from_settings(engine, settings)
+    [scheduled] = clock.run_due(now + timedelta(minutes=1))
+    assert scheduled.status == "busy"
+    assert fake.messages_in("DU1") == []
+    later = [o.status for o in clock.run_due(now + timedelta(minutes=12))]
+    assert later == ["sent", "sent"]  # the retaken digest now, then the scheduled one
+    first, second = (digest_papers(m) for m in fake.messages_in("DU1"))
+    assert len(first) == 10 and second and not set(first) & set(second)
+
+
+def late_member(days: tuple[str, ...]) -> Member:
+    return Member(
+        user_id="U8",
+        tz="Europe/Berlin",
+        digest_time="23:00",
+        digest_days=days,
+        created_at="2024-01-01T00:00:00+00:00",
+        topic_count=1,
+    )
+
+
+def test_a_late_evening_digest_missed_before_midnight_is_still_due_after_it() -> None:
+    """A 23:00 digest with the scheduler back at 01:30 (local) is yesterday's, still within
+    the grace period: whether today is one of the member's days or not."""
+    grace = timedelta(hours=6)
+    daily = late_member(("mon", "tue", "wed", "thu", "fri", "sat", "sun"))
+    tuesday_0130 = datetime(2024, 1, 9, 0, 30, tzinfo=UTC)  # 01:30 CET
+    assert due_date(daily, tuesday_0130, grace) == date(2024, 1, 8)
+    weekdays = late_member(("mon", "tue", "wed", "thu", "fri"))
+    saturday_0130 = datetime(2024, 1, 13, 0, 30, tzinfo=UTC)  # Saturday 01:30 CET
+    assert due_date(weekdays, saturday_0130, grace) == date(2024, 1, 12)
+    assert due_date(weekdays, saturday_0130 + timedelta(hours=5), grace) is None  # 6 h late

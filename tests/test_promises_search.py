@@ -203,3 +203,27 @@ def test_a_lone_dash_is_no_word() -> None:
     q = parse_query("diffusion - models")
     assert q.words == ["diffusion", "models"] and q.excluded == []
     assert q.without_filters() == "diffusion models"
+
+
+def test_all_the_words_first_also_among_many_matches(tmp_path: Path) -> None:
+    """With more matches than the lookup scores one by one (a pool of the best raw scores),
+    the papers with both words still come first, and a short page agrees with a long one."""
+    papers = [
+        paper(f"strong-{n}", f"Quasar Quasar Study {n}", f"Quasar quasar quasar, field {n}.")
+        for n in range(150)
+    ]
+    papers += [
+        paper(f"both-{n}", f"Notes {n} on the sky", f"A quasar and a lattice. {FILLER} {n}")
+        for n in range(4)
+    ]
+    papers += [
+        paper(f"other-{n}", f"Optimisers {n}", f"Learning rates {n}. {FILLER}") for n in range(40)
+    ]
+    source = tmp_path / "many.jsonl"
+    source.write_text("\n".join(json.dumps(p) for p in papers) + "\n")
+    engine = Engine.open(tmp_path / "many.db")
+    engine.ingest([source])
+    short = [h.id for h in engine.search("quasar lattice", limit=10).hits]
+    long = [h.id for h in engine.search("quasar lattice", limit=200).hits]
+    assert sorted(short[:4]) == [f"both-{n}" for n in range(4)]
+    assert short == long[:10]
