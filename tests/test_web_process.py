@@ -36,7 +36,14 @@ from bot.slack import server
 from digest.clock import write_heartbeat
 from digest.message import DIGEST_EVENT
 from digest.subscriptions import Subscriptions
-from tests.slack_harness import BOT_TOKEN, SIGNING_SECRET, SlackHarness, sign, trigger_id
+from tests.slack_harness import (
+    BOT_TOKEN,
+    SIGNING_SECRET,
+    SlackHarness,
+    buttons,
+    sign,
+    trigger_id,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -466,3 +473,49 @@ def test_a_token_revoked_while_serving_with_the_scheduler_ends_the_process(
     last = [line for line in web.seen if line.strip()][-1]
     assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
     assert "Traceback" not in "".join(web.seen)
+
+
+# --- JSON logs --------------------------------------------------------------------------------
+
+
+def test_json_logs_are_one_object_per_line_with_each_requests_fields(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "web.db"
+    copy_db_without_index(seeded_db_template, db)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with FakeSlack() as fake:
+        env = {**serve_env(tmp_path, fake, db, port), "PAPERBOY_LOG_FORMAT": "json"}
+        with serve(env) as web:
+            web.wait_for_line("listening on")
+            wait_until_healthy(url)
+            form, response_url = slash_form(fake, "secret diffusion plans")
+            assert http(url + "/slack/events", form, signed(form))[0] == 200
+            token = response_url.rsplit("/", 1)[-1]
+            fake.wait_for(lambda: [r for r in fake.responses if r.token == token])
+            assert http(url + "/slack/events", b"junk", {"X-Slack-Signature": "v0=1"})[0] == 401
+            assert web.stop() == 0
+    lines = [line for line in web.seen if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    (request,) = [r for r in records if r["logger"] == "paperboy.requests"]
+    assert request["command"] == "/papers"
+    assert request["team"] == TEAM_ID and request["user"] == "U1"
+    assert isinstance(request["latency_ms"], int | float) and request["latency_ms"] >= 0
+    assert "secret" not in json.dumps(request)  # what was typed stays private
+    assert any("refused a request" in r["message"] for r in records)
+
+
+def test_each_click_is_logged_with_its_action_id(
+    slack: SlackHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="paperboy.requests")
+    status, response_url = slack.slash("diffusion", user="U7")
+    reply = slack.reply(response_url)
+    similar = buttons(reply)["similar:1"]
+    slack.click("similar:1", similar["value"], user="U7")
+    records = [r for r in caplog.records if r.name == "paperboy.requests"]
+    fields = [(getattr(r, "command", None), getattr(r, "action_id", None)) for r in records]
+    assert fields == [("/papers", None), (None, "similar:1")]
+    assert all(r.user == "U7" and r.team == TEAM_ID and r.latency_ms >= 0 for r in records)

@@ -50,7 +50,7 @@ from waitress import wasyncore
 
 from bot.engine.corpus import DatabaseError, is_writable
 from bot.engine.search import Engine
-from bot.logs import configure_logging
+from bot.logs import configure_logging, say
 from bot.settings import Settings, SettingsError
 
 from .app import build_app
@@ -475,7 +475,7 @@ def run(settings: Settings, *, with_scheduler: bool = False) -> None:
     try:
         settings.check_slack()
     except SettingsError as error:
-        _fail(str(error), status=2)
+        _fail(str(error), status=2, settings=settings)
     if not settings.has_slack_credentials:
         mode = "playground"
     else:
@@ -484,9 +484,9 @@ def run(settings: Settings, *, with_scheduler: bool = False) -> None:
         try:
             _serve(settings, mode, with_scheduler)
         except StartupError as error:
-            _fail(str(error), status=error.status)
+            _fail(str(error), status=error.status, settings=settings)
         except KeyboardInterrupt:
-            print("paperboy serve: stopped.", file=sys.stderr)
+            say(settings, "paperboy serve: stopped.")
 
 
 def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
@@ -527,10 +527,10 @@ def _run_http(settings: Settings, with_scheduler: bool) -> None:
     _raise_file_limit(settings.http_connection_limit)
     web = WebApp(settings)
     server = HttpServer(web, host=settings.host, port=settings.port, **server_options(settings))
-    print(
+    say(
+        settings,
         f"Paperboy is listening on {server.url} for Slack ({EVENTS_PATH}) and health checks "
         f"({HEALTH_PATH}). Slack's Request URLs must be https://<your public host>{EVENTS_PATH}.",
-        file=sys.stderr,
     )
     server.start()
     try:
@@ -582,6 +582,9 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _fail(message: str, status: int) -> None:
-    print(f"paperboy serve: {message}", file=sys.stderr)
+def _fail(message: str, status: int, settings: Settings | None = None) -> None:
+    if settings is not None:
+        say(settings, f"paperboy serve: {message}", logging.ERROR)
+    else:
+        print(f"paperboy serve: {message}", file=sys.stderr)
     raise SystemExit(status)
