@@ -519,3 +519,41 @@ def test_each_click_is_logged_with_its_action_id(
     fields = [(getattr(r, "command", None), getattr(r, "action_id", None)) for r in records]
     assert fields == [("/papers", None), (None, "similar:1")]
     assert all(r.user == "U7" and r.team == TEAM_ID and r.latency_ms >= 0 for r in records)
+
+
+def test_while_warming_up_modals_and_url_checks_are_answered_too(tmp_path: Path) -> None:
+    """A modal submitted during warm-up shows the sentence under its first input (Slack would
+    otherwise close it and lose what was typed); Slack's URL check is answered at once."""
+    settings = Settings(
+        db_path=tmp_path / "never.db",
+        slack_bot_token=BOT_TOKEN,
+        slack_signing_secret=SIGNING_SECRET,
+    )
+    web = server.WebApp(settings)  # never made ready: the engine is still "loading"
+    with server.HttpServer(web) as running:
+        view = {
+            "id": "V1",
+            "callback_id": "share",
+            "blocks": [
+                {"type": "section", "text": {"type": "mrkdwn", "text": "Share"}},
+                {"type": "input", "block_id": "share_channel", "element": {"type": "x"}},
+            ],
+        }
+        body = urlencode(
+            {"payload": json.dumps({"type": "view_submission", "view": view})}
+        ).encode()
+        status, answer = http(running.url + "/slack/events", body, signed(body))
+        assert status == 200
+        assert json.loads(answer) == {
+            "response_action": "errors",
+            "errors": {"share_channel": server.WARMING_UP},
+        }
+        click = urlencode({"payload": json.dumps({"type": "block_actions"})}).encode()
+        assert http(running.url + "/slack/events", click, signed(click)) == (200, "")
+        check = json.dumps({"type": "url_verification", "challenge": "c-123"}).encode()
+        headers = {**signed(check), "Content-Type": "application/json"}
+        status, answer = http(running.url + "/slack/events", check, headers)
+        assert (status, json.loads(answer)) == (200, {"challenge": "c-123"})
+        status, answer = http(running.url + "/healthz")
+        assert (status, json.loads(answer)) == (503, {"status": "warming up"})
+    assert not (tmp_path / "never.db").exists()

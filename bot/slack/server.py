@@ -440,14 +440,21 @@ class _ServerErrors(ServerErrorRetryHandler):
 
 
 def open_engine(settings: Settings) -> Engine:
-    """The engine, warm: database opened (seeded when new) and the index loaded or built."""
+    """The engine, warm: database opened (seeded when new) and the index loaded or built.
+
+    A database that cannot be opened stops the start (one sentence); an index that cannot be
+    built now (a full disk, say) is logged, and lookups try again and say why meanwhile.
+    """
     try:
         engine = Engine.open(settings.db_path, seed_dir=settings.seed_dir)
-        engine.index  # noqa: B018 - load or build it now, not on the first lookup
     except DatabaseError as error:
         raise StartupError(str(error)) from None
     except (sqlite3.Error, OSError) as error:
         raise StartupError(f"Could not open the database {settings.db_path} ({error}).") from None
+    try:
+        engine.index  # noqa: B018 - load or build it now, not on the first lookup
+    except Exception as error:  # the engine says what went wrong in one sentence
+        log.error("The index could not be loaded or built now: %s", error)
     log.info("corpus: %s papers in %s", f"{engine.corpus.count():,}", settings.db_path)
     return engine
 
