@@ -557,3 +557,33 @@ def test_while_warming_up_modals_and_url_checks_are_answered_too(tmp_path: Path)
         status, answer = http(running.url + "/healthz")
         assert (status, json.loads(answer)) == (503, {"status": "warming up"})
     assert not (tmp_path / "never.db").exists()
+
+
+def test_socket_mode_requests_are_logged_like_http_ones(
+    tmp_path: Path, seeded_db_template: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from bot.slack.socket_mode import close, make_handler
+    from tests.slack_harness import seeded_engine
+    from tests.socket_mode_server import SocketModeServer
+
+    caplog.set_level("INFO", logger="paperboy.requests")
+    engine = seeded_engine(tmp_path / "socket.db", seeded_db_template)
+    with FakeSlack() as fake, SocketModeServer() as sockets:
+        fake.set_socket_mode_url(sockets.new_url)
+        settings = Settings(
+            db_path=engine.db_path,
+            slack_bot_token=BOT_TOKEN,
+            slack_app_token="xapp-1-A0PAPERBOY-1-0123456789abcdef",
+            slack_api_url=fake.api_url,
+        )
+        handler = make_handler(settings, engine)
+        handler.connect()
+        try:
+            sockets.wait_connected()
+            envelope_id, _ = sockets.slash(fake, "diffusion", user="U9")
+            assert sockets.ack(envelope_id) == {"envelope_id": envelope_id}
+        finally:
+            close(handler)
+    (record,) = [r for r in caplog.records if r.name == "paperboy.requests"]
+    assert (record.command, record.user, record.team) == ("/papers", "U9", TEAM_ID)
+    assert record.latency_ms >= 0
