@@ -182,7 +182,8 @@ def test_db_option_overrides_the_environment(run, tmp_path):
 def test_the_playground_does_not_invite_lookups_over_no_papers(invoke, tmp_path, monkeypatch):
     from bot.playground.playground import Playground
 
-    monkeypatch.setattr(Playground, "serve_forever", lambda self: None)
+    # Start and return at once: `run` then stops it as after Ctrl-C (nothing left running).
+    monkeypatch.setattr(Playground, "serve_forever", lambda self: self.server.start())
     for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     db = tmp_path / "empty.db"
