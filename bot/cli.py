@@ -268,11 +268,20 @@ def _with_papers(engine):
 @click.option(
     "--host", default=None, help="Address to bind (default: $HOST; the playground: 127.0.0.1)."
 )
+@click.option(
+    "--with-scheduler",
+    is_flag=True,
+    help="Also send the digests from this process (one box: no separate `paperboy scheduler`).",
+)
 @db_option
 @click.pass_context
-def serve(ctx, port: int | None, host: str | None, db_path) -> None:
+def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path) -> None:
     """Run the Slack app: HTTP at /slack/events, Socket Mode with SLACK_APP_TOKEN, or, with no
-    Slack credentials at all, the local playground at http://127.0.0.1:$PORT/."""
+    Slack credentials at all, the local playground at http://127.0.0.1:$PORT/.
+
+    The HTTP port answers at once; /healthz says 503 "warming up" until the database and
+    index are ready.
+    """
     from dataclasses import replace
 
     from .slack.server import run
@@ -283,7 +292,7 @@ def serve(ctx, port: int | None, host: str | None, db_path) -> None:
         settings = replace(settings, port=port)
     if host:
         settings = replace(settings, host=host)
-    run(settings)
+    run(settings, with_scheduler=with_scheduler)
 
 
 def _show(result, as_json: bool) -> None:

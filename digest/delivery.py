@@ -48,7 +48,6 @@ HISTORY_PAGES = 5
 #: Errors that retrying will not fix: the member's digest is marked failed and skipped today.
 PERMANENT_ERRORS = frozenset(
     {
-        "account_inactive",
         "user_disabled",
         "user_not_found",
         "users_not_found",
@@ -67,7 +66,25 @@ PERMANENT_ERRORS = frozenset(
         "no_text",
     }
 )
+#: Errors that mean the bot token itself is refused (from any method): nothing more can be sent
+#: until an operator replaces it, so the run stops at once (``TokenRefused``). ``account_inactive``
+#: with a bot token means the workspace or the bot's user was deleted.
+AUTH_ERRORS = frozenset({"invalid_auth", "token_revoked", "not_authed", "account_inactive"})
 Fault = Callable[[str, str], None]  # (step, digest id): tests raise here to simulate a crash
+
+
+class TokenRefused(Exception):
+    """Slack refused the bot token; ``code`` is Slack's error. Never caught per member."""
+
+    def __init__(self, code: str):
+        super().__init__(code)
+        self.code = code
+
+
+def _check_auth(error: Exception) -> None:
+    """Turn a refused-token error into ``TokenRefused`` (raised), so no member is tried after."""
+    if isinstance(error, SlackApiError) and _error_code(error) in AUTH_ERRORS:
+        raise TokenRefused(_error_code(error)) from error
 
 
 class RetryAfterHandler(RateLimitErrorRetryHandler):
@@ -135,6 +152,7 @@ def refresh_time_zone(
     try:
         tz = (client.users_info(user=user_id).get("user") or {}).get("tz")
     except (SlackApiError, SlackClientError, OSError) as error:
+        _check_auth(error)
         log.warning(
             "users.info for %s failed (%s); keeping %s", user_id, _error_code(error), member.tz
         )
@@ -256,6 +274,8 @@ class Dispatcher:
         claim, if any, is retried once stale)."""
         try:
             return step(*args)
+        except TokenRefused:
+            raise
         except Exception as error:
             log.exception("digest %s failed unexpectedly", digest_id)
             return Outcome(digest_id, user_id, "pending", error=type(error).__name__)
@@ -303,6 +323,7 @@ class Dispatcher:
             self._fault("claimed", digest_id)
             return self._post(claim, now, member)
         except (SlackApiError, SlackClientError, OSError) as error:
+            _check_auth(error)
             log.warning("digest %s not sent yet: %s", digest_id, _error_code(error))
             return Outcome(digest_id, member.user_id, "pending", error=_error_code(error))
 
@@ -346,6 +367,7 @@ class Dispatcher:
             log.info("digest %s sent: %d papers", claim.digest_id, claim.plan.size)
             return outcome
         except SlackApiError as error:
+            _check_auth(error)  # the claim stays; it is retaken once the token is replaced
             code = _error_code(error)
             outcome.error = code
             if code in PERMANENT_ERRORS:
@@ -384,6 +406,7 @@ class Dispatcher:
         try:
             return self._search_history(claim, channel)
         except SlackApiError as error:
+            _check_auth(error)
             if self.ledger.expired(claim, now, self.grace):
                 code = _error_code(error)
                 self.ledger.record_failed(claim, f"unverifiable: {code}", now)

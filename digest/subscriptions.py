@@ -165,14 +165,28 @@ _DAY_ALIASES = {
 }
 
 
+_FULL_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+#: Exact spellings only (``monkey`` is not Monday): the abbreviation, the name, its plural, and
+#: the common longer abbreviations.
+_DAY_NAMES = {
+    **{day: i for i, day in enumerate(WEEKDAYS)},
+    **{day: i for i, day in enumerate(_FULL_DAYS)},
+    **{day + "s": i for i, day in enumerate(_FULL_DAYS)},
+    "tues": 1,
+    "weds": 2,
+    "thur": 3,
+    "thurs": 3,
+}
+
+
 def _day(word: str, original: str) -> int:
-    word = word.strip().lower()[:3]
-    if word not in WEEKDAYS:
+    word = word.strip().lower().rstrip(".")
+    if word not in _DAY_NAMES:
         raise SubscriptionError(
             f"`{original.strip()}` is not a list of days I understand; try "
             "`/papers digest days mon-fri`, `days mon,wed,fri` or `days daily`."
         )
-    return WEEKDAYS.index(word)
+    return _DAY_NAMES[word]
 
 
 def parse_days(text: str) -> tuple[str, ...]:

@@ -86,6 +86,8 @@ def test_subscribe_reports_topics_that_are_too_broad_or_match_nothing(slack) -> 
         ("unsubscribe 3", "do not follow any topics"),
         ("digest time 25:00", "not a time of day"),
         ("digest days someday", "not a list of days"),
+        ("digest days monkey", "not a list of days"),
+        ("digest days sat-sunny", "not a list of days"),
         ("digest sideways", "I don't know `digest sideways`"),
         ("digest channel general", "Name the channel as a link"),
     ],

@@ -6,11 +6,13 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import click
 from sqlite_utils import Database
 
 from .paper import Paper
@@ -117,6 +119,70 @@ def open_database(path: str | Path, *, read_only: bool = False, create: bool = T
     return db
 
 
+#: How long a writer waits for another to finish before giving up: longer than the largest
+#: ingest takes (872k papers: about 6 minutes), so two ingests simply run one after the other.
+WRITER_WAIT_SECONDS = 1800
+
+
+class StorageError(click.ClickException):
+    """The database cannot take a write (disk full, another writer for too long).
+
+    The message is one sentence for the operator. A ``ClickException`` so that every
+    ``paperboy`` command prints it as such (``Error: ...``, exit status 1), not a traceback.
+    """
+
+
+def storage_error(error: sqlite3.Error, path: str | Path) -> StorageError | None:
+    """The one-sentence error for an operator fault SQLite reported, or None for other errors."""
+    code = getattr(error, "sqlite_errorcode", None)
+    name = Path(path).name
+    if code == sqlite3.SQLITE_FULL or "disk is full" in str(error):
+        return StorageError(
+            f"The disk holding {name} is full, so nothing was saved: free some space and try again."
+        )
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(error):
+        return StorageError(
+            f"Another process has been writing to {name} for too long; try again when it is done."
+        )
+    return None
+
+
+@contextmanager
+def write_transaction(db: Database, wait: float | None = None) -> Iterator[Database]:
+    """A transaction that takes the write lock up front (``BEGIN IMMEDIATE``), waiting for it.
+
+    A deferred transaction (sqlite-utils' ``atomic()``) reads first and upgrades to a write
+    later; if another writer committed in between, SQLite cannot wait (the snapshot is
+    stale) and fails at once with "database is locked". Taking the lock first means a writer
+    queues behind another for up to ``wait`` seconds (``WRITER_WAIT_SECONDS``) instead. Inside a transaction already,
+    this is a savepoint of it.
+    """
+    if db.conn.in_transaction:
+        with db.atomic():
+            yield db
+        return
+    wait = WRITER_WAIT_SECONDS if wait is None else wait
+    (previous,) = db.execute("PRAGMA busy_timeout").fetchone()
+    db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as error:
+        raise (storage_error(error, db_path(db)) or error) from None
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(previous)}")
+    try:
+        yield db
+    except BaseException:
+        db.conn.rollback()
+        raise
+    db.conn.commit()
+
+
+def db_path(db: Database) -> str:
+    row = db.execute("PRAGMA database_list").fetchone()
+    return row[2] if row and row[2] else "the database"
+
+
 class Corpus:
     """Papers in SQLite. ``rowid`` order is the document order of the TF-IDF index."""
 
@@ -170,7 +236,7 @@ class Corpus:
                 self.table.upsert_all(rows, pk="id")
             batch.clear()
 
-        with self.db.atomic():
+        with write_transaction(self.db):
             for paper in papers:
                 batch.append(paper)
                 if len(batch) >= batch_size:

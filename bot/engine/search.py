@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import logging
 import os
+import sqlite3
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -21,7 +22,15 @@ from typing import Any
 import numpy as np
 from sqlite_utils import Database
 
-from .corpus import Corpus, UpsertCounts, connect, is_writable, open_database
+from .corpus import (
+    Corpus,
+    UpsertCounts,
+    connect,
+    is_writable,
+    open_database,
+    storage_error,
+    write_transaction,
+)
 from .formats import CorpusFileError, open_corpus_file
 from .index import BuildStats, Index, build_index, build_lock, index_dir_for
 from .paper import Paper, Rejected
@@ -29,6 +38,7 @@ from .query import Query, QueryError, parse_query
 from .text import analyze, surface_words, words
 
 SNIPPET_WORDS = 40
+SNIPPET_SCAN_CHARS = 100_000  # a snippet is looked for in this much of the text at most
 WHY_TERMS = 3
 SIMILAR_TERMS = 40
 PHRASE_CHECK_LIMIT = 2000  # papers whose text is read to confirm a phrase too rare to index  # a paper's strongest terms stand for it in "similar papers"
@@ -197,7 +207,16 @@ class Engine:
         """
         report = IngestReport()
         corpus = self.corpus
-        with self.db.atomic():
+        try:
+            self._ingest_files(paths, corpus, report, progress)
+        except sqlite3.OperationalError as error:
+            raise (storage_error(error, self.db_path) or error) from None
+        if report.counts.changed or self._load_index() is None:
+            report.index = self.rebuild_index()
+        return report
+
+    def _ingest_files(self, paths, corpus: Corpus, report: IngestReport, progress) -> None:
+        with write_transaction(self.db):
             for path in paths:
                 try:
                     stream = open_corpus_file(path)
@@ -216,9 +235,6 @@ class Engine:
                     stream.close()
                 report.files.append(file_report)
                 report.counts = report.counts + counts
-        if report.counts.changed or self._load_index() is None:
-            report.index = self.rebuild_index()
-        return report
 
     # -- the index, kept in step with the corpus --------------------------------------------
 
@@ -552,23 +568,26 @@ def _papers_of(stream, file_report: FileReport) -> Iterable[Paper]:
 def make_snippet(
     text: str, terms: set[str], max_words: int = SNIPPET_WORDS
 ) -> list[tuple[str, bool]]:
-    """The window of ``text`` richest in query terms, as (piece, matched) pairs."""
-    spans = surface_words(text)
+    """The window of ``text`` richest in query terms, as (piece, matched) pairs.
+
+    Linear in the text: one pass over its words and one sliding window over the matched
+    ones; and only the first ``SNIPPET_SCAN_CHARS`` are read, so a paper stored before the
+    ingest size limit, with megabytes of "abstract", costs a lookup no more than a long one.
+    """
+    cut = len(text) > SNIPPET_SCAN_CHARS
+    spans = surface_words(text[:SNIPPET_SCAN_CHARS])
+    if cut and spans:
+        spans.pop()  # perhaps half a word
     if not spans:
         return [(text[:300], False)] if text else []
     hits = [i for i, (_, _, norm) in enumerate(spans) if norm and norm in terms]
     start = 0
     if hits and len(spans) > max_words:
-        best, best_count = 0, -1
-        for first in hits:
-            window_start = max(0, first - 5)
-            distinct = {spans[i][2] for i in hits if window_start <= i < window_start + max_words}
-            if len(distinct) > best_count:
-                best, best_count = window_start, len(distinct)
-        start = best
+        start = _richest_window(hits, [spans[i][2] for i in hits], max_words)
     end = min(len(spans), start + max_words)
+    more = end < len(spans) or cut
     char_start = spans[start][0]
-    char_end = spans[end - 1][1] if end < len(spans) else len(text)
+    char_end = spans[end - 1][1] if more else len(text)
     pieces: list[tuple[str, bool]] = []
     if char_start > 0:
         pieces.append(("…", False))
@@ -582,6 +601,31 @@ def make_snippet(
             cursor = e
     if char_end > cursor:
         pieces.append((text[cursor:char_end], False))
-    if end < len(spans):
+    if more:
         pieces.append(("…", False))
     return pieces
+
+
+def _richest_window(hits: list[int], norms: list[str], width: int) -> int:
+    """The first word of the window with the most distinct matched terms.
+
+    Windows start 5 words before a matched word; the earliest of the best wins. ``hits`` are
+    the matched words' positions (ascending), ``norms`` their terms. Both ends of the window
+    only move forward, so this is linear in the number of matches.
+    """
+    counts: dict[str, int] = {}
+    best, best_count = 0, -1
+    lo = hi = 0
+    for first in hits:
+        window_start = max(0, first - 5)
+        while hi < len(hits) and hits[hi] < window_start + width:
+            counts[norms[hi]] = counts.get(norms[hi], 0) + 1
+            hi += 1
+        while hits[lo] < window_start:
+            counts[norms[lo]] -= 1
+            if not counts[norms[lo]]:
+                del counts[norms[lo]]
+            lo += 1
+        if len(counts) > best_count:
+            best, best_count = window_start, len(counts)
+    return best

@@ -309,6 +309,7 @@ class FakeSlack:
         self._response_targets: dict[str, dict[str, str | None]] = {}
         self._last_micros = 0
         self._socket_mode_url: Callable[[], str] | str | None = None
+        self._revoked: set[str] = set()  # tokens (or "*": every token) answered token_revoked
 
     # lifecycle
 
@@ -390,6 +391,12 @@ class FakeSlack:
         None (the default) answers it as Slack does an app without Socket Mode."""
         with self._cond:
             self._socket_mode_url = url
+
+    def revoke_token(self, token: str = "*") -> None:
+        """From now on every call with ``token`` (by default any token) fails with
+        ``token_revoked``, as when an admin uninstalls the app or rotates its token."""
+        with self._cond:
+            self._revoked.add(token)
 
     def disconnect_next(self, method: str, times: int = 1) -> None:
         """Close the socket without answering, to exercise connection-error retries."""
@@ -479,6 +486,8 @@ class FakeSlack:
                 return _Reply(200, _error("not_authed"))
             if problem := _token_problem(method, token):
                 return _Reply(200, _error(problem))
+            if "*" in self._revoked or token in self._revoked:
+                return _Reply(200, _error("token_revoked"))
             failure = next((f for f in self._failures if f.matches(method, params)), None)
             if failure is not None:
                 failure.times -= 1
