@@ -219,10 +219,7 @@ class Dispatcher:
     def run_due(self, now: datetime) -> list[Outcome]:
         """Send every digest due at ``now`` (a timezone-aware instant) once; see the module doc."""
         now = now.astimezone(UTC)
-        outcomes = [
-            self._guarded(claim.digest_id, claim.user_id, self._post, claim, now)
-            for claim in self.ledger.retake_stale(now)
-        ]
+        outcomes = self._settle(now)
         members = self._refresh_time_zones(self.subscriptions.members(), now)
         candidates = {
             Ledger.scheduled_id(m.user_id, day.isoformat()): (m, day.isoformat())
@@ -256,11 +253,28 @@ class Dispatcher:
     def send_now(self, user_id: str, now: datetime) -> Outcome:
         """``/papers digest now``: the member's digest at once, by the same exactly-once path."""
         now = now.astimezone(UTC)
+        settled = self._settle(now, user_id)
         member = refresh_time_zone(self.client, self.subscriptions, user_id, now)
         local = now.astimezone(member.zone).strftime("%Y-%m-%dT%H:%M")
         plan = select_digests(self.engine, [user_id], limit=self.limit)[user_id]
         minute = Ledger.scheduled_id(user_id, local)  # the claim adds a counter
-        return self._deliver(member, minute, local, plan, now, on_demand=True)
+        outcome = self._deliver(member, minute, local, plan, now, on_demand=True)
+        if outcome.status == "skipped":
+            # Settling posted the member's unfinished digest: that is the one they asked for.
+            return next((o for o in settled if o.status == "sent"), outcome)
+        return outcome
+
+    def _settle(self, now: datetime, user_id: str | None = None) -> list[Outcome]:
+        """Finish the claims a stopped worker left (only ``user_id``'s when given) before any
+        new digest is planned: each is looked up in Slack by its metadata and recorded, or
+        posted, or given up once too late (``_post``). Skipping this on any path that plans a
+        digest would send the stale claim's papers again under a new id, and post the stale
+        claim as well later. A claim that cannot be settled now stays claimed (and fresh), so
+        the member's next digest waits for it."""
+        return [
+            self._guarded(claim.digest_id, claim.user_id, self._post, claim, now)
+            for claim in self.ledger.retake_stale(now, user_id)
+        ]
 
     def preview(self, user_id: str) -> DigestPlan:
         """What the member's digest would hold if sent now (nothing is claimed or recorded)."""
