@@ -14,7 +14,9 @@ logged and marked failed for the day, and the others go on; any other error leav
 in place and the digest is retried once the claim is stale (``ledger.STALE_CLAIM``).
 
 Slack scopes this needs: ``chat:write``, ``im:write`` (open the DM), ``users:read`` (time zone),
-and ``im:history`` / ``channels:history`` (find a digest already posted before a crash).
+``channels:join`` (be in a public channel a digest goes to, see ``Dispatcher._join``) and
+``im:history`` / ``channels:history`` / ``groups:history`` (find a digest already posted
+before a crash).
 """
 
 from __future__ import annotations
@@ -195,6 +197,7 @@ class Dispatcher:
         self.worker = worker or worker_name()
         self.faults = faults
         self.tz_refreshes = tz_refreshes
+        self._joined: set[str] = set()  # channels joined by this process (see _join)
 
     @classmethod
     def from_settings(cls, engine: Engine, settings: Settings, **options: Any) -> Dispatcher:
@@ -348,6 +351,8 @@ class Dispatcher:
         try:
             member = member or self.subscriptions.ensure_member(claim.user_id, now)
             channel = claim.channel or self._open(member)
+            if not _is_dm(channel):
+                self._join(channel)
             posted_before = claim.retaken and claim.channel is not None
             if not ledger.renew(claim, now, channel):
                 outcome.status = "busy"
@@ -403,6 +408,36 @@ class Dispatcher:
                 "digest %s not sent yet (%s); it will be retried", claim.digest_id, outcome.error
             )
             return outcome
+
+    def _join(self, channel: str) -> None:
+        """Be a member of a channel before posting a digest there.
+
+        ``chat:write.public`` lets the bot post into a public channel it is not in, but
+        ``conversations.history`` then answers ``not_in_channel``, so after a crash between
+        the post and the record the digest could not be found and would be given up (its
+        papers sent again). Joining first (``channels:join``; once per channel per process,
+        a no-op when already in) keeps the exactly-once guarantee for channel digests. A
+        private channel cannot be joined: the bot must be invited, and then history works;
+        without the invitation the post itself fails (``not_in_channel``). An app installed
+        before ``channels:join`` was added still posts; such a digest is never posted twice
+        after a crash, but may be given up (see ``_find_posted``).
+        """
+        if channel in self._joined:
+            return
+        try:
+            self.client.conversations_join(channel=channel)
+        except SlackApiError as error:
+            _check_auth(error)
+            code = _error_code(error)
+            if code == "missing_scope":
+                log.warning(
+                    "cannot join %s (the app lacks channels:join): after a crash its digest "
+                    "cannot be looked up; reinstall the app from manifest.yml",
+                    channel,
+                )
+            elif code != "method_not_supported_for_channel_type":  # private: invited or not
+                raise
+        self._joined.add(channel)
 
     def _open(self, member: Member) -> str:
         if member.digest_channel:

@@ -180,6 +180,52 @@ def test_a_crash_at_any_step_neither_loses_nor_doubles_the_digest(
     assert len(sent_papers(engine, "U1")) == GNN
 
 
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("path", ["scheduled", "digest now"])
+def test_a_channel_digest_survives_a_crash_at_any_step(engine, fake, waits, step, path) -> None:
+    """Posted with chat:write.public into a public channel: the bot joins it first, so after
+    a crash the retaken digest is found in the channel's history instead of sent again."""
+    join(engine, fake, "U1")
+    Subscriptions(engine.db).set_channel("U1", "CPAPERS", MONDAY_0700)
+    start = BERLIN_0900 if path == "scheduled" else MONDAY_0700
+    crashing = dispatcher(engine, fake, waits, faults=crash_at(step))
+    with pytest.raises(Crash):
+        crashing.run_due(start) if path == "scheduled" else crashing.send_now("U1", start)
+    assert len(fake.messages_in("CPAPERS")) == (1 if step in ("posted", "recorded") else 0)
+
+    restarted = dispatcher(engine, fake, waits, worker="worker-2")
+    later = start + STALE_CLAIM + timedelta(minutes=1)
+    if path == "scheduled":
+        restarted.run_due(later)
+    else:
+        restarted.send_now("U1", later)
+    restarted.run_due(later + timedelta(minutes=1))
+    [message] = fake.messages_in("CPAPERS")
+    assert len(fake.calls_to("chat.postMessage")) == 1
+    rows = engine.db.execute("select status, ts from digests where user_id = 'U1'").fetchall()
+    assert rows == [("sent", message["ts"])]
+    assert len(sent_papers(engine, "U1")) == GNN
+    assert fake.is_member("CPAPERS")
+
+
+def test_a_channel_digest_joins_once_and_a_private_channel_needs_an_invitation(
+    engine, fake, waits
+) -> None:
+    for user in ("U1", "U2"):
+        join(engine, fake, user)
+        Subscriptions(engine.db).set_channel(user, "CPAPERS", MONDAY_0700)
+    join(engine, fake, "U3")
+    fake.add_channel("GHIDDEN", private=True)
+    Subscriptions(engine.db).set_channel("U3", "GHIDDEN", MONDAY_0700)
+    outcomes = {o.user_id: o for o in dispatcher(engine, fake, waits).run_due(BERLIN_0900)}
+    assert [outcomes[u].status for u in ("U1", "U2")] == ["sent", "sent"]
+    assert [c.params["channel"] for c in fake.calls_to("conversations.join")] == [
+        "CPAPERS",
+        "GHIDDEN",
+    ]
+    assert (outcomes["U3"].status, outcomes["U3"].error) == ("failed", "not_in_channel")
+
+
 def test_when_slack_history_cannot_be_read_a_retaken_digest_is_never_posted_twice(
     engine, fake, waits
 ) -> None:

@@ -296,6 +296,10 @@ class FakeSlack:
         self._response_targets: dict[str, dict[str, str | None]] = {}
         self._last_micros = 0
         self._revoked: set[str] = set()  # tokens (or "*": every token) answered token_revoked
+        # Conversations the bot is a member of (joined or invited; DMs it opened are always
+        # its own), and the private ones. Any other C... id is a public channel it is not in.
+        self._joined: set[str] = set()
+        self._private: set[str] = set()
 
     # lifecycle
 
@@ -370,6 +374,18 @@ class FakeSlack:
         failure = _Failure(method, times, status, error, retry_after, user, channel)
         with self._cond:
             self._failures.append(failure)
+
+    def add_channel(self, channel: str, *, private: bool = False, member: bool = False) -> None:
+        """Declare a channel: ``private`` ones refuse a bot that is not a ``member`` (as Slack
+        does even with chat:write.public); ``member`` is the bot invited already."""
+        with self._cond:
+            (self._private.add if private else self._private.discard)(channel)
+            (self._joined.add if member else self._joined.discard)(channel)
+
+    def is_member(self, channel: str) -> bool:
+        """Whether the bot is in the conversation (what conversations.history requires)."""
+        with self._cond:
+            return self._is_member(channel)
 
     def revoke_token(self, token: str = "*") -> None:
         """From now on every call with ``token`` (by default any token) fails with
@@ -537,6 +553,9 @@ class FakeSlack:
     def _store(self, channel: str, message: dict[str, Any]) -> None:
         self._channels.setdefault(channel, []).append(message)
 
+    def _is_member(self, channel: str) -> bool:
+        return channel.startswith("D") or channel in self._joined
+
     def _find(self, channel: Any, ts: Any) -> dict[str, Any] | None:
         return next((m for m in self._channels.get(str(channel), []) if m["ts"] == ts), None)
 
@@ -559,6 +578,8 @@ class FakeSlack:
             return _error("channel_not_found")
         if channel[0] in "UW":  # posting to a user id lands in the DM with them, as on Slack
             channel = "D" + channel
+        if channel in self._private and not self._is_member(channel):
+            return _error("not_in_channel")  # chat:write.public covers public channels only
         if problem := _check_message(p):
             return problem
         message = self._message(self._next_ts(), p)
@@ -621,10 +642,29 @@ class FakeSlack:
         self._channels.setdefault(channel, [])
         return _ok(no_op=existed, already_open=existed, channel={"id": channel})
 
+    def _api_conversations_join(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Join a public channel (``channels:join``); DMs and private channels cannot be joined."""
+        channel = str(p.get("channel") or "")
+        if not channel.startswith("C"):
+            return _error(
+                "method_not_supported_for_channel_type" if channel else "channel_not_found"
+            )
+        if channel in self._private:
+            return _error("method_not_supported_for_channel_type")
+        already = channel in self._joined
+        self._joined.add(channel)
+        extra = {"warning": "already_in_channel"} if already else {}
+        info = {"id": channel, "is_channel": True, "is_private": False, "is_member": True}
+        return _ok(channel=info, **extra)
+
     def _api_conversations_history(self, p: dict[str, Any]) -> dict[str, Any]:
-        """Top-level messages newest first, honouring oldest/latest/inclusive/limit/cursor."""
+        """Top-level messages newest first, honouring oldest/latest/inclusive/limit/cursor.
+        Only for conversations the bot is in (``not_in_channel`` otherwise), as on Slack: a
+        message posted with chat:write.public cannot be read back without joining."""
         if not p.get("channel"):
             return _error("channel_not_found")
+        if not self._is_member(str(p["channel"])):
+            return _error("not_in_channel")
         cursor = str(p.get("cursor") or 0)
         if not cursor.isdigit():
             return _error("invalid_cursor")
