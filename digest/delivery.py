@@ -72,6 +72,8 @@ PERMANENT_ERRORS = frozenset(
 #: until an operator replaces it, so the run stops at once (``TokenRefused``). ``account_inactive``
 #: with a bot token means the workspace or the bot's user was deleted.
 AUTH_ERRORS = frozenset({"invalid_auth", "token_revoked", "not_authed", "account_inactive"})
+#: A remembered DM channel that Slack no longer knows: forget it and open the DM again.
+DM_GONE = frozenset({"channel_not_found", "is_archived"})
 Fault = Callable[[str, str], None]  # (step, digest id): tests raise here to simulate a crash
 
 
@@ -364,17 +366,11 @@ class Dispatcher:
                 outcome.status, outcome.error = "failed", "expired"
                 return outcome
             if ts is None:
-                message, _ = digest_message(
-                    self.engine,
-                    claim.plan,
-                    claim.local_date,
-                    digest_id=claim.digest_id,
-                    owner=None if _is_dm(channel) else claim.user_id,
-                )
-                response = self.client.chat_postMessage(
-                    channel=channel, unfurl_links=False, unfurl_media=False, **message
-                )
-                channel, ts = response.get("channel") or channel, str(response["ts"])
+                sent = self._send(claim, member, channel, now)
+                if sent is None:
+                    outcome.status = "busy"
+                    return outcome
+                channel, ts = sent
                 self._fault("posted", claim.digest_id)
             else:
                 log.info(
@@ -439,11 +435,57 @@ class Dispatcher:
                 raise
         self._joined.add(channel)
 
-    def _open(self, member: Member) -> str:
+    def _send(
+        self, claim: Claim, member: Member, channel: str, now: datetime
+    ) -> tuple[str, str] | None:
+        """``chat.postMessage`` the digest; (channel, ts), or None when the claim was lost.
+
+        A remembered DM channel Slack no longer knows (``DM_GONE``) is forgotten and opened
+        afresh once; the claim notes the new channel before the post, so a crash after it is
+        still looked up in the right conversation.
+        """
+        message, _ = digest_message(
+            self.engine,
+            claim.plan,
+            claim.local_date,
+            digest_id=claim.digest_id,
+            owner=None if _is_dm(channel) else claim.user_id,
+        )
+        try:
+            response = self.client.chat_postMessage(
+                channel=channel, unfurl_links=False, unfurl_media=False, **message
+            )
+        except SlackApiError as error:
+            if not (_is_dm(channel) and _error_code(error) in DM_GONE):
+                raise
+            log.info(
+                "DM %s of %s is gone (%s); opening it again",
+                channel,
+                member.user_id,
+                _error_code(error),
+            )
+            self.subscriptions.set_dm_channel(member.user_id, None)
+            channel = self._open(member, remembered=False)
+            if not self.ledger.renew(claim, now, channel):
+                return None
+            response = self.client.chat_postMessage(
+                channel=channel, unfurl_links=False, unfurl_media=False, **message
+            )
+        return str(response.get("channel") or channel), str(response["ts"])
+
+    def _open(self, member: Member, remembered: bool = True) -> str:
+        """Where the member's digest goes: their channel, or their DM with the bot. The DM's
+        id is remembered (``members.dm_channel``), so ``conversations.open`` (Tier 3, about 50
+        a minute: a team that all chose 09:00 would hit it) is called once per member, not
+        once per digest."""
         if member.digest_channel:
             return member.digest_channel
+        if remembered and member.dm_channel:
+            return member.dm_channel
         response = self.client.conversations_open(users=member.user_id)
-        return str(response["channel"]["id"])
+        channel = str(response["channel"]["id"])
+        self.subscriptions.set_dm_channel(member.user_id, channel)
+        return channel
 
     def _find_posted(self, claim: Claim, channel: str, now: datetime) -> str | None:
         """The ts of this digest's message if Slack already has it (found by its metadata).

@@ -154,6 +154,60 @@ def test_each_member_at_nine_in_their_own_zone(engine, fake, waits) -> None:
     assert len(fake.calls_to("users.info")) == 4
 
 
+def test_dm_channels_are_remembered_so_a_team_at_nine_needs_no_conversations_open(
+    engine, fake, waits, clock
+) -> None:
+    """conversations.open is Tier 3 (about 50 a minute; the fake enforces it): 60 members who
+    all chose 09:00 get their first digests as the limit allows, and from then on every DM is
+    reused, so the second day needs no conversations.open at all."""
+    members = [f"U{n:02d}" for n in range(60)]
+    for user in members:
+        join(engine, fake, user)
+    send = dispatcher(engine, fake, waits)
+    clock.now = BERLIN_0900
+    first = send.run_due(BERLIN_0900)
+    assert sum(o.status == "sent" for o in first) == 50  # the rest wait for the limit
+    clock.now = BERLIN_0900 + STALE_CLAIM + timedelta(minutes=1)
+    retried = send.run_due(clock.now)
+    assert sum(o.status == "sent" for o in retried) == 10
+    assert len(fake.calls_to("chat.postMessage")) == 60
+
+    opened = len(fake.calls_to("conversations.open"))
+    clock.now = BERLIN_0900 + timedelta(days=1)
+    tuesday = dispatcher(engine, fake, waits, worker="worker-2").run_due(clock.now)
+    assert [o.status for o in tuesday] == ["skipped"] * 60  # nothing new; now with new papers:
+    engine.ingest([write_corpus(engine.db_path.with_name("more.jsonl"), more_gnn_papers())])
+    clock.now = BERLIN_0900 + timedelta(days=2)
+    wednesday = dispatcher(engine, fake, waits, worker="worker-3").run_due(clock.now)
+    assert [o.status for o in wednesday] == ["sent"] * 60
+    assert len(fake.calls_to("conversations.open")) == opened  # not one more
+    assert all(len(fake.messages_in(f"D{user}")) == 2 for user in members)
+
+
+def test_a_remembered_dm_that_is_gone_is_opened_again(engine, fake, waits) -> None:
+    join(engine, fake, "U1")
+    Subscriptions(engine.db).set_dm_channel("U1", "DGONE")  # e.g. the workspace was migrated
+    [outcome] = dispatcher(engine, fake, waits).run_due(BERLIN_0900)
+    assert (outcome.status, outcome.channel) == ("sent", "DU1")
+    assert [c.params["channel"] for c in fake.calls_to("chat.postMessage")] == ["DGONE", "DU1"]
+    assert Subscriptions(engine.db).member("U1").dm_channel == "DU1"
+    assert digest_row(engine, "U1:2024-03-04")["channel"] == "DU1"
+
+
+def more_gnn_papers() -> list[dict]:
+    return [
+        {
+            "id": f"gnn-new-{n}",
+            "title": f"Graph Neural Networks Revisited ({n})",
+            "abstract": "We study graph neural networks and message passing on new graphs.",
+            "authors": ["New Author"],
+            "venue": "ICLR",
+            "year": 2024,
+        }
+        for n in range(3)
+    ]
+
+
 # --- exactly once --------------------------------------------------------------------------------
 
 

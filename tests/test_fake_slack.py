@@ -518,3 +518,12 @@ def test_stop_closes_the_port(clock: Clock) -> None:
         url = fake.api_url
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(url + "auth.test", data=b"", timeout=5)
+
+
+def test_conversations_open_is_rate_limited_like_tier_3(client: WebClient) -> None:
+    for n in range(50):
+        client.conversations_open(users=f"U{n}")
+    with pytest.raises(SlackApiError) as raised:
+        client.conversations_open(users="U99")
+    assert raised.value.response.status_code == 429
+    assert 1 <= int(raised.value.response.headers["Retry-After"]) <= 60

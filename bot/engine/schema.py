@@ -112,3 +112,10 @@ def m005_clock_heartbeat(db: Database) -> None:
     db["clock_heartbeat"].create(
         {"name": str, "last_tick": str, "tick_seconds": int, "worker": str}, pk="name"
     )
+
+
+@migrations()
+def m006_member_dm_channel(db: Database) -> None:
+    """Each member's direct-message channel with the bot, remembered so a digest needs no
+    ``conversations.open`` (rate-limited to about 50 a minute) once the first one went out."""
+    db["members"].add_column("dm_channel", str)

@@ -40,6 +40,8 @@ BLOCK_TYPES = frozenset(
     {"actions", "call", "context", "divider", "file", "header", "image", "input", "markdown"}
     | {"rich_text", "section", "table", "video"}
 )
+#: Calls per minute per method before HTTP 429 (Slack's tier for the method).
+RATE_LIMITS = {"conversations.open": 50}
 _JSON_PARAMS = ("blocks", "metadata", "view", "attachments")
 _BOT_AUTHOR = {"user": BOT_USER_ID, "bot_id": BOT_ID, "app_id": APP_ID, "team": TEAM_ID}
 
@@ -300,6 +302,10 @@ class FakeSlack:
         # its own), and the private ones. Any other C... id is a public channel it is not in.
         self._joined: set[str] = set()
         self._private: set[str] = set()
+        # Per-method limits (calls per minute, by the fake's clock), as Slack's tiers impose
+        # them; conversations.open is Tier 3.
+        self._limits: dict[str, int] = dict(RATE_LIMITS)
+        self._recent: dict[str, list[float]] = {}
 
     # lifecycle
 
@@ -386,6 +392,15 @@ class FakeSlack:
         """Whether the bot is in the conversation (what conversations.history requires)."""
         with self._cond:
             return self._is_member(channel)
+
+    def rate_limit(self, method: str, per_minute: int | None) -> None:
+        """Answer ``method`` with 429 (Retry-After: until the oldest call in the last minute
+        ages out) beyond ``per_minute`` calls in a minute of the fake's clock; None: no limit."""
+        with self._cond:
+            if per_minute is None:
+                self._limits.pop(method, None)
+            else:
+                self._limits[method] = per_minute
 
     def revoke_token(self, token: str = "*") -> None:
         """From now on every call with ``token`` (by default any token) fails with
@@ -492,8 +507,24 @@ class FakeSlack:
                     return None
                 headers = {"Retry-After": str(failure.retry_after)} if failure.status == 429 else {}
                 return _Reply(failure.status, _error(failure.error), headers)
+            if (limited := self._over_limit(method)) is not None:
+                return limited
             handler = getattr(self, "_api_" + method.replace(".", "_"), None)
             return _Reply(200, handler(params) if handler else _error("unknown_method"))
+
+    def _over_limit(self, method: str) -> _Reply | None:
+        """A 429 when ``method`` already had its minute's worth of calls (callers hold the lock)."""
+        limit = self._limits.get(method)
+        if limit is None:
+            return None
+        now = self._clock()
+        recent = [t for t in self._recent.get(method, []) if t > now - 60]
+        if len(recent) >= limit:
+            self._recent[method] = recent
+            wait = max(1, int(recent[0] + 60 - now + 0.999))
+            return _Reply(429, _error("ratelimited"), {"Retry-After": str(wait)})
+        self._recent[method] = [*recent, now]
+        return None
 
     def _handle_response(self, token: str, payload: Any) -> _Reply:
         """Answer a response_url POST the way Slack does: 200 "ok", or 4xx with a bare error."""
@@ -578,6 +609,8 @@ class FakeSlack:
             return _error("channel_not_found")
         if channel[0] in "UW":  # posting to a user id lands in the DM with them, as on Slack
             channel = "D" + channel
+        elif channel.startswith("D") and channel not in self._channels:
+            return _error("channel_not_found")  # a DM nobody opened (or one that is gone)
         if channel in self._private and not self._is_member(channel):
             return _error("not_in_channel")  # chat:write.public covers public channels only
         if problem := _check_message(p):
