@@ -8,7 +8,10 @@ time a command other than ``ingest`` uses it.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -16,26 +19,65 @@ import click
 
 from digest.commands import digest, scheduler
 
-from .cli_options import db_option, load_settings
+from .cli_options import db_option, load_settings, open_engine
 from .engine.query import QueryError
 from .english import count
+from .logs import configure_logging
+from .settings import DEFAULT_DB, Settings
+from .slack.socket_mode import worker
 
 
 class Context:
+    """What a command needs: the settings (read, checked and logging set up on first use, so
+    ``paperboy CMD --help`` works whatever the environment) and the database path."""
+
     def __init__(self, db_path: Path | None):
-        self.settings = load_settings()
-        self.db_path = db_path or self.settings.db_path
+        self._db_path = db_path
+        self._settings: Settings | None = None
+        self.seed_preview = False  # answering from the seed corpus, no database yet
 
-    def engine(self, seed: bool = True):
-        from .engine.search import Engine
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings()
+            configure_logging(self._settings)
+        return self._settings
 
-        seed_dir = self.settings.seed_dir if seed else None
-        if seed_dir and not seed_dir.is_dir():
-            seed_dir = None
-        return Engine.open(self.resolve_db(), seed_dir=seed_dir)
+    @property
+    def db_path(self) -> Path:
+        return self._db_path or self.settings.db_path
 
-    def resolve_db(self) -> Path:
-        return self.db_path
+    def engine(self, write: bool = False, seed: bool = True):
+        """The engine; read-only commands never create a database (see ``open_engine``).
+
+        One exception keeps a fresh install useful: with no database at the default
+        ``./paperboy.db``, a lookup answers from the seed corpus, read into a temporary
+        folder that is removed when the command ends (nothing is left in the working folder).
+        """
+        path = self.db_path
+        if not write and path == DEFAULT_DB and not path.exists():
+            return self._seed_engine()
+        return open_engine(self.settings, path, write=write, seed=seed)
+
+    def _seed_engine(self):
+        seed_dir = self.settings.seed_dir
+        if not seed_dir.is_dir():
+            raise click.ClickException(
+                f"There is no database at {self.db_path} and no seed folder at {seed_dir}: "
+                "add papers with `paperboy ingest FILE`."
+            )
+        self.seed_preview = True
+        folder = Path(tempfile.mkdtemp(prefix="paperboy-seeds-"))
+        click.get_current_context().call_on_close(lambda: shutil.rmtree(folder, True))
+        engine = open_engine(self.settings, folder / "seeds.db", write=True)
+        click.secho(
+            f"(No database at {self.db_path} yet: answering from the "
+            f"{count(engine.corpus.count(), 'seed paper')}. `paperboy serve` creates it with "
+            "these papers, `paperboy ingest FILE` with yours.)",
+            dim=True,
+            err=True,
+        )
+        return engine
 
 
 def _ctx(click_ctx: click.Context, db_path: Path | None) -> Context:
@@ -52,6 +94,8 @@ def _ctx(click_ctx: click.Context, db_path: Path | None) -> Context:
 def main(ctx: click.Context, db_path: Path | None) -> None:
     """Paperboy: find ML papers, subscribe to topics, get a daily digest in Slack."""
     ctx.obj = Context(db_path)
+    if os.environ.get("NO_COLOR"):  # https://no-color.org: any non-empty value
+        ctx.color = False  # every command's echo/secho inherits this, on a terminal too
 
 
 @main.command()
@@ -66,7 +110,7 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
     could be read.
     """
     context = _ctx(ctx, db_path)
-    engine = context.engine(seed=False)
+    engine = context.engine(write=True, seed=False)
     report = engine.ingest(paths, progress=_progress)
     for message in report.file_errors:
         click.secho(message, fg="red", err=True)
@@ -106,12 +150,21 @@ def _bar(papers: Iterable) -> Iterable:
 
 @main.command()
 @click.argument("query", required=False, default="")
-@click.option("--limit", "-n", default=10, show_default=True, help="How many results.")
-@click.option("--offset", default=0, help="Skip this many results (paging).")
+@click.option(
+    "--limit",
+    "-n",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How many results.",
+)
+@click.option(
+    "--offset", default=0, type=click.IntRange(min=0), help="Skip this many results (paging)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
     "--batch",
-    type=click.File("r"),
+    type=click.File("rb"),
     default=None,
     help="Read one query per line from FILE ('-' for stdin); prints one JSON line per query.",
 )
@@ -119,32 +172,49 @@ def _bar(papers: Iterable) -> Iterable:
 @click.pass_context
 def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_path) -> None:
     """Look papers up: keywords, "quoted phrases", -excluded, venue:, year:, author:."""
-    engine = _ctx(ctx, db_path).engine()
+    engine = _with_papers(_ctx(ctx, db_path).engine())
     if batch is not None:
-        for line in batch:
-            text = line.strip()
-            if not text:
-                continue
-            line: dict = {"query": text, "results": []}
-            try:
-                ranked = engine.rank(text, k=limit, raise_errors=True)
-                line["results"] = [{"id": i, "score": round(s, 6)} for i, s in ranked]
-            except QueryError as error:
-                line["error"] = str(error)
-            click.echo(json.dumps(line, ensure_ascii=False))
+        for answer in _batch(engine, batch, limit):
+            click.echo(json.dumps(answer, ensure_ascii=False))
         return
     _show(engine.search(query, limit=limit, offset=offset), as_json)
 
 
+def _batch(engine, lines: Iterable[bytes], limit: int) -> Iterable[dict]:
+    """One answer per non-blank line, numbered. Lines are decoded one by one, so a line that
+    is not UTF-8 is reported on its own and the others are still answered."""
+    for number, raw in enumerate(lines, start=1):
+        try:
+            text = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
+        except UnicodeDecodeError as error:
+            yield {
+                "line": number,
+                "query": raw.decode("utf-8", "replace").strip(),
+                "results": [],
+                "error": f"Line {number} is not UTF-8 text (byte {raw[error.start]:#04x} at "
+                f"position {error.start + 1}), so it was not searched.",
+            }
+            continue
+        if not text:
+            continue
+        answer: dict = {"line": number, "query": text, "results": []}
+        try:
+            ranked = engine.rank(text, k=limit, raise_errors=True)
+            answer["results"] = [{"id": i, "score": round(s, 6)} for i, s in ranked]
+        except QueryError as error:
+            answer["error"] = str(error)
+        yield answer
+
+
 @main.command()
 @click.argument("paper_id")
-@click.option("--limit", "-n", default=5, show_default=True)
+@click.option("--limit", "-n", default=5, show_default=True, type=click.IntRange(min=1))
 @click.option("--json", "as_json", is_flag=True)
 @db_option
 @click.pass_context
 def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
     """Papers most like PAPER_ID (ids are shown by `paperboy search`)."""
-    _show(_ctx(ctx, db_path).engine().similar(paper_id, limit=limit), as_json)
+    _show(_with_papers(_ctx(ctx, db_path).engine()).similar(paper_id, limit=limit), as_json)
 
 
 @main.command()
@@ -153,19 +223,24 @@ def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
 @click.pass_context
 def stats(ctx, as_json: bool, db_path) -> None:
     """What is in the corpus: papers per venue and year, index size."""
-    engine = _ctx(ctx, db_path).engine()
+    context = _ctx(ctx, db_path)
+    engine = context.engine()
     data = engine.corpus.stats()
     index = engine.index
     data["index"] = {
         "documents": index.n_docs,
         "terms": index.n_terms,
-        "path": str(index.directory),
+        "path": None if context.seed_preview else str(index.directory),
     }
-    data["database"] = str(engine.db_path)
+    data["database"] = None if context.seed_preview else str(engine.db_path)
+    data["read_only"] = engine.read_only
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    click.echo(f"database  {data['database']}")
+    if context.seed_preview:
+        click.echo(f"database  none at {context.db_path} yet (this is the seed corpus)")
+    else:
+        click.echo(f"database  {data['database']}" + ("  (read-only)" if engine.read_only else ""))
     click.echo(f"papers    {data['papers']:,}")
     click.echo(f"index     {count(index.n_terms, 'term')} over {count(index.n_docs, 'paper')}")
     click.echo("")
@@ -174,6 +249,18 @@ def stats(ctx, as_json: bool, db_path) -> None:
         click.echo(
             f"  {(row['venue'] or '?'):<{width}}  {row['year'] or '':>4}  {row['papers']:>8,}"
         )
+    if not data["papers"]:
+        click.echo(EMPTY_CORPUS.format(path=engine.db_path))
+
+
+EMPTY_CORPUS = "The corpus in {path} has no papers yet: add some with `paperboy ingest FILE`."
+
+
+def _with_papers(engine):
+    """Lookups over an empty corpus say what to do instead of "No papers match"."""
+    if engine.corpus.count() == 0:
+        raise click.ClickException(EMPTY_CORPUS.format(path=engine.db_path))
+    return engine
 
 
 @main.command()
@@ -181,11 +268,20 @@ def stats(ctx, as_json: bool, db_path) -> None:
 @click.option(
     "--host", default=None, help="Address to bind (default: $HOST; the playground: 127.0.0.1)."
 )
+@click.option(
+    "--with-scheduler",
+    is_flag=True,
+    help="Also send the digests from this process (one box: no separate `paperboy scheduler`).",
+)
 @db_option
 @click.pass_context
-def serve(ctx, port: int | None, host: str | None, db_path) -> None:
+def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path) -> None:
     """Run the Slack app: HTTP at /slack/events, Socket Mode with SLACK_APP_TOKEN, or, with no
-    Slack credentials at all, the local playground at http://127.0.0.1:$PORT/."""
+    Slack credentials at all, the local playground at http://127.0.0.1:$PORT/.
+
+    The HTTP port answers at once; /healthz says 503 "warming up" until the database and
+    index are ready.
+    """
     from dataclasses import replace
 
     from .slack.server import run
@@ -196,7 +292,7 @@ def serve(ctx, port: int | None, host: str | None, db_path) -> None:
         settings = replace(settings, port=port)
     if host:
         settings = replace(settings, host=host)
-    run(settings)
+    run(settings, with_scheduler=with_scheduler)
 
 
 def _show(result, as_json: bool) -> None:
@@ -286,6 +382,7 @@ def _print_result(result) -> None:
 # The digest's commands live with the digest; they import nothing heavy until they run.
 main.add_command(scheduler)
 main.add_command(digest)
+main.add_command(worker)  # Socket Mode: the Procfile's worker: process
 
 if __name__ == "__main__":  # pragma: no cover
     main()

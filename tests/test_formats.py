@@ -648,11 +648,24 @@ def test_binary_file_is_refused() -> None:
     assert error_for(FIXTURES / "notes.pdf") == "notes.pdf is not a corpus file: it looks binary."
 
 
-def test_non_utf8_file_is_refused_as_binary_with_the_line() -> None:
-    message = error_for(FIXTURES / "latin1.csv")
+def test_a_non_utf8_csv_row_is_one_rejected_record_with_its_line() -> None:
+    result = read_corpus_file(FIXTURES / "latin1.csv")
 
-    assert message.startswith("latin1.csv is not a corpus file: it looks binary")
-    assert "line 2" in message
+    assert result.papers == []
+    assert [str(r) for r in result.rejected] == [
+        f"{FIXTURES / 'latin1.csv'}, line 2: not UTF-8 text (byte 0xe9 at column 4); "
+        "save the file as UTF-8"
+    ]
+
+
+def test_a_file_whose_first_line_is_not_utf8_is_refused_whole(tmp_path: Path) -> None:
+    path = tmp_path / "latin1-header.csv"
+    path.write_bytes(b"titr\xe9,abstract\nA,B\n")
+
+    assert error_for(path) == (
+        "latin1-header.csv is not a corpus file: it looks binary "
+        "(byte 0xe9 on line 1 is not UTF-8 text)."
+    )
 
 
 @pytest.mark.parametrize("name", ["empty.jsonl", "blank.csv"])
@@ -781,7 +794,6 @@ def test_stream_and_read_corpus_file_agree(path: Path) -> None:
         ("wrong_columns.csv", "wrong_columns.csv has no 'title' or 'abstract' column"),
         ("seed_no_year.txt", "seed_no_year.txt looks like a seed file"),
         ("memo.dat", "memo.dat is not a corpus file"),
-        ("latin1.csv", "latin1.csv is not a corpus file: it looks binary (byte 0xe9 on line 2"),
     ],
 )
 def test_whole_file_problems_are_raised_by_open_not_by_the_items(name: str, message: str) -> None:
@@ -791,21 +803,51 @@ def test_whole_file_problems_are_raised_by_open_not_by_the_items(name: str, mess
     assert str(caught.value).startswith(message)
 
 
-def test_undecodable_line_late_in_a_file_comes_after_the_good_items(tmp_path: Path) -> None:
+def test_undecodable_line_late_in_a_file_is_rejected_in_its_place(tmp_path: Path) -> None:
     path = tmp_path / "late.jsonl"
-    path.write_bytes(jsonl_bytes(100) + b'{"id": "bad", "title": "Caf\xe9"}\n' + jsonl_bytes(3))
+    others = "".join(json.dumps(record(n)) + "\n" for n in range(200, 203)).encode()
+    path.write_bytes(jsonl_bytes(100) + b'{"id": "bad", "title": "Caf\xe9"}\n' + others)
     assert path.stat().st_size > 4 * HEAD_BYTES
 
-    stream = open_corpus_file(path)  # only the head is read: no error yet
-    first = next(stream.items)
-    assert isinstance(first, Paper) and first.id == "p1"
-    items, error = drain(stream)
+    items, error = drain(open_corpus_file(path))
 
-    assert len(items) == 99 and all(isinstance(item, Paper) for item in items)
-    assert str(error) == (
-        "late.jsonl is not a corpus file: it looks binary (byte 0xe9 on line 101 is not UTF-8 text)."
+    assert error is None
+    assert [i.id for i in items[:100]] == [f"p{n}" for n in range(1, 101)]
+    assert items[100] == Rejected(
+        str(path), "line 101", "not UTF-8 text (byte 0xe9 at column 28); save the file as UTF-8"
     )
-    assert error_for(path) == str(error)
+    assert [i.id for i in items[101:]] == ["p200", "p201", "p202"]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "seed"])
+def test_a_few_latin1_lines_among_utf8_ones_reject_only_their_records(
+    tmp_path: Path, fmt: str
+) -> None:
+    """Gzipped or not, in the head or far past it: each record decided on its own."""
+    good = [record(n) | {"abstract": f"Über {n}: " + "résumé of the method. " * 8} for n in (1, 2)]
+    bad = record(3) | {"abstract": "Caf" + "\xe9 " * 40}
+    ordered = [good[0], bad, good[1]]
+    if fmt == "jsonl":
+        lines = [json.dumps(r, ensure_ascii=False) for r in ordered]
+        text = "\n".join(lines) + "\n"
+    elif fmt == "csv":
+        rows = [f'{r["id"]},{r["title"]},"{r["abstract"]}"' for r in ordered]
+        text = "id,title,abstract\n" + "\n".join(rows) + "\n"
+    else:
+        text = "ICML 2025 Papers\n\n" + "\n\n".join(r["abstract"] for r in ordered) + "\n"
+    data = text.encode("utf-8")
+    latin = bad["abstract"].encode("utf-8")
+    data = data.replace(latin, bad["abstract"].encode("latin-1"))
+    for name, payload in ((f"mixed.{fmt}", data), (f"mixed.{fmt}.gz", gzip.compress(data))):
+        path = tmp_path / name
+        path.write_bytes(payload)
+        result = read_corpus_file(path)
+        assert len(result.papers) == 2, name
+        assert all("Über" in p.abstract for p in result.papers)
+        (rejected,) = result.rejected
+        line = {"jsonl": 2, "csv": 3, "seed": 5}[fmt]
+        assert rejected.location == f"line {line}"
+        assert rejected.reason.startswith("not UTF-8 text (byte 0xe9 at column")
 
 
 def test_truncated_gzip_yields_what_it_has_then_names_the_last_good_line(tmp_path: Path) -> None:
@@ -876,7 +918,7 @@ def test_stream_context_manager_closes_the_file(tmp_path: Path) -> None:
 
 
 def test_first_line_longer_than_the_head_is_still_detected(tmp_path: Path) -> None:
-    long = record(1) | {"abstract": "word " * (3 * HEAD_BYTES)}
+    long = record(1) | {"abstract": "word " * (2 * HEAD_BYTES)}
     path = tmp_path / "long.jsonl"
     path.write_text(json.dumps(long) + "\n" + json.dumps(record(2)) + "\n", encoding="utf-8")
 

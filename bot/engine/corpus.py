@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import click
 from sqlite_utils import Database
 
 from .paper import Paper
-from .schema import migrate
+from .schema import migrate, migrations
+from .text import author_matches, authors_key, name_tokens
 
 
 def utcnow() -> str:
@@ -37,20 +42,145 @@ class UpsertCounts:
         )
 
 
-def open_database(path: str | Path) -> Database:
-    """Open (creating if needed) a Paperboy database with the latest schema.
+class DatabaseError(Exception):
+    """A database Paperboy cannot use as asked; the message is one sentence for the operator."""
+
+
+class NoDatabase(DatabaseError):
+    """Nothing at the path, and the caller asked not to create a database there."""
+
+
+def is_writable(path: str | Path) -> bool:
+    """Whether this process may write the database: the file and its folder (WAL keeps its
+    ``-wal`` and ``-shm`` files beside it), or, for a new one, the nearest existing folder."""
+    path = Path(path).absolute()
+    if path.exists():
+        return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    return os.access(folder, os.W_OK)
+
+
+def connect(path: str | Path, *, read_only: bool = False) -> Database:
+    """One connection. Read-only ones go through SQLite's ``mode=ro`` and never write.
+
+    A WAL database whose folder we may not write cannot be opened ``mode=ro`` when its
+    ``-shm`` file is gone (SQLite would have to create it); with no ``-wal`` file either,
+    there is nothing uncheckpointed, so it is read as ``immutable`` instead.
+    """
+    if not read_only:
+        db = Database(path)
+    else:
+        uri = Path(path).absolute().as_uri() + "?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True)
+            conn.execute("select count(*) from sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            if Path(f"{path}-wal").exists():
+                raise
+            conn = sqlite3.connect(uri + "&immutable=1", uri=True)
+        db = Database(conn)
+    db.execute("PRAGMA busy_timeout = 30000")
+    return db
+
+
+def open_database(path: str | Path, *, read_only: bool = False, create: bool = True) -> Database:
+    """Open a Paperboy database with the latest schema, creating it if ``create`` allows.
 
     WAL lets the web process read while the scheduler process ingests; the busy timeout
-    makes a writer wait for another instead of failing at once.
+    makes a writer wait for another instead of failing at once. ``read_only`` opens it
+    without writing anything (no WAL switch, no migration), and refuses one that needs
+    migrating.
     """
     path = Path(path)
-    if path.parent and not path.parent.exists():
+    if not path.exists():
+        if not create:
+            raise NoDatabase(f"There is no database at {path}.")
+        if read_only:
+            raise DatabaseError(f"Cannot create a database at {path}: that folder is read-only.")
         path.parent.mkdir(parents=True, exist_ok=True)
-    db = Database(path)
-    db.execute("PRAGMA busy_timeout = 30000")
-    db.enable_wal()
-    migrate(db)
+    try:
+        db = connect(path, read_only=read_only)
+        if read_only:
+            pending = migrations.pending(db)
+            if pending:
+                db.close()
+                raise DatabaseError(
+                    f"The database at {path} needs upgrading to this version of Paperboy, "
+                    "which a read-only database cannot be: run any command that writes "
+                    "(such as `paperboy serve`) once as a user who may write it."
+                )
+        else:
+            db.enable_wal()
+            migrate(db)
+    except sqlite3.DatabaseError as error:
+        raise DatabaseError(f"Cannot open the database at {path}: {error}.") from None
     return db
+
+
+#: How long a writer waits for another to finish before giving up: longer than the largest
+#: ingest takes (872k papers: about 6 minutes), so two ingests simply run one after the other.
+WRITER_WAIT_SECONDS = 1800
+
+
+class StorageError(click.ClickException):
+    """The database cannot take a write (disk full, another writer for too long).
+
+    The message is one sentence for the operator. A ``ClickException`` so that every
+    ``paperboy`` command prints it as such (``Error: ...``, exit status 1), not a traceback.
+    """
+
+
+def storage_error(error: sqlite3.Error, path: str | Path) -> StorageError | None:
+    """The one-sentence error for an operator fault SQLite reported, or None for other errors."""
+    code = getattr(error, "sqlite_errorcode", None)
+    name = Path(path).name
+    if code == sqlite3.SQLITE_FULL or "disk is full" in str(error):
+        return StorageError(
+            f"The disk holding {name} is full, so nothing was saved: free some space and try again."
+        )
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(error):
+        return StorageError(
+            f"Another process has been writing to {name} for too long; try again when it is done."
+        )
+    return None
+
+
+@contextmanager
+def write_transaction(db: Database, wait: float | None = None) -> Iterator[Database]:
+    """A transaction that takes the write lock up front (``BEGIN IMMEDIATE``), waiting for it.
+
+    A deferred transaction (sqlite-utils' ``atomic()``) reads first and upgrades to a write
+    later; if another writer committed in between, SQLite cannot wait (the snapshot is
+    stale) and fails at once with "database is locked". Taking the lock first means a writer
+    queues behind another for up to ``wait`` seconds (``WRITER_WAIT_SECONDS``) instead. Inside a transaction already,
+    this is a savepoint of it.
+    """
+    if db.conn.in_transaction:
+        with db.atomic():
+            yield db
+        return
+    wait = WRITER_WAIT_SECONDS if wait is None else wait
+    (previous,) = db.execute("PRAGMA busy_timeout").fetchone()
+    db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as error:
+        raise (storage_error(error, db_path(db)) or error) from None
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(previous)}")
+    try:
+        yield db
+    except BaseException:
+        db.conn.rollback()
+        raise
+    db.conn.commit()
+
+
+def db_path(db: Database) -> str:
+    row = db.execute("PRAGMA database_list").fetchone()
+    return row[2] if row and row[2] else "the database"
 
 
 class Corpus:
@@ -106,7 +236,7 @@ class Corpus:
                 self.table.upsert_all(rows, pk="id")
             batch.clear()
 
-        with self.db.atomic():
+        with write_transaction(self.db):
             for paper in papers:
                 batch.append(paper)
                 if len(batch) >= batch_size:
@@ -118,6 +248,29 @@ class Corpus:
                     "where key = 'corpus_version'"
                 )
         return counts
+
+    def rowids_by_author(self, name: str) -> list[int]:
+        """Papers one of whose authors has every token of ``name`` (case and accents folded).
+
+        SQL narrows to papers holding each token somewhere in their authors; the per-author
+        check then drops those whose tokens come from different authors ("Yang Li" is not
+        "Yang Lin", nor "Li Wei" with "Yang Zhou").
+        """
+        tokens = name_tokens(name)
+        if not tokens:
+            return []
+        where = " and ".join(["author_names like ?"] * len(tokens))
+        try:
+            cursor = self.db.execute(
+                f"select rowid, author_names from papers where {where}",
+                [f"% {t} %" for t in tokens],
+            )
+        except sqlite3.OperationalError:  # a database opened read-only before migration m010
+            cursor = (
+                (rowid, authors_key(json.loads(authors or "[]")))
+                for rowid, authors in self.db.execute("select rowid, authors from papers")
+            )
+        return [rowid for rowid, key in cursor if author_matches(tokens, key)]
 
     def get(self, paper_id: str) -> dict[str, Any] | None:
         rows = self.get_many([paper_id])
@@ -204,6 +357,7 @@ def _row(paper: Paper, digest: str, now: str) -> dict[str, Any]:
         "title_derived": int(paper.title_derived),
         "abstract": paper.abstract or "",
         "authors": json.dumps(paper.authors, ensure_ascii=False),
+        "author_names": authors_key(paper.authors),
         "keywords": json.dumps(paper.keywords, ensure_ascii=False),
         "url": paper.url or "",
         "content_hash": digest,

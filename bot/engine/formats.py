@@ -38,7 +38,14 @@ from bot.engine.paper import Paper, Rejected
 FORMATS = ("seed", "json", "jsonl", "csv", "arxiv-atom")
 
 MIN_ABSTRACT_CHARS = 80
-MAX_TITLE_CHARS = 100
+MAX_TITLE_CHARS = 100  # of a title derived from the abstract
+# Records over these sizes are rejected: no real paper comes close (the longest abstracts
+# are a few thousand characters), and a 50 MB "abstract" would make every lookup showing it
+# and every digest carrying it slow.
+LONGEST_TITLE = 1_000
+LONGEST_ABSTRACT = 100_000
+LONGEST_NAMES = 100_000  # authors and keywords together (papers with 3,000 authors fit)
+LONGEST_FIELD = 2_000  # id, venue, url
 
 # Detection reads this many bytes from the start of the file, and more only when the first
 # non-blank line is longer (it needs that line whole, and a sign of what follows it).
@@ -154,7 +161,9 @@ def open_corpus_file(path: str | Path) -> CorpusStream:
         if start[0] == "{":
             jsonl, text = _is_jsonl(start, complete, ext, source)
             if jsonl:
-                return CorpusStream(shown, "jsonl", _jsonl_items(source.lines(), shown))
+                return CorpusStream(
+                    shown, "jsonl", _jsonl_items(source.lines(), shown, source.bad_lines)
+                )
         records = _json_records(text if text is not None else source.whole_text(), name)
         return CorpusStream(shown, "json", _json_items(records, shown))
     if start.startswith("<"):
@@ -168,13 +177,19 @@ def open_corpus_file(path: str | Path) -> CorpusStream:
     header = lines[first_index]  # whole: the head goes on past the first non-blank line
     delimiter, columns = _csv_header(header, ext)
     if {"title", "abstract"} & {c.lower() for c in columns}:
-        return CorpusStream(shown, "csv", _csv_items(source.lines(), shown, name, delimiter))
+        return CorpusStream(
+            shown, "csv", _csv_items(source.lines(), shown, name, delimiter, source.bad_lines)
+        )
     venue_year = parse_seed_header(header)
     if venue_year:
-        return CorpusStream(shown, "seed", _seed_items(source.lines(), venue_year, shown))
+        return CorpusStream(
+            shown, "seed", _seed_items(source.lines(), venue_year, shown, source.bad_lines)
+        )
     if ext in (".csv", ".tsv"):  # reports the columns it does have
         _check_csv_head(head, complete, name, delimiter)
-        return CorpusStream(shown, "csv", _csv_items(source.lines(), shown, name, delimiter))
+        return CorpusStream(
+            shown, "csv", _csv_items(source.lines(), shown, name, delimiter, source.bad_lines)
+        )
     if ext in (".txt", ".text", ".md", "") and len(lines) > first_index + 1:
         shown_header = header.strip()
         if len(shown_header) > 60:
@@ -200,6 +215,9 @@ class _Source:
         self.name = path.name
         self.utf16 = False
         self.gzipped = False
+        # Line number -> why it is not UTF-8: filled in by ``lines()`` as it reads, for the
+        # line-based readers to reject the record on that line (and keep the others).
+        self.bad_lines: dict[int, str] = {}
         with self._open(gunzip=False) as raw:
             self.gzipped = raw.read(2) == _GZIP_MAGIC
 
@@ -267,7 +285,13 @@ class _Source:
         try:
             return codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
         except UnicodeDecodeError as exc:
-            raise self._not_utf8(data, exc, 0) from exc
+            # Bytes that are not UTF-8 after the first line are one bad record in a line-based
+            # file (``lines()`` reports it); in the first line they leave nothing to go by.
+            first = len(data) - len(data.lstrip())
+            first_end = _newlines_bytes(data).find(b"\n", first)
+            if first_end < 0 or exc.start < first_end:
+                raise self._not_utf8(data, exc, 0) from exc
+            return codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=complete)
 
     def _not_utf8(self, data: bytes, exc: UnicodeDecodeError, lines_before: int) -> CorpusFileError:
         before = _newlines_bytes(data[: exc.start])
@@ -296,7 +320,11 @@ class _Source:
                     try:
                         line = raw.decode("utf-8")
                     except UnicodeDecodeError as exc:
-                        raise self._not_utf8(raw, exc, number) from exc
+                        line = raw.decode("utf-8", "replace")
+                        self.bad_lines[number + 1] = (
+                            f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                            f"{exc.start + 1}); save the file as UTF-8"
+                        )
                     if "\r" in line:
                         parts = _newlines(line).split("\n")
                         last = parts.pop()
@@ -453,15 +481,24 @@ def parse_seed_header(line: str) -> tuple[str, int] | None:
 
 
 def _seed_items(
-    lines: Iterable[str], venue_year: tuple[str, int], shown: str
+    lines: Iterable[str],
+    venue_year: tuple[str, int],
+    shown: str,
+    bad: dict[int, str] | None = None,
 ) -> Iterator[Paper | Rejected]:
     """One paper per paragraph after the header line, yielded as each paragraph ends."""
     venue, year = venue_year
     prefix = f"{_slug(venue)}{year}"
     seen: dict[str, int] = {}
+    bad = {} if bad is None else bad
 
     def paragraph(line_no: int, chunk: list[str]) -> Paper | Rejected:
+        broken = [n for n in range(line_no, line_no + len(chunk)) if n in bad] if bad else []
+        if broken:
+            return Rejected(shown, f"line {broken[0]}", bad[broken[0]])
         abstract = _collapse(" ".join(chunk))
+        if len(abstract) > LONGEST_ABSTRACT:
+            return Rejected(shown, f"line {line_no}", check_sizes(Paper("", "", abstract)) or "")
         if len(abstract) < MIN_ABSTRACT_CHARS:
             return Rejected(
                 shown,
@@ -768,11 +805,17 @@ def _json_items(records: list[Any], shown: str) -> Iterator[Paper | Rejected]:
         yield builder.build(number, record)
 
 
-def _jsonl_items(lines: Iterable[str], shown: str) -> Iterator[Paper | Rejected]:
+def _jsonl_items(
+    lines: Iterable[str], shown: str, bad: dict[int, str] | None = None
+) -> Iterator[Paper | Rejected]:
     builder = _RecordBuilder(shown, "line")
     decode = _JSON.decode
+    bad = {} if bad is None else bad
     for number, line in enumerate(lines, start=1):
         if line.isspace():  # every line has at least its "\n" but perhaps the last
+            continue
+        if bad and number in bad:
+            yield builder.reject(number, bad[number])
             continue
         try:
             record = decode(line)  # the "\n" left on the end is whitespace to JSON
@@ -844,6 +887,8 @@ def _paper_from_record(fields: dict[str, Any]) -> Paper:
     abstract = _text(get("abstract"), "abstract")
     if not title and not abstract:
         raise ValueError("no title and no abstract")
+    if len(abstract) > LONGEST_ABSTRACT:  # before a title is derived from it
+        raise ValueError(check_sizes(Paper("", "", abstract=abstract)))
     venue = _text(get("venue"), "venue")
     year = _year(get("year"))
     authors = _names(get("authors", get("author")), "authors")
@@ -865,7 +910,7 @@ def _paper_from_record(fields: dict[str, Any]) -> Paper:
         basis = title if not title_derived else abstract
         digest = _sha1(f"{basis.lower()}|{year if year is not None else ''}")
         paper_id = f"{prefix}-{digest[:12]}"
-    return Paper(
+    paper = Paper(
         id=paper_id,
         title=title,
         abstract=abstract,
@@ -876,6 +921,26 @@ def _paper_from_record(fields: dict[str, Any]) -> Paper:
         url=url,
         title_derived=title_derived,
     )
+    too_big = check_sizes(paper)
+    if too_big:
+        raise ValueError(too_big)
+    return paper
+
+
+def check_sizes(paper: Paper) -> str | None:
+    """Why the paper is too big to store (see ``LONGEST_ABSTRACT``), or None."""
+    limits = (
+        ("title", len(paper.title), LONGEST_TITLE),
+        ("abstract", len(paper.abstract), LONGEST_ABSTRACT),
+        ("authors and keywords", sum(map(len, paper.authors + paper.keywords)), LONGEST_NAMES),
+        ("id", len(paper.id), LONGEST_FIELD),
+        ("venue", len(paper.venue), LONGEST_FIELD),
+        ("url", len(paper.url), LONGEST_FIELD),
+    )
+    for what, size, limit in limits:
+        if size > limit:
+            return f"{what} is {size:,} characters long, over the limit of {limit:,}"
+    return None
 
 
 def _text(value: Any, what: str) -> str:
@@ -976,8 +1041,13 @@ def _check_csv_head(head: str, complete: bool, name: str, delimiter: str) -> Non
 
 
 def _csv_items(
-    lines: Iterable[str], shown: str, name: str, delimiter: str
+    lines: Iterable[str],
+    shown: str,
+    name: str,
+    delimiter: str,
+    bad: dict[int, str] | None = None,
 ) -> Iterator[Paper | Rejected]:
+    bad = {} if bad is None else bad
     reader = csv.reader(lines, delimiter=delimiter)
     header: list[str] | None = None
     builder = _RecordBuilder(shown, "line")
@@ -996,6 +1066,10 @@ def _csv_items(
             continue
         if header is None:
             header = _csv_columns(row, name)
+            continue
+        broken = [n for n in range(start, previous_end + 1) if n in bad] if bad else []
+        if broken:
+            yield builder.reject(broken[0], bad[broken[0]])
             continue
         if len(row) != len(header):
             yield builder.reject(start, f"has {len(row)} fields but the header has {len(header)}")
@@ -1066,7 +1140,7 @@ def _atom_items(text: str, shown: str, name: str) -> list[Paper | Rejected]:
         ]
         keywords: list[str] = []
         for category in entry.findall(f"{ATOM}category"):
-            term = (category.get("term") or "").strip()
+            term = _collapse(category.get("term") or "")
             if term and term not in keywords:
                 keywords.append(term)
         published = entry.findtext(f"{ATOM}published") or entry.findtext(f"{ATOM}updated") or ""
@@ -1081,6 +1155,10 @@ def _atom_items(text: str, shown: str, name: str) -> list[Paper | Rejected]:
             keywords=keywords,
             url=f"https://arxiv.org/abs/{base}",
         )
+        too_big = check_sizes(paper)
+        if too_big:
+            items.append(Rejected(shown, location, too_big))
+            continue
         if base in best:
             kept_version, index = best[base]
             if version > kept_version:  # a newer version replaces the older in place
@@ -1096,14 +1174,38 @@ def _atom_items(text: str, shown: str, name: str) -> list[Paper | Rejected]:
 # Small shared helpers
 
 
+# Terminal control: CSI (ESC [ ... final), string commands (OSC, DCS, SOS, PM, APC) with
+# their payload when terminated (BEL or ST), other escapes, then any C0/C1 control that is not
+# whitespace and the bidi embeddings, overrides and isolates. They would drive the terminal
+# of whoever runs ``paperboy search`` (OSC 8 links, title changes, clearing the screen) and
+# reorder text in Slack; nothing in a paper's metadata needs them.
+_CONTROL_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])(?:[^\x00-\x1f\x7f-\x9f]*(?:\x07|\x1b\\|\x9c))?"
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def strip_controls(text: str) -> str:
+    """``text`` without terminal control sequences, control characters and bidi overrides."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub("", _CONTROL_SEQUENCE.sub("", text))
+
+
 def _collapse(text: str) -> str:
-    """Runs of whitespace as one space, none at the ends (the text itself when it is so)."""
-    # Every whitespace character but the space is unprintable, so printable text with no
-    # double space and no space at either end has nothing to collapse: two quick C scans
+    """Runs of whitespace as one space, none at the ends, controls gone (see ``strip_controls``).
+
+    Every text field of every format passes through here, so this is where control
+    characters are dropped at ingest.
+    """
+    # Every whitespace and control character but the space is unprintable, so printable text
+    # with no double space and no space at either end has nothing to do: two quick C scans
     # instead of a split and join.
     if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
         return text
-    return " ".join(text.split())
+    return " ".join(strip_controls(text).split())
 
 
 def _sha1(text: str) -> str:

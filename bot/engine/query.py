@@ -12,12 +12,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .text import name_tokens
+
 MAX_QUERY_CHARS = 500
 FILTERS = ("venue", "year", "author")
 
 # One token: an optional "-", an optional "field:", then a "quoted phrase" or a bare word.
 _TOKEN = re.compile(r'(?P<neg>-)?(?:(?P<field>[A-Za-z]+):)?(?:"(?P<quoted>[^"]*)"?|(?P<bare>\S+))?')
 _YEAR = re.compile(r"^(\d{4})?(?:(-|\.\.)(\d{4})?)?$")
+MIN_YEAR = 1000  # "year:0000" is a typo, not a filter to drop
 
 
 class QueryError(ValueError):
@@ -42,7 +45,7 @@ class Query:
 
     @property
     def has_filters(self) -> bool:
-        return bool(self.venues or self.authors or self.year_from or self.year_to)
+        return bool(self.venues or self.authors) or (self.year_from, self.year_to) != (None, None)
 
     def without_filters(self) -> str:
         parts = list(self.words) + [f'"{p}"' for p in self.phrases]
@@ -96,12 +99,23 @@ _EXAMPLE = {"venue": "venue:ICLR", "year": "year:2023-2025", "author": 'author:"
 
 def _apply_filter(query: Query, key: str, value: str) -> None:
     if key == "venue":
-        query.venues.extend(v for v in re.split(r"[,|]", value) if v.strip())
+        venues = [v.strip() for v in re.split(r"[,|]", value) if v.strip()]
+        if not venues:
+            raise QueryError(
+                f"`venue:{value}` names no venue; use `venue:ICLR` or `venue:ICLR,ICML`."
+            )
+        query.venues.extend(venues)
     elif key == "author":
+        if not name_tokens(value):
+            raise QueryError(
+                f"`author:{value}` names nobody (it has no letters or digits); "
+                'use a name, like `author:"Jane Doe"`.'
+            )
         query.authors.append(value)
     else:
         match = _YEAR.match(value)
-        if not match or not (match.group(1) or match.group(3)):
+        years = [int(y) for y in (match.group(1), match.group(3)) if y] if match else []
+        if not years or min(years) < MIN_YEAR:
             raise QueryError(
                 f"`year:{value}` is not a year I understand; use `year:2025`, "
                 f"`year:2023-2025`, `year:2023-` or `year:-2020`."
@@ -109,5 +123,9 @@ def _apply_filter(query: Query, key: str, value: str) -> None:
         start, dash, end = match.group(1), match.group(2), match.group(3)
         query.year_from = int(start) if start else None
         query.year_to = int(end) if end else (None if dash else query.year_from)
-        if query.year_from and query.year_to and query.year_from > query.year_to:
+        if (
+            query.year_from is not None
+            and query.year_to is not None
+            and query.year_from > query.year_to
+        ):
             query.year_from, query.year_to = query.year_to, query.year_from

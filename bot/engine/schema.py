@@ -119,3 +119,25 @@ def m006_member_dm_channel(db: Database) -> None:
     """Each member's direct-message channel with the bot, remembered so a digest needs no
     ``conversations.open`` (rate-limited to about 50 a minute) once the first one went out."""
     db["members"].add_column("dm_channel", str)
+
+
+@migrations()
+def m010_author_names(db: Database) -> None:
+    """Folded author names for ``author:`` (case, accents, whole tokens; see text.authors_key)."""
+    import json
+
+    from .text import authors_key
+
+    db["papers"].add_column("author_names", str)
+    last = -1
+    while True:  # in batches: a large corpus need not fit in memory twice
+        rows = db.execute(
+            "select rowid, authors from papers where rowid > ? order by rowid limit 20000", [last]
+        ).fetchall()
+        if not rows:
+            break
+        db.conn.executemany(
+            "update papers set author_names = ? where rowid = ?",
+            [(authors_key(json.loads(authors or "[]")), rowid) for rowid, authors in rows],
+        )
+        last = rows[-1][0]

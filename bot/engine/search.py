@@ -8,6 +8,11 @@ and each front end renders them its own way.
 from __future__ import annotations
 
 import difflib
+import hashlib
+import logging
+import os
+import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +22,15 @@ from typing import Any
 import numpy as np
 from sqlite_utils import Database
 
-from .corpus import Corpus, UpsertCounts, open_database
+from .corpus import (
+    Corpus,
+    UpsertCounts,
+    connect,
+    is_writable,
+    open_database,
+    storage_error,
+    write_transaction,
+)
 from .formats import CorpusFileError, open_corpus_file
 from .index import BuildStats, Index, build_index, build_lock, index_dir_for
 from .paper import Paper, Rejected
@@ -25,6 +38,7 @@ from .query import Query, QueryError, parse_query
 from .text import analyze, surface_words, words
 
 SNIPPET_WORDS = 40
+SNIPPET_SCAN_CHARS = 100_000  # a snippet is looked for in this much of the text at most
 WHY_TERMS = 3
 SIMILAR_TERMS = 40
 PHRASE_CHECK_LIMIT = 2000  # papers whose text is read to confirm a phrase too rare to index  # a paper's strongest terms stand for it in "similar papers"
@@ -102,24 +116,66 @@ class _Ranked:
     index: Index | None = None  # the index these document numbers belong to
 
 
+def seed_files(seed_dir: str | Path) -> list[Path]:
+    """The corpus files in a seed folder (not ``__init__.py``: the folder is also a package)."""
+    return sorted(
+        p for p in Path(seed_dir).iterdir() if p.is_file() and not p.name.startswith(("_", "."))
+    )
+
+
+log = logging.getLogger(__name__)
+
+
+def _private_index_dir(db_path: Path) -> Path:
+    """Where the index of a database in a read-only folder is built: this user's temp folder."""
+    key = hashlib.sha256(str(db_path.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"paperboy-{os.getuid()}" / f"{key}.index"
+
+
 class Engine:
     """Open with ``Engine.open(db_path, seed_dir=...)``; safe to share between threads."""
 
-    def __init__(self, db_path: str | Path, seed_dir: str | Path | None = None):
+    def __init__(
+        self, db_path: str | Path, seed_dir: str | Path | None = None, *, create: bool = True
+    ):
+        """Open (and with ``create``, create) the database; raises DatabaseError (NoDatabase).
+
+        A database this process may not write is opened read-only (``read_only``): lookups
+        work, writes are refused, and its index, if the one beside it is missing or stale
+        and that folder is read-only too, is built in a per-user temporary folder.
+        """
         self.db_path = Path(db_path)
         self.seed_dir = Path(seed_dir) if seed_dir else None
         self.index_dir = index_dir_for(self.db_path)
         self._local = threading.local()
         self._index: Index | None = None
         self._index_lock = threading.Lock()
-        open_database(self.db_path).close()  # create and migrate once, up front
+        self.read_only = self.db_path.exists() and not is_writable(self.db_path)
+        # Create and migrate once, up front (read-only: only check that no migration is due).
+        open_database(self.db_path, read_only=self.read_only, create=create).close()
+        if self.read_only and not is_writable(self.index_dir):
+            index = Index.load(self.index_dir)
+            if index is None or index.corpus_version != self.corpus.version:
+                self.index_dir = _private_index_dir(self.db_path)
 
     @classmethod
-    def open(cls, db_path: str | Path, seed_dir: str | Path | None = None) -> Engine:
-        engine = cls(db_path, seed_dir)
-        if engine.seed_dir and engine.corpus.count() == 0:
-            engine.ingest(sorted(p for p in engine.seed_dir.iterdir() if p.is_file()))
+    def open(
+        cls, db_path: str | Path, seed_dir: str | Path | None = None, *, create: bool = True
+    ) -> Engine:
+        """The engine for ``db_path``; an empty, writable corpus is first filled from
+        ``seed_dir`` (a missing folder is logged and skipped)."""
+        engine = cls(db_path, seed_dir, create=create)
+        if engine.seed_dir and not engine.read_only and engine.corpus.count() == 0:
+            if engine.seed_dir.is_dir():
+                engine.ingest(seed_files(engine.seed_dir))
+            else:
+                log.warning("The seed folder %s does not exist; the corpus is empty.", seed_dir)
         return engine
+
+    @property
+    def writable(self) -> bool:
+        """False for a database this process may only read (``/healthz`` reports it)."""
+        return not self.read_only
 
     # -- storage ---------------------------------------------------------------------------
 
@@ -128,9 +184,7 @@ class Engine:
         """This thread's connection (sqlite3 connections must stay on their thread)."""
         db = getattr(self._local, "db", None)
         if db is None:
-            db = Database(self.db_path)
-            db.execute("PRAGMA busy_timeout = 30000")
-            self._local.db = db
+            db = self._local.db = connect(self.db_path, read_only=self.read_only)
         return db
 
     @property
@@ -153,7 +207,16 @@ class Engine:
         """
         report = IngestReport()
         corpus = self.corpus
-        with self.db.atomic():
+        try:
+            self._ingest_files(paths, corpus, report, progress)
+        except sqlite3.OperationalError as error:
+            raise (storage_error(error, self.db_path) or error) from None
+        if report.counts.changed or self._load_index() is None:
+            report.index = self.rebuild_index()
+        return report
+
+    def _ingest_files(self, paths, corpus: Corpus, report: IngestReport, progress) -> None:
+        with write_transaction(self.db):
             for path in paths:
                 try:
                     stream = open_corpus_file(path)
@@ -172,9 +235,6 @@ class Engine:
                     stream.close()
                 report.files.append(file_report)
                 report.counts = report.counts + counts
-        if report.counts.changed or self._load_index() is None:
-            report.index = self.rebuild_index()
-        return report
 
     # -- the index, kept in step with the corpus --------------------------------------------
 
@@ -287,7 +347,12 @@ class Engine:
         ranked_terms = analyze(query.ranked_text)
         term_ids, weights = index.vectorize(ranked_terms)
         if not ranked_terms and not query.has_filters:
-            if query.words or query.phrases or query.excluded:
+            if query.excluded and not (query.words or query.phrases):
+                raise QueryError(
+                    "A query needs at least one word to look for besides exclusions, "
+                    "like `diffusion -survey`."
+                )
+            if query.words or query.phrases:
                 raise QueryError(
                     "That query has nothing I can look for: only very common words (like “the” "
                     "or “of”), symbols or overlong strings. Try a specific term, like "
@@ -396,19 +461,14 @@ class Engine:
                     f"Venues here: {known}."
                 )
             keep &= np.isin(index.venue_codes[candidates], codes)
-        if query.year_from or query.year_to:
+        if query.year_from is not None or query.year_to is not None:
             years = index.years[candidates]
-            if query.year_from:
+            if query.year_from is not None:
                 keep &= years >= query.year_from
-            if query.year_to:
+            if query.year_to is not None:
                 keep &= years <= query.year_to
         for author in query.authors:
-            rowids = [
-                r
-                for (r,) in self.db.execute(
-                    "select rowid from papers where authors like ?", [f"%{author.strip()}%"]
-                )
-            ]
+            rowids = self.corpus.rowids_by_author(author)
             keep &= np.isin(candidates, index.docs_of_rowids(rowids))
         return keep
 
@@ -508,23 +568,26 @@ def _papers_of(stream, file_report: FileReport) -> Iterable[Paper]:
 def make_snippet(
     text: str, terms: set[str], max_words: int = SNIPPET_WORDS
 ) -> list[tuple[str, bool]]:
-    """The window of ``text`` richest in query terms, as (piece, matched) pairs."""
-    spans = surface_words(text)
+    """The window of ``text`` richest in query terms, as (piece, matched) pairs.
+
+    Linear in the text: one pass over its words and one sliding window over the matched
+    ones; and only the first ``SNIPPET_SCAN_CHARS`` are read, so a paper stored before the
+    ingest size limit, with megabytes of "abstract", costs a lookup no more than a long one.
+    """
+    cut = len(text) > SNIPPET_SCAN_CHARS
+    spans = surface_words(text[:SNIPPET_SCAN_CHARS])
+    if cut and spans:
+        spans.pop()  # perhaps half a word
     if not spans:
         return [(text[:300], False)] if text else []
     hits = [i for i, (_, _, norm) in enumerate(spans) if norm and norm in terms]
     start = 0
     if hits and len(spans) > max_words:
-        best, best_count = 0, -1
-        for first in hits:
-            window_start = max(0, first - 5)
-            distinct = {spans[i][2] for i in hits if window_start <= i < window_start + max_words}
-            if len(distinct) > best_count:
-                best, best_count = window_start, len(distinct)
-        start = best
+        start = _richest_window(hits, [spans[i][2] for i in hits], max_words)
     end = min(len(spans), start + max_words)
+    more = end < len(spans) or cut
     char_start = spans[start][0]
-    char_end = spans[end - 1][1] if end < len(spans) else len(text)
+    char_end = spans[end - 1][1] if more else len(text)
     pieces: list[tuple[str, bool]] = []
     if char_start > 0:
         pieces.append(("…", False))
@@ -538,6 +601,31 @@ def make_snippet(
             cursor = e
     if char_end > cursor:
         pieces.append((text[cursor:char_end], False))
-    if end < len(spans):
+    if more:
         pieces.append(("…", False))
     return pieces
+
+
+def _richest_window(hits: list[int], norms: list[str], width: int) -> int:
+    """The first word of the window with the most distinct matched terms.
+
+    Windows start 5 words before a matched word; the earliest of the best wins. ``hits`` are
+    the matched words' positions (ascending), ``norms`` their terms. Both ends of the window
+    only move forward, so this is linear in the number of matches.
+    """
+    counts: dict[str, int] = {}
+    best, best_count = 0, -1
+    lo = hi = 0
+    for first in hits:
+        window_start = max(0, first - 5)
+        while hi < len(hits) and hits[hi] < window_start + width:
+            counts[norms[hi]] = counts.get(norms[hi], 0) + 1
+            hi += 1
+        while hits[lo] < window_start:
+            counts[norms[lo]] -= 1
+            if not counts[norms[lo]]:
+                del counts[norms[lo]]
+            lo += 1
+        if len(counts) > best_count:
+            best, best_count = window_start, len(counts)
+    return best

@@ -128,3 +128,34 @@ def surface_words(text: str) -> list[tuple[int, int, str]]:
     for match in _WORD.finditer(text):
         out.append((match.start(), match.end(), _norm_token(fold(match.group()))))
     return out
+
+
+def name_tokens(name: str) -> list[str]:
+    """An author name as whole, folded tokens: ``"José  O'Brien"`` -> ``["jose", "o", "brien"]``.
+
+    Case and accents folded (NFKD, combining marks dropped), every run of letters and digits
+    a token, everything else (punctuation, ``%``, ``_``) a separator: what ``author:`` compares.
+    """
+    text = name.translate(_UNDECOMPOSABLE)
+    if not text.isascii():
+        text = "".join(
+            c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)
+        )
+    return _WORD.findall(text.casefold())
+
+
+def authors_key(authors: list[str]) -> str:
+    """The authors as stored for ``author:``: ``"| ada lovelace | jose garcia |"``.
+
+    Each name's tokens between spaces, names between bars, so ``LIKE '% li %'`` finds a whole
+    token in SQL (tokens never hold ``%``, ``_``, a space or a bar) and a split on ``|``
+    gives the names back for the per-author check.
+    """
+    names = (" ".join(name_tokens(name)) for name in authors)
+    return "|" + "|".join(f" {name} " for name in names if name) + "|"
+
+
+def author_matches(tokens: list[str], key: str) -> bool:
+    """Whether one author in ``key`` (see ``authors_key``) has every one of ``tokens``."""
+    wanted = set(tokens)
+    return any(wanted <= set(name.split()) for name in key.split("|"))

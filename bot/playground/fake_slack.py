@@ -44,6 +44,8 @@ BLOCK_TYPES = frozenset(
 RATE_LIMITS = {"conversations.open": 50}
 _JSON_PARAMS = ("blocks", "metadata", "view", "attachments")
 _BOT_AUTHOR = {"user": BOT_USER_ID, "bot_id": BOT_ID, "app_id": APP_ID, "team": TEAM_ID}
+# Methods that take an app-level token (xapp-) and nothing else; every other method refuses one.
+APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,17 @@ def _check_modal(view: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _token_problem(method: str, token: str) -> str | None:
+    """Slack's answer to the wrong kind of token: app-level tokens (xapp-) only for the
+    methods that want them, bot tokens (xoxb-) for everything else."""
+    wants_app_token = method in APP_TOKEN_METHODS
+    if token.startswith("xapp-"):
+        return None if wants_app_token else "not_allowed_token_type"
+    if not token.startswith("xoxb-"):
+        return "invalid_auth"
+    return "not_allowed_token_type" if wants_app_token else None
+
+
 # --- The fake workspace ------------------------------------------------------------------------
 
 
@@ -297,6 +310,7 @@ class FakeSlack:
         self._used_triggers: set[str] = set()
         self._response_targets: dict[str, dict[str, str | None]] = {}
         self._last_micros = 0
+        self._socket_mode_url: Callable[[], str] | str | None = None
         self._revoked: set[str] = set()  # tokens (or "*": every token) answered token_revoked
         # Conversations the bot is a member of (joined or invited; DMs it opened are always
         # its own), and the private ones. Any other C... id is a public channel it is not in.
@@ -402,6 +416,13 @@ class FakeSlack:
             else:
                 self._limits[method] = per_minute
 
+    def set_socket_mode_url(self, url: Callable[[], str] | str | None) -> None:
+        """Where ``apps.connections.open`` sends a Socket Mode app: a ``ws://`` URL, or a
+        function returning a fresh one per call (Slack issues a new ticket every time).
+        None (the default) answers it as Slack does an app without Socket Mode."""
+        with self._cond:
+            self._socket_mode_url = url
+
     def revoke_token(self, token: str = "*") -> None:
         """From now on every call with ``token`` (by default any token) fails with
         ``token_revoked``, as when an admin uninstalls the app or rotates its token."""
@@ -494,8 +515,8 @@ class FakeSlack:
                 return _Reply(200, _error("invalid_json"))
             if not token:
                 return _Reply(200, _error("not_authed"))
-            if not token.startswith("xoxb-"):
-                return _Reply(200, _error("invalid_auth"))
+            if problem := _token_problem(method, token):
+                return _Reply(200, _error(problem))
             if "*" in self._revoked or token in self._revoked:
                 return _Reply(200, _error("token_revoked"))
             failure = next((f for f in self._failures if f.matches(method, params)), None)
@@ -602,6 +623,13 @@ class FakeSlack:
             bot_id=BOT_ID,
             is_enterprise_install=False,
         )
+
+    def _api_apps_connections_open(self, _: dict[str, Any]) -> dict[str, Any]:
+        """A Socket Mode websocket URL (see :meth:`set_socket_mode_url`)."""
+        url = self._socket_mode_url
+        if url is None:  # what Slack answers an app whose Socket Mode is off
+            return _error("access_denied")
+        return _ok(url=url() if callable(url) else url)
 
     def _api_chat_postMessage(self, p: dict[str, Any]) -> dict[str, Any]:
         channel = str(p.get("channel") or "")

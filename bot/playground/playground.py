@@ -346,9 +346,15 @@ def run(settings: Settings, engine: Engine) -> None:
     if settings.log_level != "DEBUG":  # a line per scheduler tick, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     playground = Playground(settings, engine, host=host, port=settings.port)
+    papers = engine.corpus.count()
+    first = (
+        "type /papers diffusion models"
+        if papers
+        else f"first add papers: the corpus in {engine.db_path} is empty (paperboy ingest FILE)"
+    )
     print(
         "No Slack credentials set, so Paperboy runs as a local playground:\n"
-        f"    open {playground.url} and type /papers diffusion models\n"
+        f"    open {playground.url} and {first}\n"
         "Digests are sent on schedule to the page's Paperboy direct messages "
         "(or at once: /papers digest now).\n"
         "To connect a real workspace, create the app from manifest.yml and set "

@@ -1,0 +1,325 @@
+"""Issue 8, engine side: inputs and faults that must not give wrong answers or take Paperboy down.
+
+Everything runs through public interfaces: the ``Engine`` API on real SQLite files, the
+``paperboy`` CLI (click's runner or a real subprocess), and the digest's topic matching.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.engine.search import Engine
+from digest.selection import match_topics
+
+
+def write_jsonl(path: Path, papers: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(p) + "\n" for p in papers), encoding="utf-8")
+    return path
+
+
+def paper(pid: str, authors: list[str], **extra) -> dict:
+    return {
+        "id": pid,
+        "title": f"Graph neural networks for molecules, part {pid}",
+        "abstract": "We study message passing graph neural networks on molecular property data.",
+        "authors": authors,
+        "venue": "ICLR",
+        "year": 2024,
+        **extra,
+    }
+
+
+AUTHOR_PAPERS = [
+    paper("li", ["Yang Li", "Ada Lovelace"]),
+    paper("lin", ["Yang Lin"]),
+    paper("split", ["Li Wei", "Yang Zhou"]),  # both tokens, but in two different authors
+    paper("jose", ["José García-Pérez"]),
+    paper("pct", ["Grace Hopper"]),
+]
+
+
+@pytest.fixture
+def authors_engine(tmp_path):
+    engine = Engine.open(tmp_path / "a.db")
+    engine.ingest([write_jsonl(tmp_path / "a.jsonl", AUTHOR_PAPERS)])
+    return engine
+
+
+def found(engine: Engine, query: str) -> set[str]:
+    result = engine.search(query, limit=50)
+    assert result.error is None, result.error
+    return {hit.id for hit in result.hits}
+
+
+# -- author: -------------------------------------------------------------------------------
+
+
+def test_author_matches_whole_tokens_of_one_author(authors_engine):
+    assert found(authors_engine, 'author:"Yang Li"') == {"li"}
+    assert found(authors_engine, 'author:"li yang" graph') == {"li"}  # order and case free
+    assert found(authors_engine, "author:Yang") == {"li", "lin", "split"}
+    assert found(authors_engine, "author:Lin") == {"lin"}
+
+
+def test_author_is_accent_insensitive_both_ways(authors_engine):
+    assert found(authors_engine, 'author:"jose garcia"') == {"jose"}
+    assert found(authors_engine, 'author:"GARCÍA-PÉREZ"') == {"jose"}
+    assert found(authors_engine, "author:perez") == {"jose"}
+
+
+@pytest.mark.parametrize("query", ["author:%", "author:_", 'author:"%%"', "author:*"])
+def test_author_wildcards_match_nothing_and_say_so(authors_engine, query):
+    result = authors_engine.search(query)
+    assert not result.hits
+    assert result.error and "names nobody" in result.error
+
+
+def test_author_wildcard_inside_a_name_is_just_a_separator(authors_engine):
+    assert found(authors_engine, "author:Yang%Li") == {"li"}
+    assert found(authors_engine, "author:Gr_ce") == set()
+
+
+def test_author_topics_in_digests_match_per_author(authors_engine):
+    docs_of = {}
+    index = authors_engine.index
+    for pid in ("li", "lin", "split"):
+        docs_of[index.doc_of_rowid(authors_engine.corpus.rowid_of(pid))] = pid
+    yang_li, percent = match_topics(authors_engine, ['author:"Yang Li"', "author:%"])
+    assert {docs_of.get(int(d)) for d in yang_li.docs} == {"li"}
+    assert percent.error and not len(percent.docs)
+
+
+def test_author_filter_works_on_a_database_from_before_the_author_column(tmp_path):
+    """Migration m010 fills the folded names in for papers ingested before it existed."""
+    import sqlite3
+
+    engine = Engine.open(tmp_path / "old.db")
+    engine.ingest([write_jsonl(tmp_path / "a.jsonl", AUTHOR_PAPERS)])
+    with sqlite3.connect(tmp_path / "old.db") as conn:
+        conn.execute("update papers set author_names = null")
+        conn.execute("delete from _sqlite_migrations where name = 'm010_author_names'")
+        conn.execute("alter table papers drop column author_names")
+    reopened = Engine.open(tmp_path / "old.db")
+    assert found(reopened, 'author:"Yang Li"') == {"li"}
+
+
+# -- loose query parsing ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("year:0000", "`year:0000` is not a year I understand"),
+        ("graph year:0000", "`year:0000` is not a year I understand"),
+        ("venue:,", "`venue:,` names no venue"),
+        ("graph venue:|", "`venue:|` names no venue"),
+        ("-diffusion", "at least one word to look for besides exclusions"),
+        ('-"graph neural"', "at least one word to look for besides exclusions"),
+    ],
+)
+def test_loose_filters_and_bare_exclusions_are_named_not_dropped(authors_engine, query, says):
+    result = authors_engine.search(query)
+    assert not result.hits
+    assert result.error and says in result.error
+    assert "keywords" not in result.error and "very common words" not in result.error
+
+
+def test_an_exclusion_with_a_filter_still_works(authors_engine):
+    assert found(authors_engine, "-lovelace year:2024") == {"lin", "split", "jose", "pct"}
+
+
+# -- writers that wait -----------------------------------------------------------------------
+
+
+def many_papers(prefix: str, n: int) -> list[dict]:
+    words = [
+        "diffusion",
+        "graph",
+        "protein",
+        "language",
+        "policy",
+        "kernel",
+        "sampling",
+        "attention",
+    ]
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "title": f"{words[i % 8]} {words[(i // 8) % 8]} study {prefix} {i}",
+            "abstract": " ".join(words[(i + j) % 8] for j in range(150)),
+            "authors": [f"Author {i % 97}"],
+            "year": 2020 + i % 5,
+        }
+        for i in range(n)
+    ]
+
+
+def test_two_ingests_at_once_both_go_in(tmp_path):
+    """Two real ``paperboy ingest`` processes on one database: the second waits for the first."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "both.db"
+    Engine.open(db)  # an existing database, as in production
+    files = [
+        write_jsonl(tmp_path / f"{name}.jsonl", many_papers(name, 6000)) for name in ("a", "b")
+    ]
+    command = [sys.executable, "-c", "from bot.cli import main; main()", "--db", str(db), "ingest"]
+    runs = [
+        subprocess.Popen([*command, str(f)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for f in files
+    ]
+    outcomes = [(run.wait(timeout=300), *run.communicate()) for run in runs]
+
+    for status, out, err in outcomes:
+        assert status == 0, err.decode()[-2000:]
+        assert b"Traceback" not in err and b"locked" not in err
+        assert out.decode().startswith("6,000 added")
+    engine = Engine.open(db)
+    assert engine.corpus.count() == 12_000
+    assert engine.index.n_docs == 12_000  # and the index has them all
+    assert engine.search("diffusion").total == 12_000
+
+
+def test_a_writer_that_waits_too_long_gets_one_sentence(tmp_path, monkeypatch):
+    import sqlite3
+
+    from bot.engine import corpus
+
+    db = tmp_path / "held.db"
+    engine = Engine.open(db)
+    holder = sqlite3.connect(db)
+    holder.execute("BEGIN IMMEDIATE")  # another process in the middle of a long write
+    monkeypatch.setattr(corpus, "WRITER_WAIT_SECONDS", 0.2)
+    try:
+        with pytest.raises(corpus.StorageError) as caught:
+            engine.ingest([write_jsonl(tmp_path / "a.jsonl", AUTHOR_PAPERS)])
+    finally:
+        holder.rollback()
+    assert str(caught.value.message) == (
+        "Another process has been writing to held.db for too long; try again when it is done."
+    )
+    engine.ingest([tmp_path / "a.jsonl"])  # and once it is done, the same ingest goes in
+    assert engine.corpus.count() == len(AUTHOR_PAPERS)
+
+
+# -- huge papers -----------------------------------------------------------------------------
+
+
+def cli(*args):
+    from click.testing import CliRunner
+
+    from bot.cli import main
+
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_oversized_records_are_rejected_at_ingest_with_file_and_line(tmp_path):
+    from bot.engine.formats import LONGEST_ABSTRACT, LONGEST_TITLE
+
+    huge = paper("huge", ["A B"], abstract="graph " * (LONGEST_ABSTRACT // 6 + 1))
+    long_title = paper("long", ["A B"], title="Graph " * (LONGEST_TITLE // 6 + 1))
+    path = write_jsonl(tmp_path / "big.jsonl", [paper("ok", ["A B"]), huge, long_title])
+    seed = tmp_path / "big-seed.txt"
+    seed.write_text("ICML 2025 Papers\n\n" + "We propose a graph model. " * 5000 + "\n")
+    db = tmp_path / "big.db"
+
+    result = cli("--db", str(db), "ingest", str(path), str(seed))
+
+    assert result.exit_code == 0
+    assert f"{path}, line 2: abstract is " in result.output
+    assert (
+        f"{path}, line 3: title is " in result.output and "over the limit of 1,000" in result.output
+    )
+    assert f"{seed}, line 3: abstract is " in result.output
+    assert Engine.open(db).corpus.count() == 1
+
+
+def test_a_huge_abstract_already_stored_does_not_stall_lookups(tmp_path):
+    """A paper stored before the limit: its snippet comes from the start, marked as cut."""
+    engine = Engine.open(tmp_path / "old-huge.db")
+    engine.ingest([write_jsonl(tmp_path / "a.jsonl", [paper("big", ["A B"])])])
+    # 2.3 MB; its best window for the query, far past the first 100 kB, is not looked for.
+    abstract = (
+        "Graph networks for molecules. " + "padding words here " * 120_000 + "graph diffusion"
+    )
+    engine.db.execute("update papers set abstract = ? where id = 'big'", [abstract])
+    engine.db.conn.commit()
+
+    (hit,) = engine.search("graph diffusion").hits
+    text = "".join(piece for piece, _ in hit.snippet)
+    assert text.startswith("Graph networks") and text.endswith("…")
+    assert ("Graph", True) in hit.snippet
+    assert len(text) < 400
+
+
+def test_snippet_window_is_the_same_as_the_quadratic_search_it_replaces():
+    import random
+
+    from bot.engine.search import SNIPPET_WORDS, make_snippet
+    from bot.engine.text import surface_words
+
+    def reference(text, terms, max_words=SNIPPET_WORDS):  # the code before issue 8
+        spans = surface_words(text)
+        hits = [i for i, (_, _, norm) in enumerate(spans) if norm and norm in terms]
+        best, best_count = 0, -1
+        for first in hits:
+            ws = max(0, first - 5)
+            distinct = {spans[i][2] for i in hits if ws <= i < ws + max_words}
+            if len(distinct) > best_count:
+                best, best_count = ws, len(distinct)
+        return spans[best][0] if hits and len(spans) > max_words else 0
+
+    rng = random.Random(8)
+    vocab = ["graph", "model", "the", "diffusion", "of", "protein", "data", "kernel", "noise"]
+    for _ in range(300):
+        text = " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 200)))
+        terms = set(rng.sample(["graph", "model", "diffusion", "protein", "kernel"], 3))
+        pieces = make_snippet(text, terms)
+        shown = "".join(p for p, _ in pieces).lstrip("…")
+        assert text[reference(text, terms) :].startswith(shown.removesuffix("…")), text
+
+
+# -- control characters ----------------------------------------------------------------------
+
+
+HOSTILE = "\x1b]8;;https://evil.example\x07click\x1b]8;;\x07 \x1b[2J\x1b[31mred\x1b[0m \u202eevil\u202c \x9b1m"
+
+
+def test_control_sequences_and_bidi_overrides_are_stripped_at_ingest(tmp_path):
+    record = paper(
+        "hostile",
+        [f"Ada {HOSTILE} Lovelace"],
+        title=f"Graph networks {HOSTILE}",
+        abstract=f"We study graph networks. {HOSTILE} \x00\x08\x7f\x85end",
+        keywords=[f"graphs{HOSTILE}"],
+        venue="ICLR\x1b[1m",
+        url=f"https://example.org/{HOSTILE}",
+    )
+    path = write_jsonl(tmp_path / "hostile.jsonl", [record])
+    atom = tmp_path / "feed.xml"
+    atom.write_text(
+        '<feed xmlns="http://www.w3.org/2005/Atom"><entry>'
+        "<id>http://arxiv.org/abs/2501.01234v1</id><title>Graph \u202enetworks\u2069</title>"
+        "<summary>Graph \u0085networks \u009b2Jfor molecules</summary>"
+        '<author><name>Yang\u2066 Li</name></author><category term="cs.LG\u202e"/>'
+        "<published>2025-01-02T00:00:00Z</published></entry></feed>",
+        encoding="utf-8",
+    )
+    db = tmp_path / "hostile.db"
+    assert cli("--db", str(db), "ingest", str(path), str(atom)).exit_code == 0
+
+    out = cli("--db", str(db), "search", "graph networks", "--json").output
+    plain = cli("--db", str(db), "search", "graph networks").output
+    stored = json.dumps(Engine.open(db).corpus.get_many(["hostile", "arxiv:2501.01234"]))
+    for text in (out, plain, stored):
+        for bad in ("\x1b", "\\u001b", "\x07", "\\u0007", "\u202e", "\\u202e", "\x9b", "\\u009b"):
+            assert bad not in text
+        assert "\u2066" not in text and "\\u2066" not in text and "\\u0000" not in text
+    got = Engine.open(db).paper("hostile")
+    assert got["title"] == "Graph networks click red evil"
+    assert got["authors"] == ["Ada click red evil Lovelace"]
+    assert got["venue"] == "ICLR"
+    assert got["abstract"].endswith("click red evil end")
+    assert Engine.open(db).paper("arxiv:2501.01234")["keywords"] == ["cs.LG"]
