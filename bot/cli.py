@@ -8,7 +8,9 @@ time a command other than ``ingest`` uses it.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -16,26 +18,65 @@ import click
 
 from digest.commands import digest, scheduler
 
-from .cli_options import db_option, load_settings
+from .cli_options import db_option, load_settings, open_engine
 from .engine.query import QueryError
 from .english import count
+from .logs import configure_logging
+from .settings import DEFAULT_DB, Settings
+from .slack.socket_mode import worker
 
 
 class Context:
+    """What a command needs: the settings (read, checked and logging set up on first use, so
+    ``paperboy CMD --help`` works whatever the environment) and the database path."""
+
     def __init__(self, db_path: Path | None):
-        self.settings = load_settings()
-        self.db_path = db_path or self.settings.db_path
+        self._db_path = db_path
+        self._settings: Settings | None = None
+        self.seed_preview = False  # answering from the seed corpus, no database yet
 
-    def engine(self, seed: bool = True):
-        from .engine.search import Engine
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings()
+            configure_logging(self._settings)
+        return self._settings
 
-        seed_dir = self.settings.seed_dir if seed else None
-        if seed_dir and not seed_dir.is_dir():
-            seed_dir = None
-        return Engine.open(self.resolve_db(), seed_dir=seed_dir)
+    @property
+    def db_path(self) -> Path:
+        return self._db_path or self.settings.db_path
 
-    def resolve_db(self) -> Path:
-        return self.db_path
+    def engine(self, write: bool = False, seed: bool = True):
+        """The engine; read-only commands never create a database (see ``open_engine``).
+
+        One exception keeps a fresh install useful: with no database at the default
+        ``./paperboy.db``, a lookup answers from the seed corpus, read into a temporary
+        folder that is removed when the command ends (nothing is left in the working folder).
+        """
+        path = self.db_path
+        if not write and path == DEFAULT_DB and not path.exists():
+            return self._seed_engine()
+        return open_engine(self.settings, path, write=write, seed=seed)
+
+    def _seed_engine(self):
+        seed_dir = self.settings.seed_dir
+        if not seed_dir.is_dir():
+            raise click.ClickException(
+                f"There is no database at {self.db_path} and no seed folder at {seed_dir}: "
+                "add papers with `paperboy ingest FILE`."
+            )
+        self.seed_preview = True
+        folder = Path(tempfile.mkdtemp(prefix="paperboy-seeds-"))
+        click.get_current_context().call_on_close(lambda: shutil.rmtree(folder, True))
+        engine = open_engine(self.settings, folder / "seeds.db", write=True)
+        click.secho(
+            f"(No database at {self.db_path} yet: answering from the "
+            f"{count(engine.corpus.count(), 'seed paper')}. `paperboy serve` creates it with "
+            "these papers, `paperboy ingest FILE` with yours.)",
+            dim=True,
+            err=True,
+        )
+        return engine
 
 
 def _ctx(click_ctx: click.Context, db_path: Path | None) -> Context:
@@ -66,7 +107,12 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
     could be read.
     """
     context = _ctx(ctx, db_path)
-    engine = context.engine(seed=False)
+    engine = context.engine(write=True, seed=False)
+    if engine.read_only:
+        raise click.ClickException(
+            f"Cannot add papers to {engine.db_path}: this user may not write it or its folder "
+            "(run ingest as the database's owner, or fix the permissions)."
+        )
     report = engine.ingest(paths, progress=_progress)
     for message in report.file_errors:
         click.secho(message, fg="red", err=True)
@@ -119,7 +165,7 @@ def _bar(papers: Iterable) -> Iterable:
 @click.pass_context
 def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_path) -> None:
     """Look papers up: keywords, "quoted phrases", -excluded, venue:, year:, author:."""
-    engine = _ctx(ctx, db_path).engine()
+    engine = _with_papers(_ctx(ctx, db_path).engine())
     if batch is not None:
         for line in batch:
             text = line.strip()
@@ -144,7 +190,7 @@ def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_pa
 @click.pass_context
 def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
     """Papers most like PAPER_ID (ids are shown by `paperboy search`)."""
-    _show(_ctx(ctx, db_path).engine().similar(paper_id, limit=limit), as_json)
+    _show(_with_papers(_ctx(ctx, db_path).engine()).similar(paper_id, limit=limit), as_json)
 
 
 @main.command()
@@ -153,19 +199,24 @@ def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
 @click.pass_context
 def stats(ctx, as_json: bool, db_path) -> None:
     """What is in the corpus: papers per venue and year, index size."""
-    engine = _ctx(ctx, db_path).engine()
+    context = _ctx(ctx, db_path)
+    engine = context.engine()
     data = engine.corpus.stats()
     index = engine.index
     data["index"] = {
         "documents": index.n_docs,
         "terms": index.n_terms,
-        "path": str(index.directory),
+        "path": None if context.seed_preview else str(index.directory),
     }
-    data["database"] = str(engine.db_path)
+    data["database"] = None if context.seed_preview else str(engine.db_path)
+    data["read_only"] = engine.read_only
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    click.echo(f"database  {data['database']}")
+    if context.seed_preview:
+        click.echo(f"database  none at {context.db_path} yet (this is the seed corpus)")
+    else:
+        click.echo(f"database  {data['database']}" + ("  (read-only)" if engine.read_only else ""))
     click.echo(f"papers    {data['papers']:,}")
     click.echo(f"index     {count(index.n_terms, 'term')} over {count(index.n_docs, 'paper')}")
     click.echo("")
@@ -174,6 +225,18 @@ def stats(ctx, as_json: bool, db_path) -> None:
         click.echo(
             f"  {(row['venue'] or '?'):<{width}}  {row['year'] or '':>4}  {row['papers']:>8,}"
         )
+    if not data["papers"]:
+        click.echo(EMPTY_CORPUS.format(path=engine.db_path))
+
+
+EMPTY_CORPUS = "The corpus in {path} has no papers yet: add some with `paperboy ingest FILE`."
+
+
+def _with_papers(engine):
+    """Lookups over an empty corpus say what to do instead of "No papers match"."""
+    if engine.corpus.count() == 0:
+        raise click.ClickException(EMPTY_CORPUS.format(path=engine.db_path))
+    return engine
 
 
 @main.command()
@@ -286,6 +349,7 @@ def _print_result(result) -> None:
 # The digest's commands live with the digest; they import nothing heavy until they run.
 main.add_command(scheduler)
 main.add_command(digest)
+main.add_command(worker)  # Socket Mode: the Procfile's worker: process
 
 if __name__ == "__main__":  # pragma: no cover
     main()

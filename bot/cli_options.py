@@ -12,6 +12,11 @@ import click
 
 from .settings import Settings, SettingsError
 
+NO_DATABASE = (
+    "There is no database at {path}: check the path, or create one with `paperboy ingest FILE` "
+    "(or `paperboy serve`, which starts it from the seed corpus)."
+)
+
 
 def db_option(func):
     return click.option(
@@ -23,9 +28,52 @@ def db_option(func):
     )(func)
 
 
+class BadSettings(click.ClickException):
+    """Exit 2 with one line per bad setting, and no traceback."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str]):
+        super().__init__(" ".join(problems))
+        self.problems = problems
+
+    def show(self, file=None) -> None:
+        for problem in self.problems:
+            click.echo(problem, err=True)
+
+
 def load_settings() -> Settings:
-    """Settings from the environment; a bad value ends the command with one sentence."""
+    """Settings from the environment, all checked: every bad value is named, then exit 2.
+
+    Every command calls this before doing anything, so they all fail alike.
+    """
     try:
         return Settings.from_env()
     except SettingsError as error:
+        raise BadSettings(error.problems) from None
+
+
+def open_engine(settings: Settings, db_path: Path, *, write: bool, seed: bool = True):
+    """The engine for a command; database problems end it with one sentence (exit 1).
+
+    Only commands that write (``write=True``: ingest, serve, scheduler, digest send) create
+    a database, filling a new one from the seed corpus when ``seed``; the others never
+    create one and say so when there is none.
+    """
+    from .engine.corpus import DatabaseError, NoDatabase
+    from .engine.search import Engine
+
+    seed_dir = settings.seed_dir if write and seed else None
+    if seed_dir and not db_path.exists() and not seed_dir.is_dir():
+        click.echo(
+            f"The seed folder {seed_dir} does not exist, so the new database starts empty: "
+            "add papers with `paperboy ingest FILE`.",
+            err=True,
+        )
+        seed_dir = None
+    try:
+        return Engine.open(db_path, seed_dir=seed_dir, create=write)
+    except NoDatabase:
+        raise click.ClickException(NO_DATABASE.format(path=db_path)) from None
+    except DatabaseError as error:
         raise click.ClickException(str(error)) from None

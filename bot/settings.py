@@ -2,23 +2,45 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 SLACK_API_DEFAULT = "https://slack.com/api/"
-#: The seed corpus shipped in the repository's data/ folder (the embedded default).
-SEED_DIR = Path(__file__).resolve().parent.parent / "data"
+DEFAULT_DB = Path("paperboy.db")
+LOG_FORMATS = ("text", "json")
+
+
+def _seed_dir() -> Path:
+    """The seed corpus: the repository's data/ folder, installed as the package ``bot.seeds``.
+
+    Read through importlib.resources so that a wheel and an editable install both find it;
+    a bare checkout on ``PYTHONPATH`` (nothing installed) falls back to ``data/`` beside ``bot/``.
+    """
+    try:
+        return Path(str(resources.files("bot.seeds")))
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "data"
+
+
+#: The embedded default corpus a fresh database is filled from.
+SEED_DIR = _seed_dir()
 
 
 class SettingsError(ValueError):
-    """A missing or contradictory setting; the message is one sentence for the operator."""
+    """Bad settings; ``problems`` holds one sentence per bad value, for the operator."""
+
+    def __init__(self, *problems: str):
+        self.problems = list(problems)
+        super().__init__(" ".join(problems))
 
 
 @dataclass(frozen=True)
 class Settings:
-    db_path: Path = Path("paperboy.db")
+    db_path: Path = DEFAULT_DB
     seed_dir: Path = SEED_DIR
     slack_bot_token: str | None = None
     slack_signing_secret: str | None = None
@@ -29,10 +51,13 @@ class Settings:
     feeds: tuple[str, ...] = field(default_factory=tuple)
     digest_grace_seconds: int = 6 * 3600
     log_level: str = "INFO"
+    log_format: str = "text"  # or "json": one JSON object per log line
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read and check every setting; all bad values are reported together (SettingsError)."""
         env = os.environ if env is None else env
+        problems: list[str] = []
 
         def opt(name: str) -> str | None:
             value = env.get(name, "").strip()
@@ -40,20 +65,37 @@ class Settings:
 
         port_text = opt("PORT") or "3000"
         if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise SettingsError(f"PORT must be a number between 1 and 65535, not {port_text!r}.")
+            problems.append(f"PORT must be a number between 1 and 65535, not {port_text!r}.")
+            port_text = "3000"
         grace = opt("PAPERBOY_DIGEST_GRACE_SECONDS") or str(6 * 3600)
         if not grace.isdigit():
-            raise SettingsError(
+            problems.append(
                 f"PAPERBOY_DIGEST_GRACE_SECONDS must be a whole number of seconds, not {grace!r}."
             )
+            grace = "0"
         api_url = opt("SLACK_API_URL") or SLACK_API_DEFAULT
         if not api_url.startswith(("http://", "https://")):
-            raise SettingsError(f"SLACK_API_URL must be an http(s) URL, not {api_url!r}.")
+            problems.append(f"SLACK_API_URL must be an http(s) URL, not {api_url!r}.")
         if not api_url.endswith("/"):
             api_url += "/"
+        log_level = (opt("PAPERBOY_LOG_LEVEL") or "INFO").upper()
+        levels = [n for n in logging.getLevelNamesMapping() if n not in ("NOTSET", "WARN", "FATAL")]
+        if log_level not in levels:
+            problems.append(
+                f"PAPERBOY_LOG_LEVEL must be one of {', '.join(sorted(levels))}, "
+                f"not {opt('PAPERBOY_LOG_LEVEL')!r}."
+            )
+        log_format = (opt("PAPERBOY_LOG_FORMAT") or "text").lower()
+        if log_format not in LOG_FORMATS:
+            problems.append(
+                f"PAPERBOY_LOG_FORMAT must be {' or '.join(LOG_FORMATS)}, "
+                f"not {opt('PAPERBOY_LOG_FORMAT')!r}."
+            )
+        if problems:
+            raise SettingsError(*problems)
         feeds = tuple(f.strip() for f in (opt("PAPERBOY_FEEDS") or "").split(",") if f.strip())
         return cls(
-            db_path=Path(opt("PAPERBOY_DB") or "paperboy.db"),
+            db_path=Path(opt("PAPERBOY_DB") or DEFAULT_DB),
             seed_dir=Path(opt("PAPERBOY_SEED_DIR") or SEED_DIR),
             slack_bot_token=opt("SLACK_BOT_TOKEN"),
             slack_signing_secret=opt("SLACK_SIGNING_SECRET"),
@@ -63,7 +105,8 @@ class Settings:
             host=opt("HOST") or "0.0.0.0",
             feeds=feeds,
             digest_grace_seconds=int(grace),
-            log_level=(opt("PAPERBOY_LOG_LEVEL") or "INFO").upper(),
+            log_level=log_level,
+            log_format=log_format,
         )
 
     @property

@@ -29,18 +29,15 @@ from typing import Any
 
 import click
 
-from bot.cli_options import db_option, load_settings
+from bot.cli_options import db_option, load_settings, open_engine
 
 LOCAL_TOKEN = "xoxb-local-playground"  # the local Slack stand-in accepts any bot-shaped token
 
 
-def _engine(ctx: click.Context, db_path: Path | None, settings):
-    from bot.engine.search import Engine
-
+def _engine(ctx: click.Context, db_path: Path | None, settings, write: bool = True):
     # `paperboy --db X digest ...` puts X on the group's context object.
     path = db_path or getattr(ctx.obj, "db_path", None) or settings.db_path
-    seed_dir = settings.seed_dir if settings.seed_dir and settings.seed_dir.is_dir() else None
-    return Engine.open(path, seed_dir=seed_dir)
+    return open_engine(settings, path, write=write)  # only writers create a database
 
 
 def _dispatcher(engine, settings):
@@ -128,7 +125,7 @@ def preview(ctx: click.Context, user_id: str, as_json: bool, db_path: Path | Non
     from .subscriptions import Subscriptions
 
     settings = load_settings()
-    engine = _engine(ctx, db_path, settings)
+    engine = _engine(ctx, db_path, settings, write=False)
     if Subscriptions(engine.db).member(user_id) is None:
         raise click.ClickException(f"{user_id} has no subscriptions in {engine.db_path}.")
     plan = select_digests(engine, [user_id])[user_id]

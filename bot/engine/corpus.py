@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ import click
 from sqlite_utils import Database
 
 from .paper import Paper
-from .schema import migrate
+from .schema import migrate, migrations
 from .text import author_matches, authors_key, name_tokens
 
 
@@ -41,33 +42,97 @@ class UpsertCounts:
         )
 
 
-def open_database(path: str | Path) -> Database:
-    """Open (creating if needed) a Paperboy database with the latest schema.
+class DatabaseError(Exception):
+    """A database Paperboy cannot use as asked; the message is one sentence for the operator."""
+
+
+class NoDatabase(DatabaseError):
+    """Nothing at the path, and the caller asked not to create a database there."""
+
+
+class StorageError(DatabaseError, click.ClickException):
+    """The database cannot take a write (disk full, another writer for too long).
+
+    The message is one sentence for the operator. Also a ``ClickException`` so that every
+    ``paperboy`` command prints it as such (``Error: ...``, exit status 1), not a traceback.
+    """
+
+    def __init__(self, message: str) -> None:
+        click.ClickException.__init__(self, message)
+
+
+def is_writable(path: str | Path) -> bool:
+    """Whether this process may write the database: the file and its folder (WAL keeps its
+    ``-wal`` and ``-shm`` files beside it), or, for a new one, the nearest existing folder."""
+    path = Path(path).absolute()
+    if path.exists():
+        return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    return os.access(folder, os.W_OK)
+
+
+def connect(path: str | Path, *, read_only: bool = False) -> Database:
+    """One connection. Read-only ones go through SQLite's ``mode=ro`` and never write.
+
+    A WAL database whose folder we may not write cannot be opened ``mode=ro`` when its
+    ``-shm`` file is gone (SQLite would have to create it); with no ``-wal`` file either,
+    there is nothing uncheckpointed, so it is read as ``immutable`` instead.
+    """
+    if not read_only:
+        db = Database(path)
+    else:
+        uri = Path(path).absolute().as_uri() + "?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True)
+            conn.execute("select count(*) from sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            if Path(f"{path}-wal").exists():
+                raise
+            conn = sqlite3.connect(uri + "&immutable=1", uri=True)
+        db = Database(conn)
+    db.execute("PRAGMA busy_timeout = 30000")
+    return db
+
+
+def open_database(path: str | Path, *, read_only: bool = False, create: bool = True) -> Database:
+    """Open a Paperboy database with the latest schema, creating it if ``create`` allows.
 
     WAL lets the web process read while the scheduler process ingests; the busy timeout
-    makes a writer wait for another instead of failing at once.
+    makes a writer wait for another instead of failing at once. ``read_only`` opens it
+    without writing anything (no WAL switch, no migration), and refuses one that needs
+    migrating.
     """
     path = Path(path)
-    if path.parent and not path.parent.exists():
+    if not path.exists():
+        if not create:
+            raise NoDatabase(f"There is no database at {path}.")
+        if read_only:
+            raise DatabaseError(f"Cannot create a database at {path}: that folder is read-only.")
         path.parent.mkdir(parents=True, exist_ok=True)
-    db = Database(path)
-    db.execute("PRAGMA busy_timeout = 30000")
-    db.enable_wal()
-    migrate(db)
+    try:
+        db = connect(path, read_only=read_only)
+        if read_only:
+            pending = migrations.pending(db)
+            if pending:
+                db.close()
+                raise DatabaseError(
+                    f"The database at {path} needs upgrading to this version of Paperboy, "
+                    "which a read-only database cannot be: run any command that writes "
+                    "(such as `paperboy serve`) once as a user who may write it."
+                )
+        else:
+            db.enable_wal()
+            migrate(db)
+    except sqlite3.DatabaseError as error:
+        raise DatabaseError(f"Cannot open the database at {path}: {error}.") from None
     return db
 
 
 #: How long a writer waits for another to finish before giving up: longer than the largest
 #: ingest takes (872k papers: about 6 minutes), so two ingests simply run one after the other.
 WRITER_WAIT_SECONDS = 1800
-
-
-class StorageError(click.ClickException):
-    """The database cannot take a write (disk full, another writer for too long).
-
-    The message is one sentence for the operator. A ``ClickException`` so that every
-    ``paperboy`` command prints it as such (``Error: ...``, exit status 1), not a traceback.
-    """
 
 
 def storage_error(error: sqlite3.Error, path: str | Path) -> StorageError | None:

@@ -8,7 +8,11 @@ and each front end renders them its own way.
 from __future__ import annotations
 
 import difflib
+import hashlib
+import logging
+import os
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +22,15 @@ from typing import Any
 import numpy as np
 from sqlite_utils import Database
 
-from .corpus import Corpus, UpsertCounts, open_database, storage_error, write_transaction
+from .corpus import (
+    Corpus,
+    UpsertCounts,
+    connect,
+    is_writable,
+    open_database,
+    storage_error,
+    write_transaction,
+)
 from .formats import CorpusFileError, open_corpus_file
 from .index import BuildStats, Index, build_index, build_lock, index_dir_for
 from .paper import Paper, Rejected
@@ -104,24 +116,66 @@ class _Ranked:
     index: Index | None = None  # the index these document numbers belong to
 
 
+def seed_files(seed_dir: str | Path) -> list[Path]:
+    """The corpus files in a seed folder (not ``__init__.py``: the folder is also a package)."""
+    return sorted(
+        p for p in Path(seed_dir).iterdir() if p.is_file() and not p.name.startswith(("_", "."))
+    )
+
+
+log = logging.getLogger(__name__)
+
+
+def _private_index_dir(db_path: Path) -> Path:
+    """Where the index of a database in a read-only folder is built: this user's temp folder."""
+    key = hashlib.sha256(str(db_path.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"paperboy-{os.getuid()}" / f"{key}.index"
+
+
 class Engine:
     """Open with ``Engine.open(db_path, seed_dir=...)``; safe to share between threads."""
 
-    def __init__(self, db_path: str | Path, seed_dir: str | Path | None = None):
+    def __init__(
+        self, db_path: str | Path, seed_dir: str | Path | None = None, *, create: bool = True
+    ):
+        """Open (and with ``create``, create) the database; raises DatabaseError (NoDatabase).
+
+        A database this process may not write is opened read-only (``read_only``): lookups
+        work, writes are refused, and its index, if the one beside it is missing or stale
+        and that folder is read-only too, is built in a per-user temporary folder.
+        """
         self.db_path = Path(db_path)
         self.seed_dir = Path(seed_dir) if seed_dir else None
         self.index_dir = index_dir_for(self.db_path)
         self._local = threading.local()
         self._index: Index | None = None
         self._index_lock = threading.Lock()
-        open_database(self.db_path).close()  # create and migrate once, up front
+        self.read_only = self.db_path.exists() and not is_writable(self.db_path)
+        # Create and migrate once, up front (read-only: only check that no migration is due).
+        open_database(self.db_path, read_only=self.read_only, create=create).close()
+        if self.read_only and not is_writable(self.index_dir):
+            index = Index.load(self.index_dir)
+            if index is None or index.corpus_version != self.corpus.version:
+                self.index_dir = _private_index_dir(self.db_path)
 
     @classmethod
-    def open(cls, db_path: str | Path, seed_dir: str | Path | None = None) -> Engine:
-        engine = cls(db_path, seed_dir)
-        if engine.seed_dir and engine.corpus.count() == 0:
-            engine.ingest(sorted(p for p in engine.seed_dir.iterdir() if p.is_file()))
+    def open(
+        cls, db_path: str | Path, seed_dir: str | Path | None = None, *, create: bool = True
+    ) -> Engine:
+        """The engine for ``db_path``; an empty, writable corpus is first filled from
+        ``seed_dir`` (a missing folder is logged and skipped)."""
+        engine = cls(db_path, seed_dir, create=create)
+        if engine.seed_dir and not engine.read_only and engine.corpus.count() == 0:
+            if engine.seed_dir.is_dir():
+                engine.ingest(seed_files(engine.seed_dir))
+            else:
+                log.warning("The seed folder %s does not exist; the corpus is empty.", seed_dir)
         return engine
+
+    @property
+    def writable(self) -> bool:
+        """False for a database this process may only read (``/healthz`` reports it)."""
+        return not self.read_only
 
     # -- storage ---------------------------------------------------------------------------
 
@@ -130,9 +184,7 @@ class Engine:
         """This thread's connection (sqlite3 connections must stay on their thread)."""
         db = getattr(self._local, "db", None)
         if db is None:
-            db = Database(self.db_path)
-            db.execute("PRAGMA busy_timeout = 30000")
-            self._local.db = db
+            db = self._local.db = connect(self.db_path, read_only=self.read_only)
         return db
 
     @property

@@ -42,6 +42,8 @@ BLOCK_TYPES = frozenset(
 )
 _JSON_PARAMS = ("blocks", "metadata", "view", "attachments")
 _BOT_AUTHOR = {"user": BOT_USER_ID, "bot_id": BOT_ID, "app_id": APP_ID, "team": TEAM_ID}
+# Methods that take an app-level token (xapp-) and nothing else; every other method refuses one.
+APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 
 
 @dataclass(frozen=True)
@@ -264,6 +266,17 @@ def _check_modal(view: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _token_problem(method: str, token: str) -> str | None:
+    """Slack's answer to the wrong kind of token: app-level tokens (xapp-) only for the
+    methods that want them, bot tokens (xoxb-) for everything else."""
+    wants_app_token = method in APP_TOKEN_METHODS
+    if token.startswith("xapp-"):
+        return None if wants_app_token else "not_allowed_token_type"
+    if not token.startswith("xoxb-"):
+        return "invalid_auth"
+    return "not_allowed_token_type" if wants_app_token else None
+
+
 # --- The fake workspace ------------------------------------------------------------------------
 
 
@@ -295,6 +308,7 @@ class FakeSlack:
         self._used_triggers: set[str] = set()
         self._response_targets: dict[str, dict[str, str | None]] = {}
         self._last_micros = 0
+        self._socket_mode_url: Callable[[], str] | str | None = None
 
     # lifecycle
 
@@ -369,6 +383,13 @@ class FakeSlack:
         failure = _Failure(method, times, status, error, retry_after, user, channel)
         with self._cond:
             self._failures.append(failure)
+
+    def set_socket_mode_url(self, url: Callable[[], str] | str | None) -> None:
+        """Where ``apps.connections.open`` sends a Socket Mode app: a ``ws://`` URL, or a
+        function returning a fresh one per call (Slack issues a new ticket every time).
+        None (the default) answers it as Slack does an app without Socket Mode."""
+        with self._cond:
+            self._socket_mode_url = url
 
     def disconnect_next(self, method: str, times: int = 1) -> None:
         """Close the socket without answering, to exercise connection-error retries."""
@@ -456,8 +477,8 @@ class FakeSlack:
                 return _Reply(200, _error("invalid_json"))
             if not token:
                 return _Reply(200, _error("not_authed"))
-            if not token.startswith("xoxb-"):
-                return _Reply(200, _error("invalid_auth"))
+            if problem := _token_problem(method, token):
+                return _Reply(200, _error(problem))
             failure = next((f for f in self._failures if f.matches(method, params)), None)
             if failure is not None:
                 failure.times -= 1
@@ -543,6 +564,13 @@ class FakeSlack:
             bot_id=BOT_ID,
             is_enterprise_install=False,
         )
+
+    def _api_apps_connections_open(self, _: dict[str, Any]) -> dict[str, Any]:
+        """A Socket Mode websocket URL (see :meth:`set_socket_mode_url`)."""
+        url = self._socket_mode_url
+        if url is None:  # what Slack answers an app whose Socket Mode is off
+            return _error("access_denied")
+        return _ok(url=url() if callable(url) else url)
 
     def _api_chat_postMessage(self, p: dict[str, Any]) -> dict[str, Any]:
         channel = str(p.get("channel") or "")

@@ -198,7 +198,9 @@ def _serve(settings: Settings, engine: Engine) -> None:
         return
     try:
         if settings.slack_app_token:
-            _run_socket_mode(settings, engine)
+            from .socket_mode import run_socket_mode
+
+            run_socket_mode(settings, engine)
         else:
             _run_http(settings, engine)
     except BoltError as error:  # Bolt checks the token with auth.test at startup
@@ -219,15 +221,6 @@ def _run_http(settings: Settings, engine: Engine) -> None:
         file=sys.stderr,
     )
     server.serve_forever()
-
-
-def _run_socket_mode(settings: Settings, engine: Engine) -> None:
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
-
-    app = build_app(settings, engine)
-    web_client = WebClient(base_url=settings.slack_api_url)
-    print("Paperboy is connecting to Slack over Socket Mode.", file=sys.stderr)
-    SocketModeHandler(app, settings.slack_app_token, web_client=web_client).start()
 
 
 @contextlib.contextmanager

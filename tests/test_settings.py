@@ -1,0 +1,94 @@
+"""Settings are checked at start, all together, the same way in every command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bot.cli import main
+from bot.settings import Settings, SettingsError
+
+COMMANDS = [
+    ["search", "diffusion"],
+    ["similar", "x"],
+    ["stats"],
+    ["ingest", "papers.jsonl"],
+    ["serve"],
+    ["scheduler"],
+    ["digest", "send"],
+    ["digest", "preview", "--user", "U1"],
+]
+
+
+def test_every_bad_value_is_reported_together():
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env(
+            {
+                "PORT": "http",
+                "PAPERBOY_LOG_LEVEL": "loud",
+                "PAPERBOY_LOG_FORMAT": "xml",
+                "SLACK_API_URL": "slack.com",
+                "PAPERBOY_DIGEST_GRACE_SECONDS": "6h",
+            }
+        )
+    problems = raised.value.problems
+    assert len(problems) == 5
+    assert [p.split()[0] for p in problems] == [
+        "PORT",
+        "PAPERBOY_DIGEST_GRACE_SECONDS",
+        "SLACK_API_URL",
+        "PAPERBOY_LOG_LEVEL",
+        "PAPERBOY_LOG_FORMAT",
+    ]
+    assert "'loud'" in problems[3] and "INFO" in problems[3]
+    assert "'xml'" in problems[4] and "json" in problems[4]
+
+
+def test_log_format_and_level():
+    assert Settings.from_env({}).log_format == "text"
+    assert Settings.from_env({}).log_level == "INFO"
+    settings = Settings.from_env({"PAPERBOY_LOG_FORMAT": "JSON", "PAPERBOY_LOG_LEVEL": "debug"})
+    assert (settings.log_format, settings.log_level) == ("json", "DEBUG")
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_every_command_names_each_bad_setting_and_exits_2(command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PAPERBOY_LOG_LEVEL", "loud")
+    monkeypatch.setenv("PAPERBOY_LOG_FORMAT", "xml")
+    result = CliRunner().invoke(main, command, catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("PAPERBOY_LOG_LEVEL must be one of")
+    assert lines[1].startswith("PAPERBOY_LOG_FORMAT must be text or json")
+    assert list(tmp_path.iterdir()) == []  # nothing was started or created
+
+
+def test_help_works_whatever_the_environment(monkeypatch):
+    monkeypatch.setenv("PAPERBOY_LOG_LEVEL", "loud")
+    result = CliRunner().invoke(main, ["search", "--help"], catch_exceptions=False)
+    assert result.exit_code == 0 and "--limit" in result.output
+
+
+@pytest.mark.parametrize("command", [["scheduler"], ["digest", "send", "--now"]])
+def test_a_bad_log_level_is_one_sentence_in_a_real_process(command, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERBOY_", "SLACK_"))}
+    env["PAPERBOY_LOG_LEVEL"] = "verbose"
+    env["SLACK_BOT_TOKEN"] = "xoxb-test"
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", *command],
+        cwd=tmp_path,
+        env=env | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("PAPERBOY_LOG_LEVEL must be one of")
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
