@@ -504,3 +504,82 @@ def test_a_same_size_corruption_is_caught_by_the_checksum_and_rebuilt(tmp_path, 
         handle.write(bytes(64))
     assert [(h.id, h.score) for h in fresh.search("graph kernel", limit=20).hits] == before
     assert len([r for r in caplog.records if "damaged" in r.getMessage()]) == 1
+
+
+def random_papers(prefix: str, n: int, seed: int) -> list[dict]:
+    """Papers of random words from a large vocabulary: an index about twice the database."""
+    import random
+
+    rng = random.Random(seed)
+    vocab = [f"w{i:04d}x" for i in range(4000)]
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "title": " ".join(rng.choices(vocab, k=8)),
+            "abstract": " ".join(rng.choices(vocab, k=150)),
+            "authors": ["A B"],
+            "year": 2024,
+        }
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A real 4 MB filesystem (tmpfs), or a skip where mounting is not allowed."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    try:
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True
+        )
+    except FileNotFoundError:
+        pytest.skip("no mount command here: the ENOSPC-injection tests cover this")
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here ({mounted.stderr.decode().strip()})")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_real_full_disk_one_sentence_each_and_lookups_keep_working(tmp_path, tiny_disk):
+    import subprocess
+    import sys
+
+    db = tiny_disk / "t.db"
+
+    def paperboy(*args):
+        run = subprocess.run(
+            [sys.executable, "-c", "from bot.cli import main; main()", "--db", str(db), *args],
+            capture_output=True,
+            timeout=300,
+        )
+        err = run.stderr.decode()
+        assert "Traceback" not in err
+        errors = [line for line in err.splitlines() if line.startswith("Error:")]
+        return run.returncode, run.stdout.decode(), errors
+
+    small = write_jsonl(tmp_path / "small.jsonl", random_papers("s", 30, 1))
+    assert paperboy("ingest", str(small))[0] == 0
+    # 1,000 papers fit in the database; their index (about 2.5 MB) does not.
+    more = write_jsonl(tmp_path / "more.jsonl", random_papers("m", 1000, 2))
+    status, _, errors = paperboy("ingest", str(more))
+    assert status == 1
+    assert errors == [
+        "Error: The papers were saved (1,000 added, 0 updated, 0 unchanged, 0 rejected), but the "
+        f"search index could not be written because the disk holding {tiny_disk} is full; "
+        "lookups use the previous index, if there is one, until there is space again."
+    ]
+    assert not [p.name for p in tiny_disk.iterdir() if ".tmp-" in p.name]
+    status, out, errors = paperboy("search", "w0001x", "--json")
+    assert status == 0 and not errors and json.loads(out)["results"]  # the previous index
+    # 3,000 more do not fit in the database itself: SQLite's own "database or disk is full".
+    most = write_jsonl(tmp_path / "most.jsonl", random_papers("x", 3000, 3))
+    status, _, errors = paperboy("ingest", str(most))
+    assert status == 1
+    assert errors == [
+        "Error: The disk holding t.db is full, so nothing was saved: free some space and try again."
+    ]
+    status, out, _ = paperboy("stats", "--json")
+    assert status == 0 and json.loads(out)["papers"] == 1030

@@ -341,7 +341,7 @@ class _ChecksumWriter:
 
 
 def _build_error(directory: Path, error: OSError) -> str:
-    where = directory.parent
+    where = directory.parent.absolute()
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return (
             f"The search index could not be written because the disk holding {where} is full; "

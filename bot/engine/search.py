@@ -267,7 +267,6 @@ class Engine:
             delay = min(2 * previous[1], BUILD_RETRY_MAX) if previous else BUILD_RETRY
             self._failure = (self.clock() + delay, delay, error.message)
             self._failed_marker().write_failure(self._failure)
-            log.error("%s Next attempt in %d s at the earliest.", error.message, delay)
             raise
         self._failure = None
         self._failed_marker().clear()
@@ -329,10 +328,12 @@ class Engine:
                 if index is None:
                     self._build()
                     index = Index.load(self.index_dir, verify=False)
-        except IndexBuildError:
+        except IndexBuildError as error:
             fallback = current or Index.load(self.index_dir)
             if fallback is None:
                 raise
+            retry = self._failure[1] if self._failure else BUILD_RETRY
+            log.error("%s Next attempt in %d s at the earliest.", error.message, retry)
             return fallback
         if index is None:
             raise IndexBuildError("The search index could not be opened after it was built.")
