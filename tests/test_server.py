@@ -60,6 +60,7 @@ def test_health_check_reports_the_corpus(slack: SlackHarness) -> None:
         "writable": True,
         "papers": 38,
         "corpus_version": version,
+        "scheduler": {"last_tick": None, "digests_on": False, "stale": False},
     }
 
 
