@@ -30,6 +30,7 @@ from typing import Any
 import click
 
 from bot.cli_options import db_option, load_settings, open_engine
+from bot.logs import configure_logging
 
 
 def _engine(ctx: click.Context, db_path: Path | None, settings, write: bool = True):
@@ -66,9 +67,7 @@ def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
     from .clock import ClockError
 
     settings = load_settings()
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings)
     if settings.log_level != "DEBUG":  # a line per job run, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     engine = _engine(ctx, db_path, settings)
@@ -147,7 +146,7 @@ def send(
     from .subscriptions import Subscriptions
 
     settings = load_settings()
-    logging.basicConfig(level=settings.log_level)
+    configure_logging(settings)
     engine = _engine(ctx, db_path, settings)
     dispatcher = _clock(engine, settings).dispatcher
     now = datetime.now(UTC)

@@ -68,6 +68,7 @@ class Member:
     digest_channel: str | None = None  # None: a direct message
     created_at: str = ""
     topic_count: int = 0
+    dm_channel: str | None = None  # the D... id of the member's DM with the bot, once known
 
     @property
     def enabled(self) -> bool:
@@ -106,6 +107,7 @@ class Member:
             digest_channel=row.get("digest_channel") or None,
             created_at=row.get("created_at") or "",
             topic_count=topic_count,
+            dm_channel=row.get("dm_channel") or None,
         )
 
 
@@ -301,6 +303,10 @@ class Subscriptions:
 
     def set_channel(self, user_id: str, channel: str | None, now: datetime) -> Member:
         return self._update(user_id, now, digest_channel=channel)
+
+    def set_dm_channel(self, user_id: str, channel: str | None) -> None:
+        """Remember (or, with None, forget) the member's DM channel with the bot."""
+        self.db.execute("update members set dm_channel = ? where user_id = ?", [channel, user_id])
 
     def set_tz(self, user_id: str, tz: str | None, now: datetime) -> Member:
         """Record the time zone read from Slack (None: keep the old one, but note the check)."""
