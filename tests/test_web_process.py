@@ -587,3 +587,27 @@ def test_socket_mode_requests_are_logged_like_http_ones(
     (record,) = [r for r in caplog.records if r.name == "paperboy.requests"]
     assert (record.command, record.user, record.team) == ("/papers", "U9", TEAM_ID)
     assert record.latency_ms >= 0
+
+
+def test_socket_mode_with_the_scheduler_ends_when_the_token_is_revoked(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    """One box over Socket Mode: the clock dying for a revoked token ends the process (exit 1)
+    instead of leaving a worker that answers lookups but sends no digests."""
+    from tests.socket_mode_server import SocketModeServer
+
+    db = tmp_path / "box.db"
+    copy_db_without_index(seeded_db_template, db)
+    due_member(db)
+    with FakeSlack() as fake, SocketModeServer() as sockets:
+        fake.set_socket_mode_url(sockets.new_url)
+        fake.set_user("U1", tz="UTC")
+        fake.fail_next("chat.postMessage", error="token_revoked", times=10)
+        env = serve_env(tmp_path, fake, db, free_port())
+        env.pop("SLACK_SIGNING_SECRET")
+        env["SLACK_APP_TOKEN"] = "xapp-1-A0PAPERBOY-1-0123456789abcdef"
+        with serve(env, "--with-scheduler") as web:
+            assert web.exit_code(timeout=60) == 1
+    last = [line for line in web.seen if line.strip()][-1]
+    assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
+    assert "Traceback" not in "".join(web.seen)

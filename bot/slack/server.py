@@ -508,13 +508,13 @@ def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
     check_slack_token(settings)
     engine = open_engine(settings)
     main = threading.main_thread()
-    # A token revoked while running stops the clock; SIGTERM ends Socket Mode, then we exit 1.
-    clock = (
-        _start_clock(settings, engine, lambda: signal.pthread_kill(main.ident or 0, signal.SIGTERM))
-        if with_scheduler
-        else None
-    )
+    clock = None
     try:
+        if with_scheduler:
+            # A token revoked while running stops the clock, which stops Socket Mode as
+            # SIGTERM does; then we exit 1.
+            stop = lambda: signal.pthread_kill(main.ident or 0, signal.SIGTERM)  # noqa: E731
+            clock = _start_clock(settings, engine, stop)
         from .socket_mode import run_socket_mode
 
         run_socket_mode(settings, engine)
@@ -523,6 +523,9 @@ def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
     except URLError as error:
         where = settings.slack_api_url
         raise StartupError(f"Could not reach Slack at {where} ({error.reason}).") from None
+    except SystemExit:  # the clock's SIGTERM came before Socket Mode took the signal over
+        if clock is None or clock.fatal is None:
+            raise
     finally:
         if clock is not None:
             clock.shutdown()
