@@ -487,3 +487,27 @@ def test_digest_now_after_a_crash_and_an_expired_lease_sends_no_paper_twice(
     later = scheduler(slack).run_due(now + STALE_CLAIM + timedelta(minutes=1))
     assert all(o.status != "sent" for o in later)
     assert len(slack.fake.messages_in("DU1")) == 1
+
+
+# --- writers that wait -----------------------------------------------------------------------
+
+
+def test_thirty_members_subscribing_at_once_all_succeed(slack) -> None:
+    """Thirty signed /papers subscribe at the same moment: every write takes SQLite's write
+    lock up front and waits its turn, so none gets "something went wrong" and no topic is
+    lost."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    users = [f"U{n:02d}" for n in range(30)]
+    topics = ["graph neural networks", "diffusion models", "federated learning"]
+    with ThreadPoolExecutor(30) as pool:
+        sent = list(
+            pool.map(lambda n: slack.slash(f"subscribe {topics[n % 3]}", user=users[n]), range(30))
+        )
+    assert [status for status, _ in sent] == [200] * 30
+    replies = [slack.reply(url, timeout=60) for _, url in sent]
+    assert all("Subscribed to" in blocks_text(r) for r in replies), [
+        r["text"] for r in replies if "Subscribed to" not in blocks_text(r)
+    ]
+    subs = Subscriptions(slack.engine.db)
+    assert {u: len(subs.topics(u)) for u in users} == {u: 1 for u in users}
