@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner
@@ -273,6 +274,11 @@ def test_cli_scheduler_wires_the_tick_and_the_feed_ingest(slack, cli_env, monkey
         "U1", "diffusion models", datetime(2024, 1, 1, tzinfo=UTC)
     )
     Subscriptions(slack.engine.db).set_days("U1", "daily", datetime(2024, 1, 1, tzinfo=UTC))
+    # Due now: U1's digest time (Berlin, as Slack reports U1's zone) was ten minutes ago.
+    ten_minutes_ago = datetime.now(ZoneInfo("Europe/Berlin")) - timedelta(minutes=10)
+    Subscriptions(slack.engine.db).set_time(
+        "U1", ten_minutes_ago.strftime("%H:%M"), datetime(2024, 1, 1, tzinfo=UTC)
+    )
     ran: dict[str, Any] = {}
 
     class OneShot:
@@ -293,7 +299,9 @@ def test_cli_scheduler_wires_the_tick_and_the_feed_ingest(slack, cli_env, monkey
     )
     assert result.exit_code == 0, result.output
     assert ran["jobs"]["tick_seconds"] == 30 and ran["ingest"] is not None
-    assert isinstance(ran["tick"], list)  # one run_due, whatever was due at the real time
+    [outcome] = ran["tick"]  # the tick the scheduler runs sends the digest due now
+    assert (outcome.user_id, outcome.status, outcome.papers) == ("U1", "sent", 9)
+    assert len(slack.fake.messages_in("DU1")) == 1
 
 
 # --- the digest message ------------------------------------------------------------------------

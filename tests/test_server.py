@@ -60,6 +60,7 @@ def test_health_check_reports_the_corpus(slack: SlackHarness) -> None:
         "writable": True,
         "papers": 38,
         "corpus_version": version,
+        "scheduler": {"last_tick": None, "digests_on": False, "stale": False},
     }
 
 
@@ -118,10 +119,14 @@ def test_half_configured_slack_is_one_sentence_and_exit_2(
 def test_http_mode_serves_bolt_behind_waitress(
     tmp_path: Path, seeded_db_template: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``paperboy serve``'s own server answers a signed slash command (and the health check)."""
     seen: dict[str, Any] = {}
 
     def serve_once(self: server.HttpServer) -> None:  # instead of waiting for a signal
         seen["health"] = get(self.url + "/healthz")
+        harness.url = self.url  # Slack's requests now go to the server run() started
+        status, response_url = harness.slash("diffusion models")
+        seen["slash"] = status, harness.reply(response_url)
 
     monkeypatch.setattr(server.HttpServer, "wait", serve_once)
     with SlackHarness(tmp_path, template_db=seeded_db_template) as harness:
@@ -129,6 +134,8 @@ def test_http_mode_serves_bolt_behind_waitress(
         seeded_engine(settings.db_path, seeded_db_template)
         server.run(settings)
     assert seen["health"][0] == 200
+    status, reply = seen["slash"]
+    assert status == 200 and "diffusion" in blocks_text(reply).lower()
 
 
 def test_socket_mode_is_used_with_an_app_token(

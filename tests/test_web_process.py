@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -28,10 +29,21 @@ import pytest
 from slack_sdk.http_retry import FixedValueRetryIntervalCalculator
 
 from bot.engine.index import build_lock, index_dir_for
+from bot.engine.search import Engine
 from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
 from bot.settings import Settings
 from bot.slack import server
-from tests.slack_harness import BOT_TOKEN, SIGNING_SECRET, SlackHarness, sign, trigger_id
+from digest.clock import write_heartbeat
+from digest.message import DIGEST_EVENT
+from digest.subscriptions import Subscriptions
+from tests.slack_harness import (
+    BOT_TOKEN,
+    SIGNING_SECRET,
+    SlackHarness,
+    buttons,
+    sign,
+    trigger_id,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,7 +109,8 @@ class Serve:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -120,7 +133,12 @@ class Serve:
 
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout=20)
+        return self.exit_code()
+
+    def exit_code(self, timeout: float = 20) -> int:
+        """Wait for the process to end; then ``seen`` holds everything it said."""
+        code = self.process.wait(timeout=timeout)
+        self._reader.join(timeout=10)
         while not self.lines.empty():
             self.seen.append(self.lines.get())
         return code
@@ -382,3 +400,122 @@ def test_health_is_503_when_the_database_fails(
     assert report["status"] == "unhealthy" and report["database"]
     assert db.exists() == (damage == "corrupted")  # the check never creates a database
     assert not [r for r in caplog.records if r.exc_info]  # one line, no traceback
+
+
+def test_health_is_503_when_the_digest_clock_stops_ticking(slack: SlackHarness) -> None:
+    def health() -> tuple[int, dict[str, Any]]:
+        status, body = http(slack.url + "/healthz")
+        return status, json.loads(body)
+
+    status, report = health()
+    assert status == 200 and report["scheduler"]["digests_on"] is False  # no clock needed yet
+    status, response_url = slack.slash("subscribe diffusion models")
+    slack.reply(response_url)
+    status, report = health()  # a digest is on and no clock has ever ticked
+    assert status == 503 and report["status"] == "unhealthy"
+    assert report["scheduler"] == {"last_tick": None, "digests_on": True, "stale": True}
+    now = datetime.now(UTC).replace(microsecond=0)
+    write_heartbeat(slack.engine.db, now, 60)  # what the clock writes every tick
+    status, report = health()
+    assert status == 200 and report["scheduler"]["stale"] is False
+    assert datetime.fromisoformat(report["scheduler"]["last_tick"]) == now
+    write_heartbeat(slack.engine.db, now - timedelta(seconds=3 * 60 + 5), 60)
+    status, report = health()
+    assert status == 503 and report["scheduler"]["stale"] is True
+
+
+# --- one box: serve --with-scheduler ---------------------------------------------------------------
+
+
+def due_member(db: Path, user: str = "U1") -> None:
+    """A member with a topic whose digest is due now (joined an hour ago, time = now)."""
+    engine = Engine.open(db)
+    now = datetime.now(UTC)
+    subscriptions = Subscriptions(engine.db)
+    subscriptions.add_topic(user, "diffusion models", now)
+    subscriptions.set_tz(user, "UTC", now)
+    subscriptions.set_days(user, "daily", now)
+    subscriptions.set_time(user, f"{now:%H:%M}", now)
+    joined = (now - timedelta(hours=1)).isoformat(timespec="seconds")
+    engine.db.execute("update members set created_at = ?", [joined])
+    engine.db.conn.commit()
+
+
+def test_serve_with_scheduler_sends_digests_from_the_web_process(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "box.db"
+    copy_db_without_index(seeded_db_template, db)
+    due_member(db)
+    port = free_port()
+    with FakeSlack() as fake, serve(serve_env(tmp_path, fake, db, port), "--with-scheduler") as web:
+        fake.set_user("U1", tz="UTC")
+        web.wait_for_line("listening on")
+        (digest,) = fake.wait_for(lambda: fake.messages_in("DU1"), timeout=30)
+        assert digest["metadata"]["event_type"] == DIGEST_EVENT
+        report = wait_until_healthy(f"http://127.0.0.1:{port}")
+        assert report["scheduler"]["digests_on"] and report["scheduler"]["last_tick"]
+        assert web.stop() == 0
+
+
+def test_a_token_revoked_while_serving_with_the_scheduler_ends_the_process(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "box.db"
+    copy_db_without_index(seeded_db_template, db)
+    due_member(db)
+    port = free_port()
+    with FakeSlack() as fake:
+        fake.set_user("U1", tz="UTC")
+        fake.fail_next("chat.postMessage", error="token_revoked", times=10)
+        with serve(serve_env(tmp_path, fake, db, port), "--with-scheduler") as web:
+            assert web.exit_code(timeout=60) == 1
+    last = [line for line in web.seen if line.strip()][-1]
+    assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
+    assert "Traceback" not in "".join(web.seen)
+
+
+# --- JSON logs --------------------------------------------------------------------------------
+
+
+def test_json_logs_are_one_object_per_line_with_each_requests_fields(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "web.db"
+    copy_db_without_index(seeded_db_template, db)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with FakeSlack() as fake:
+        env = {**serve_env(tmp_path, fake, db, port), "PAPERBOY_LOG_FORMAT": "json"}
+        with serve(env) as web:
+            web.wait_for_line("listening on")
+            wait_until_healthy(url)
+            form, response_url = slash_form(fake, "secret diffusion plans")
+            assert http(url + "/slack/events", form, signed(form))[0] == 200
+            token = response_url.rsplit("/", 1)[-1]
+            fake.wait_for(lambda: [r for r in fake.responses if r.token == token])
+            assert http(url + "/slack/events", b"junk", {"X-Slack-Signature": "v0=1"})[0] == 401
+            assert web.stop() == 0
+    lines = [line for line in web.seen if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    (request,) = [r for r in records if r["logger"] == "paperboy.requests"]
+    assert request["command"] == "/papers"
+    assert request["team"] == TEAM_ID and request["user"] == "U1"
+    assert isinstance(request["latency_ms"], int | float) and request["latency_ms"] >= 0
+    assert "secret" not in json.dumps(request)  # what was typed stays private
+    assert any("refused a request" in r["message"] for r in records)
+
+
+def test_each_click_is_logged_with_its_action_id(
+    slack: SlackHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="paperboy.requests")
+    status, response_url = slack.slash("diffusion", user="U7")
+    reply = slack.reply(response_url)
+    similar = buttons(reply)["similar:1"]
+    slack.click("similar:1", similar["value"], user="U7")
+    records = [r for r in caplog.records if r.name == "paperboy.requests"]
+    fields = [(getattr(r, "command", None), getattr(r, "action_id", None)) for r in records]
+    assert fields == [("/papers", None), (None, "similar:1")]
+    assert all(r.user == "U7" and r.team == TEAM_ID and r.latency_ms >= 0 for r in records)

@@ -26,6 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.error import URLError
@@ -49,7 +50,7 @@ from waitress import wasyncore
 
 from bot.engine.corpus import DatabaseError, is_writable
 from bot.engine.search import Engine
-from bot.logs import configure_logging
+from bot.logs import configure_logging, say
 from bot.settings import Settings, SettingsError
 
 from .app import build_app
@@ -232,25 +233,42 @@ class WebApp(Router):
         return as_json(start_response, status, body)
 
 
-def health_report(db_path: Path) -> dict[str, Any]:
-    """What ``/healthz`` says about the database, read through a connection of its own.
+def health_report(db_path: Path, now: datetime | None = None) -> dict[str, Any]:
+    """What ``/healthz`` says (see the README): the database, the corpus and the digest clock.
 
-    A fresh read-only connection each time: the app's own connections keep working on a
-    database file that was deleted or replaced underneath them, and would hide it.
+    Read through a fresh read-only connection each time: the app's own connections keep
+    working on a database file that was deleted or replaced underneath them, and would hide
+    it. ``status`` is ``unhealthy`` (HTTP 503) when the database cannot be read or the clock's
+    heartbeat is older than three ticks while digests are on; ``read-only`` (200) when this
+    process may not write the database (lookups work, subscriptions cannot be saved).
     """
+    from sqlite_utils import Database
+
+    from digest.clock import clock_health
+
     body: dict[str, Any] = {"status": "ok"}
     try:
         uri = f"file:{quote(str(Path(db_path).resolve()))}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=2)) as db:
-            papers = db.execute("select count(*) from papers").fetchone()[0]
-            row = db.execute("select value from meta where key = 'corpus_version'").fetchone()
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=2)) as connection:
+            papers = connection.execute("select count(*) from papers").fetchone()[0]
+            row = connection.execute(
+                "select value from meta where key = 'corpus_version'"
+            ).fetchone()
+            clock = clock_health(Database(connection), now or datetime.now(UTC))
     except sqlite3.Error as error:
         return {"status": "unhealthy", "database": f"{error}"}
     body["database"] = "ok"
     body["writable"] = is_writable(db_path)
     body["papers"] = papers
     body["corpus_version"] = int(row[0]) if row else None
-    if not body["writable"]:
+    body["scheduler"] = {
+        "last_tick": clock.last_tick.isoformat() if clock.last_tick else None,
+        "digests_on": clock.digests_on,
+        "stale": clock.stale,
+    }
+    if clock.stale:
+        body["status"] = "unhealthy"
+    elif not body["writable"]:
         body["status"] = "read-only"
     return body
 
@@ -330,6 +348,11 @@ class HttpServer:
         self._thread.start()
         return self
 
+    def request_stop(self) -> None:
+        """Ask the server's loop to close everything (from any thread); ``wait()`` returns."""
+        server = self._server
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+
     def wait(self) -> None:
         """Block until the server stops (signals still reach the calling main thread)."""
         while self._thread is not None and self._thread.is_alive():
@@ -340,7 +363,9 @@ class HttpServer:
         server = self._server
         if self._thread is None:
             return
-        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        if self._thread.is_alive():  # else request_stop() already closed it all
+            with contextlib.suppress(OSError):  # ... or is closing it right now
+                server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
         self._thread.join(timeout=10)
         server.task_dispatcher.shutdown(timeout=5)
         self._thread = None
@@ -450,7 +475,7 @@ def run(settings: Settings, *, with_scheduler: bool = False) -> None:
     try:
         settings.check_slack()
     except SettingsError as error:
-        _fail(str(error), status=2)
+        _fail(str(error), status=2, settings=settings)
     if not settings.has_slack_credentials:
         mode = "playground"
     else:
@@ -459,9 +484,9 @@ def run(settings: Settings, *, with_scheduler: bool = False) -> None:
         try:
             _serve(settings, mode, with_scheduler)
         except StartupError as error:
-            _fail(str(error), status=error.status)
+            _fail(str(error), status=error.status, settings=settings)
         except KeyboardInterrupt:
-            print("paperboy serve: stopped.", file=sys.stderr)
+            say(settings, "paperboy serve: stopped.")
 
 
 def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
@@ -475,7 +500,13 @@ def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
         return
     check_slack_token(settings)
     engine = open_engine(settings)
-    clock = _start_clock(settings, engine) if with_scheduler else None
+    main = threading.main_thread()
+    # A token revoked while running stops the clock; SIGTERM ends Socket Mode, then we exit 1.
+    clock = (
+        _start_clock(settings, engine, lambda: signal.pthread_kill(main.ident or 0, signal.SIGTERM))
+        if with_scheduler
+        else None
+    )
     try:
         from .socket_mode import run_socket_mode
 
@@ -488,6 +519,7 @@ def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
     finally:
         if clock is not None:
             clock.shutdown()
+    _raise_if_fatal(clock)
 
 
 def _run_http(settings: Settings, with_scheduler: bool) -> None:
@@ -495,10 +527,10 @@ def _run_http(settings: Settings, with_scheduler: bool) -> None:
     _raise_file_limit(settings.http_connection_limit)
     web = WebApp(settings)
     server = HttpServer(web, host=settings.host, port=settings.port, **server_options(settings))
-    print(
+    say(
+        settings,
         f"Paperboy is listening on {server.url} for Slack ({EVENTS_PATH}) and health checks "
         f"({HEALTH_PATH}). Slack's Request URLs must be https://<your public host>{EVENTS_PATH}.",
-        file=sys.stderr,
     )
     server.start()
     try:
@@ -507,18 +539,33 @@ def _run_http(settings: Settings, with_scheduler: bool) -> None:
         # The token was just checked, with retries: Bolt need not check it again.
         app = build_app(settings, engine, verify_token=False)
         if with_scheduler:
-            web.clock = _start_clock(settings, engine)
+            # A token revoked while running stops the clock, then the server, then we exit 1.
+            web.clock = _start_clock(settings, engine, server.request_stop)
         web.ready(engine, app)
-        log.info("Paperboy is ready.")
+        log.info("Paperboy is ready%s.", " (digests are sent from this process)" * with_scheduler)
         server.wait()
     finally:
         if web.clock is not None:
             web.clock.shutdown()
         server.stop()
+    _raise_if_fatal(web.clock)
 
 
-def _start_clock(settings: Settings, engine: Engine) -> Any:
-    raise StartupError("--with-scheduler is not available yet.", status=2)
+def _start_clock(settings: Settings, engine: Engine, stop: Callable[[], Any]) -> Any:
+    """``--with-scheduler``: the digest clock on a background thread of this process (its
+    token was checked just before). ``stop`` is called when it dies for a refused token."""
+    from digest.clock import Clock
+
+    if settings.log_level != "DEBUG":  # a line per tick, every minute, is noise
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    clock = Clock(engine, settings, on_fatal=lambda error: stop())
+    clock.start_background()
+    return clock
+
+
+def _raise_if_fatal(clock: Any) -> None:
+    if clock is not None and clock.fatal is not None:
+        raise StartupError(str(clock.fatal), status=1)
 
 
 @contextlib.contextmanager
@@ -535,6 +582,9 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _fail(message: str, status: int) -> None:
-    print(f"paperboy serve: {message}", file=sys.stderr)
+def _fail(message: str, status: int, settings: Settings | None = None) -> None:
+    if settings is not None:
+        say(settings, f"paperboy serve: {message}", logging.ERROR)
+    else:
+        print(f"paperboy serve: {message}", file=sys.stderr)
     raise SystemExit(status)
