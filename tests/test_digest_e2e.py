@@ -519,3 +519,13 @@ def test_thirty_members_subscribing_at_once_all_succeed(slack) -> None:
     ]
     subs = Subscriptions(slack.engine.db)
     assert {u: len(subs.topics(u)) for u in users} == {u: 1 for u in users}
+
+
+def test_a_revoked_token_still_lets_members_manage_topics_and_says_why_no_digest(slack) -> None:
+    """Revoked while the app runs (Bolt checked the token at its first request)."""
+    ask(slack, "topics")
+    slack.fake.revoke_token()
+    assert "Subscribed to" in blocks_text(ask(slack, "subscribe graph neural networks"))
+    reply = ask(slack, "digest now")
+    assert "Slack refused Paperboy's token" in reply["text"]
+    assert slack.fake.calls_to("chat.postMessage") == []
