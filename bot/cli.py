@@ -8,6 +8,7 @@ time a command other than ``ingest`` uses it.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -93,6 +94,8 @@ def _ctx(click_ctx: click.Context, db_path: Path | None) -> Context:
 def main(ctx: click.Context, db_path: Path | None) -> None:
     """Paperboy: find ML papers, subscribe to topics, get a daily digest in Slack."""
     ctx.obj = Context(db_path)
+    if os.environ.get("NO_COLOR"):  # https://no-color.org: any non-empty value
+        ctx.color = False  # every command's echo/secho inherits this, on a terminal too
 
 
 @main.command()
@@ -108,11 +111,6 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
     """
     context = _ctx(ctx, db_path)
     engine = context.engine(write=True, seed=False)
-    if engine.read_only:
-        raise click.ClickException(
-            f"Cannot add papers to {engine.db_path}: this user may not write it or its folder "
-            "(run ingest as the database's owner, or fix the permissions)."
-        )
     report = engine.ingest(paths, progress=_progress)
     for message in report.file_errors:
         click.secho(message, fg="red", err=True)
@@ -152,12 +150,21 @@ def _bar(papers: Iterable) -> Iterable:
 
 @main.command()
 @click.argument("query", required=False, default="")
-@click.option("--limit", "-n", default=10, show_default=True, help="How many results.")
-@click.option("--offset", default=0, help="Skip this many results (paging).")
+@click.option(
+    "--limit",
+    "-n",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How many results.",
+)
+@click.option(
+    "--offset", default=0, type=click.IntRange(min=0), help="Skip this many results (paging)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
     "--batch",
-    type=click.File("r"),
+    type=click.File("rb"),
     default=None,
     help="Read one query per line from FILE ('-' for stdin); prints one JSON line per query.",
 )
@@ -167,24 +174,41 @@ def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_pa
     """Look papers up: keywords, "quoted phrases", -excluded, venue:, year:, author:."""
     engine = _with_papers(_ctx(ctx, db_path).engine())
     if batch is not None:
-        for line in batch:
-            text = line.strip()
-            if not text:
-                continue
-            line: dict = {"query": text, "results": []}
-            try:
-                ranked = engine.rank(text, k=limit, raise_errors=True)
-                line["results"] = [{"id": i, "score": round(s, 6)} for i, s in ranked]
-            except QueryError as error:
-                line["error"] = str(error)
-            click.echo(json.dumps(line, ensure_ascii=False))
+        for answer in _batch(engine, batch, limit):
+            click.echo(json.dumps(answer, ensure_ascii=False))
         return
     _show(engine.search(query, limit=limit, offset=offset), as_json)
 
 
+def _batch(engine, lines: Iterable[bytes], limit: int) -> Iterable[dict]:
+    """One answer per non-blank line, numbered. Lines are decoded one by one, so a line that
+    is not UTF-8 is reported on its own and the others are still answered."""
+    for number, raw in enumerate(lines, start=1):
+        try:
+            text = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
+        except UnicodeDecodeError as error:
+            yield {
+                "line": number,
+                "query": raw.decode("utf-8", "replace").strip(),
+                "results": [],
+                "error": f"Line {number} is not UTF-8 text (byte {raw[error.start]:#04x} at "
+                f"position {error.start + 1}), so it was not searched.",
+            }
+            continue
+        if not text:
+            continue
+        answer: dict = {"line": number, "query": text, "results": []}
+        try:
+            ranked = engine.rank(text, k=limit, raise_errors=True)
+            answer["results"] = [{"id": i, "score": round(s, 6)} for i, s in ranked]
+        except QueryError as error:
+            answer["error"] = str(error)
+        yield answer
+
+
 @main.command()
 @click.argument("paper_id")
-@click.option("--limit", "-n", default=5, show_default=True)
+@click.option("--limit", "-n", default=5, show_default=True, type=click.IntRange(min=1))
 @click.option("--json", "as_json", is_flag=True)
 @db_option
 @click.pass_context
@@ -244,11 +268,20 @@ def _with_papers(engine):
 @click.option(
     "--host", default=None, help="Address to bind (default: $HOST; the playground: 127.0.0.1)."
 )
+@click.option(
+    "--with-scheduler",
+    is_flag=True,
+    help="Also send the digests from this process (one box: no separate `paperboy scheduler`).",
+)
 @db_option
 @click.pass_context
-def serve(ctx, port: int | None, host: str | None, db_path) -> None:
+def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path) -> None:
     """Run the Slack app: HTTP at /slack/events, Socket Mode with SLACK_APP_TOKEN, or, with no
-    Slack credentials at all, the local playground at http://127.0.0.1:$PORT/."""
+    Slack credentials at all, the local playground at http://127.0.0.1:$PORT/.
+
+    The HTTP port answers at once; /healthz says 503 "warming up" until the database and
+    index are ready.
+    """
     from dataclasses import replace
 
     from .slack.server import run
@@ -259,7 +292,7 @@ def serve(ctx, port: int | None, host: str | None, db_path) -> None:
         settings = replace(settings, port=port)
     if host:
         settings = replace(settings, host=host)
-    run(settings)
+    run(settings, with_scheduler=with_scheduler)
 
 
 def _show(result, as_json: bool) -> None:

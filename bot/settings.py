@@ -38,6 +38,14 @@ class SettingsError(ValueError):
         super().__init__(" ".join(problems))
 
 
+def _positive(env: Mapping[str, str], name: str, default: int, problems: list[str]) -> int:
+    text = env.get(name, "").strip() or str(default)
+    if not text.isdigit() or int(text) < 1:
+        problems.append(f"{name} must be a whole number above 0, not {text!r}.")
+        return default
+    return int(text)
+
+
 @dataclass(frozen=True)
 class Settings:
     db_path: Path = DEFAULT_DB
@@ -52,6 +60,10 @@ class Settings:
     digest_grace_seconds: int = 6 * 3600
     log_level: str = "INFO"
     log_format: str = "text"  # or "json": one JSON object per log line
+    # The web server (waitress): request threads, open connections, idle seconds before closing.
+    http_threads: int = 16
+    http_connection_limit: int = 1000
+    http_channel_timeout: int = 30
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -91,6 +103,9 @@ class Settings:
                 f"PAPERBOY_LOG_FORMAT must be {' or '.join(LOG_FORMATS)}, "
                 f"not {opt('PAPERBOY_LOG_FORMAT')!r}."
             )
+        http_threads = _positive(env, "PAPERBOY_HTTP_THREADS", 16, problems)
+        http_connections = _positive(env, "PAPERBOY_HTTP_CONNECTIONS", 1000, problems)
+        http_timeout = _positive(env, "PAPERBOY_HTTP_TIMEOUT", 30, problems)
         if problems:
             raise SettingsError(*problems)
         feeds = tuple(f.strip() for f in (opt("PAPERBOY_FEEDS") or "").split(",") if f.strip())
@@ -107,6 +122,9 @@ class Settings:
             digest_grace_seconds=int(grace),
             log_level=log_level,
             log_format=log_format,
+            http_threads=http_threads,
+            http_connection_limit=http_connections,
+            http_channel_timeout=http_timeout,
         )
 
     @property

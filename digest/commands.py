@@ -23,15 +23,14 @@ import json
 import logging
 import signal
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
 from bot.cli_options import db_option, load_settings, open_engine
-
-LOCAL_TOKEN = "xoxb-local-playground"  # the local Slack stand-in accepts any bot-shaped token
+from bot.logs import configure_logging
 
 
 def _engine(ctx: click.Context, db_path: Path | None, settings, write: bool = True):
@@ -40,26 +39,17 @@ def _engine(ctx: click.Context, db_path: Path | None, settings, write: bool = Tr
     return open_engine(settings, path, write=write)  # only writers create a database
 
 
-def _dispatcher(engine, settings):
-    """The Slack side. Only the bot token matters here (the signing secret is the web app's)."""
-    from urllib.parse import urlsplit
+def _clock(engine, settings, **options):
+    """The clock (its Slack client and dispatcher), its token checked with ``auth.test``: a
+    refused token or an unreachable Slack is one sentence and exit 1, before anything is sent."""
+    from .clock import Clock, ClockError
 
-    from .delivery import Dispatcher, make_client
-
-    token = settings.slack_bot_token
-    local = urlsplit(settings.slack_api_url).hostname in ("127.0.0.1", "localhost", "::1")
-    if not token and local:
-        token = LOCAL_TOKEN
-    if not token or not token.startswith("xoxb-"):
-        raise click.ClickException(
-            "SLACK_BOT_TOKEN must be set to the bot token (xoxb-...) from your app's OAuth & "
-            "Permissions page: digests are posted to Slack with it."
-        )
-    return Dispatcher(
-        engine,
-        make_client(settings, token=token),
-        grace=timedelta(seconds=settings.digest_grace_seconds),
-    )
+    try:
+        clock = Clock(engine, settings, **options)
+        clock.check_token()
+    except ClockError as error:
+        raise click.ClickException(str(error)) from None
+    return clock
 
 
 @click.command()
@@ -71,28 +61,17 @@ def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
 
     Runs until stopped (the Procfile's `clock:` process; the web process never schedules).
     Digests due while it was down are sent when it comes back, within
-    PAPERBOY_DIGEST_GRACE_SECONDS (default 6 hours), once.
+    PAPERBOY_DIGEST_GRACE_SECONDS (default 6 hours), once. Exits 1 with one sentence when
+    Slack refuses the bot token, at start or later, so the platform restarts it and alerts.
     """
-    from .delivery import Outcome
-    from .feeds import ingest_feeds
-    from .schedule import build_scheduler
+    from .clock import ClockError
 
     settings = load_settings()
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings)
     if settings.log_level != "DEBUG":  # a line per job run, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     engine = _engine(ctx, db_path, settings)
-    dispatcher = _dispatcher(engine, settings)
-
-    def run_tick() -> list[Outcome]:
-        return dispatcher.run_due(datetime.now(UTC))
-
-    def run_ingest() -> None:
-        ingest_feeds(engine, settings.feeds)
-
-    jobs = build_scheduler(run_tick, run_ingest if settings.feeds else None, tick_seconds=tick)
+    clock = _clock(engine, settings, tick_seconds=tick)
 
     def stop(signum: int, _frame: Any) -> None:
         raise SystemExit(0)
@@ -101,12 +80,11 @@ def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
     feeds = f", {len(settings.feeds)} feed(s) daily" if settings.feeds else ""
     click.echo(f"paperboy scheduler: {engine.db_path}, every {tick}s{feeds}", err=True)
     try:
-        jobs.start()
+        clock.run_forever()
     except (KeyboardInterrupt, SystemExit):
         pass
-    finally:
-        if jobs.running:
-            jobs.shutdown(wait=True)  # let a tick in progress finish its digest
+    except ClockError as error:
+        raise click.ClickException(str(error)) from None
 
 
 @click.group()
@@ -163,18 +141,23 @@ def send(
 
     Safe beside a running scheduler: each digest is claimed first, so none goes twice.
     """
+    from .clock import refused
+    from .delivery import TokenRefused
     from .subscriptions import Subscriptions
 
     settings = load_settings()
-    logging.basicConfig(level=settings.log_level)
+    configure_logging(settings)
     engine = _engine(ctx, db_path, settings)
-    dispatcher = _dispatcher(engine, settings)
+    dispatcher = _clock(engine, settings).dispatcher
     now = datetime.now(UTC)
-    if right_now:
-        members = Subscriptions(engine.db).members(user_ids or None)
-        outcomes = [dispatcher.send_now(m.user_id, now) for m in members]
-    else:
-        outcomes = [o for o in dispatcher.run_due(now) if not user_ids or o.user_id in user_ids]
+    try:
+        if right_now:
+            members = Subscriptions(engine.db).members(user_ids or None)
+            outcomes = [dispatcher.send_now(m.user_id, now) for m in members]
+        else:
+            outcomes = [o for o in dispatcher.run_due(now) if not user_ids or o.user_id in user_ids]
+    except TokenRefused as error:  # stop at once: no other member is attempted
+        raise click.ClickException(str(refused(error.code))) from None
     for outcome in outcomes:
         detail = f" ({outcome.error})" if outcome.error else ""
         size = f"{outcome.papers} paper{'s' if outcome.papers != 1 else ''}"

@@ -68,6 +68,7 @@ class Member:
     digest_channel: str | None = None  # None: a direct message
     created_at: str = ""
     topic_count: int = 0
+    dm_channel: str | None = None  # the D... id of the member's DM with the bot, once known
 
     @property
     def enabled(self) -> bool:
@@ -106,6 +107,7 @@ class Member:
             digest_channel=row.get("digest_channel") or None,
             created_at=row.get("created_at") or "",
             topic_count=topic_count,
+            dm_channel=row.get("dm_channel") or None,
         )
 
 
@@ -165,14 +167,28 @@ _DAY_ALIASES = {
 }
 
 
+_FULL_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+#: Exact spellings only (``monkey`` is not Monday): the abbreviation, the name, its plural, and
+#: the common longer abbreviations.
+_DAY_NAMES = {
+    **{day: i for i, day in enumerate(WEEKDAYS)},
+    **{day: i for i, day in enumerate(_FULL_DAYS)},
+    **{day + "s": i for i, day in enumerate(_FULL_DAYS)},
+    "tues": 1,
+    "weds": 2,
+    "thur": 3,
+    "thurs": 3,
+}
+
+
 def _day(word: str, original: str) -> int:
-    word = word.strip().lower()[:3]
-    if word not in WEEKDAYS:
+    word = word.strip().lower().rstrip(".")
+    if word not in _DAY_NAMES:
         raise SubscriptionError(
             f"`{original.strip()}` is not a list of days I understand; try "
             "`/papers digest days mon-fri`, `days mon,wed,fri` or `days daily`."
         )
-    return WEEKDAYS.index(word)
+    return _DAY_NAMES[word]
 
 
 def parse_days(text: str) -> tuple[str, ...]:
@@ -287,6 +303,10 @@ class Subscriptions:
 
     def set_channel(self, user_id: str, channel: str | None, now: datetime) -> Member:
         return self._update(user_id, now, digest_channel=channel)
+
+    def set_dm_channel(self, user_id: str, channel: str | None) -> None:
+        """Remember (or, with None, forget) the member's DM channel with the bot."""
+        self.db.execute("update members set dm_channel = ? where user_id = ?", [channel, user_id])
 
     def set_tz(self, user_id: str, tz: str | None, now: datetime) -> Member:
         """Record the time zone read from Slack (None: keep the old one, but note the check)."""

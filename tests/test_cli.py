@@ -1,8 +1,14 @@
 """The command line through its public interface: a real process environment, real files."""
 
 import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -103,11 +109,19 @@ def test_an_empty_corpus_says_what_to_run(invoke, tmp_path):
 
 
 def test_a_writing_command_says_when_the_seed_folder_is_missing(invoke, tmp_path):
+    from bot.playground.fake_slack import FakeSlack
+
     db = tmp_path / "new.db"
-    result = invoke(
-        "--db", str(db), "digest", "send", "--now",
-        env={"PAPERBOY_SEED_DIR": "/nonexistent", "SLACK_API_URL": "http://127.0.0.1:9/"},
-    )  # fmt: skip
+    with FakeSlack() as slack:
+        result = invoke(
+            "--db", str(db), "digest", "send", "--now",
+            env={
+                "PAPERBOY_SEED_DIR": "/nonexistent",
+                "SLACK_API_URL": slack.api_url,
+                "SLACK_BOT_TOKEN": "xoxb-test",
+            },
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
     assert (
         "The seed folder /nonexistent does not exist, so the new database starts empty: "
         "add papers with `paperboy ingest FILE`."
@@ -171,3 +185,167 @@ def test_db_option_overrides_the_environment(run, tmp_path):
     seeded_engine(other, None)
     assert run("ingest", str(FIXTURES / "mixed.jsonl"), "--db", str(other)).exit_code == 0
     assert run("stats", "--json", "--db", str(other)).stdout != run("stats", "--json").stdout
+
+
+def test_the_playground_does_not_invite_lookups_over_no_papers(
+    invoke, tmp_path, monkeypatch, caplog
+):
+    from bot.playground.playground import Playground
+
+    # Start and return at once: `run` then stops it as after Ctrl-C (nothing left running).
+    monkeypatch.setattr(Playground, "serve_forever", lambda self: self.server.start())
+    for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    db = tmp_path / "empty.db"
+    result = invoke(
+        "--db", str(db), "serve", "--port", "0",
+        env={"PAPERBOY_SEED_DIR": str(tmp_path / "missing")},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"the corpus in {db} is empty (paperboy ingest FILE)" in result.stderr
+    assert "type /papers" not in result.stderr
+    assert "missing does not exist, so the corpus is empty: add papers with" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "args, bad",
+    [
+        (["--limit", "0"], "'--limit' / '-n': 0 is not in the range x>=1"),
+        (["-n", "-3"], "'--limit' / '-n': -3 is not in the range x>=1"),
+        (["--offset", "-2"], "'--offset': -2 is not in the range x>=0"),
+    ],
+)
+@pytest.mark.parametrize("as_json", [[], ["--json"]], ids=["text", "json"])
+def test_limit_and_offset_out_of_range_are_refused(run, args, bad, as_json):
+    result = run("search", "diffusion", *args, *as_json)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert bad in result.stderr
+
+
+def test_similar_limit_out_of_range_is_refused(run):
+    result = run("similar", "x", "--limit", "0")
+    assert result.exit_code == 2 and "0 is not in the range x>=1" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["search", "QLASS"], ["ingest", "/nonexistent.jsonl"]])
+def test_no_color_disables_colour_even_on_a_terminal(run, command):
+    runner = CliRunner()
+    # color=True: the runner behaves as a terminal, where click keeps ANSI colour codes.
+    coloured = runner.invoke(main, command, color=True)
+    assert "\x1b[" in coloured.output
+    for value in ("1", "true", "0"):  # any non-empty value, see no-color.org
+        plain = runner.invoke(main, command, color=True, env={"NO_COLOR": value})
+        assert "\x1b[" not in plain.output
+        assert plain.output == click.unstyle(coloured.output)
+    empty = runner.invoke(main, command, color=True, env={"NO_COLOR": ""})
+    assert "\x1b[" in empty.output
+
+
+# --- a database this user may only read (issue 8) -------------------------------------------
+
+DROP_WRITE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+
+
+def _as_reader(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """``paperboy --db folder/ro.db ARGS`` as a user who may not write there. Tests run as root,
+    who writes anything; without the capabilities that let root ignore permissions, root is
+    held to the file modes like anyone else."""
+    command = [sys.executable, "-m", "bot.cli", "--db", str(folder / "ro.db"), *args]
+    if os.geteuid() == 0:
+        command = DROP_WRITE + command
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERBOY_", "SLACK_"))}
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+
+
+@pytest.fixture
+def read_only(tmp_path, seeded_db_template):
+    """A seeded database (and its index) in a folder, then file and folder made read-only."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    engine = seeded_engine(folder / "ro.db", seeded_db_template)
+    engine.db.close()
+    del engine
+
+    def lock() -> dict[str, bytes]:
+        for path in [folder / "ro.db", *folder.rglob("*")]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        folder.chmod(0o555)
+        return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+    if os.geteuid() == 0 and (
+        shutil.which("setpriv") is None
+        or subprocess.run([*DROP_WRITE, "true"], capture_output=True).returncode != 0
+    ):
+        pytest.skip("running as root without setpriv: cannot act as a user who may not write")
+    yield folder, lock
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def test_a_read_only_database_answers_lookups_and_refuses_writes(read_only, tmp_path):
+    folder, lock = read_only
+    before = lock()
+    search = _as_reader(folder, "search", "diffusion", "--json")
+    assert search.returncode == 0, search.stderr
+    assert json.loads(search.stdout)["total"] > 0
+    stats = _as_reader(folder, "stats")
+    assert stats.returncode == 0, stats.stderr
+    assert "(read-only)" in stats.stdout and "38" in stats.stdout
+
+    paper = tmp_path / "p.jsonl"
+    paper.write_text('{"id": "w", "title": "Wombats", "abstract": "Wombats dig."}\n')
+    for command in (["ingest", str(paper)], ["digest", "send", "--now"]):
+        refused = _as_reader(folder, *command)
+        assert refused.returncode == 1, command
+        assert refused.stderr == (
+            f"Error: Cannot write to the database at {folder / 'ro.db'}: this user may not "
+            "write it or its folder (run paperboy as the database's owner, or fix the "
+            "permissions).\n"
+        )
+    # Nothing was written: no WAL switch, no journal, no migration, no index rebuilt.
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+
+
+def test_a_read_only_database_without_its_index_builds_one_elsewhere(read_only):
+    folder, lock = read_only
+    shutil.rmtree(folder / "ro.db.index")
+    lock()
+    search = _as_reader(folder, "search", "QLASS")
+    assert search.returncode == 0, search.stderr
+    assert "QLASS" in search.stdout
+    assert sorted(p.name for p in folder.iterdir()) == ["ro.db"]
+
+
+def test_a_read_only_database_that_needs_migrating_says_so(read_only):
+    folder, lock = read_only
+    with sqlite3.connect(folder / "ro.db") as db:
+        last = db.execute("select max(rowid) from _sqlite_migrations").fetchone()[0]
+        db.execute("delete from _sqlite_migrations where rowid = ?", [last])
+    db.close()
+    lock()
+    for command in (["search", "diffusion"], ["stats"]):
+        result = _as_reader(folder, *command)
+        assert result.returncode == 1
+        assert result.stderr == (
+            f"Error: The database at {folder / 'ro.db'} needs upgrading to this version of "
+            "Paperboy, which a read-only database cannot be: run any command that writes "
+            "(such as `paperboy serve`) once as a user who may write it.\n"
+        )
+
+
+def test_batch_reports_a_line_that_is_not_utf8_and_answers_the_rest(run, tmp_path):
+    queries = tmp_path / "q.txt"
+    queries.write_bytes(b"\xef\xbb\xbfQLASS\nbad \xff byte\n\nsmoothness\r\n")
+    result = run("search", "--batch", str(queries), "--limit", "2")
+    assert result.exit_code == 0
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(line["line"], line["query"]) for line in lines] == [
+        (1, "QLASS"),
+        (2, "bad \ufffd byte"),
+        (4, "smoothness"),
+    ]
+    assert lines[0]["results"] and lines[2]["results"] and "error" not in lines[2]
+    assert lines[1]["results"] == []
+    assert lines[1]["error"] == (
+        "Line 2 is not UTF-8 text (byte 0xff at position 5), so it was not searched."
+    )

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner
@@ -86,6 +87,8 @@ def test_subscribe_reports_topics_that_are_too_broad_or_match_nothing(slack) -> 
         ("unsubscribe 3", "do not follow any topics"),
         ("digest time 25:00", "not a time of day"),
         ("digest days someday", "not a list of days"),
+        ("digest days monkey", "not a list of days"),
+        ("digest days sat-sunny", "not a list of days"),
         ("digest sideways", "I don't know `digest sideways`"),
         ("digest channel general", "Name the channel as a link"),
     ],
@@ -271,6 +274,11 @@ def test_cli_scheduler_wires_the_tick_and_the_feed_ingest(slack, cli_env, monkey
         "U1", "diffusion models", datetime(2024, 1, 1, tzinfo=UTC)
     )
     Subscriptions(slack.engine.db).set_days("U1", "daily", datetime(2024, 1, 1, tzinfo=UTC))
+    # Due now: U1's digest time (Berlin, as Slack reports U1's zone) was ten minutes ago.
+    ten_minutes_ago = datetime.now(ZoneInfo("Europe/Berlin")) - timedelta(minutes=10)
+    Subscriptions(slack.engine.db).set_time(
+        "U1", ten_minutes_ago.strftime("%H:%M"), datetime(2024, 1, 1, tzinfo=UTC)
+    )
     ran: dict[str, Any] = {}
 
     class OneShot:
@@ -291,7 +299,9 @@ def test_cli_scheduler_wires_the_tick_and_the_feed_ingest(slack, cli_env, monkey
     )
     assert result.exit_code == 0, result.output
     assert ran["jobs"]["tick_seconds"] == 30 and ran["ingest"] is not None
-    assert isinstance(ran["tick"], list)  # one run_due, whatever was due at the real time
+    [outcome] = ran["tick"]  # the tick the scheduler runs sends the digest due now
+    assert (outcome.user_id, outcome.status, outcome.papers) == ("U1", "sent", 9)
+    assert len(slack.fake.messages_in("DU1")) == 1
 
 
 # --- the digest message ------------------------------------------------------------------------
@@ -421,3 +431,67 @@ def test_a_digest_in_a_channel_says_whose_it_is_and_shares_elsewhere(slack) -> N
     [shared] = slack.fake.messages_in("CREADING")
     assert "<@U2> shared a paper" in blocks_text(shared)
     assert len(slack.fake.messages_in("CPAPERS")) == 1  # never repeated where it already is
+
+
+# --- exactly once on the on-demand path ------------------------------------------------------
+
+
+class Crash(BaseException):
+    """A process dying: not an Exception, so nothing on the way catches it."""
+
+
+def crash_after(step: str):
+    def fault(current: str, digest_id: str) -> None:
+        if current == step:
+            raise Crash(f"killed after {step} of {digest_id}")
+
+    return fault
+
+
+def digest_paper_ids(slack: SlackHarness, channel: str) -> list[str]:
+    return [
+        element["value"]
+        for message in slack.fake.messages_in(channel)
+        for action_id, element in buttons(message).items()
+        if action_id.startswith("similar:")
+    ]
+
+
+@pytest.mark.parametrize("step", ["claimed", "posted"])
+@pytest.mark.parametrize("path", ["digest send --now", "/papers digest now"])
+def test_digest_now_after_a_crash_and_an_expired_lease_sends_no_paper_twice(
+    slack, cli_env, step, path
+) -> None:
+    """Killed after the claim (nothing in Slack) or after Slack took the post (not recorded);
+    the lease runs out; then the member's digest is asked for again: the old claim is settled
+    first (posted, or found in Slack and recorded), and nothing goes out twice."""
+    from digest.ledger import STALE_CLAIM
+
+    now = datetime.now(UTC)
+    Subscriptions(slack.engine.db).add_topic("U1", "diffusion models", now - timedelta(days=1))
+    crashed_at = now - STALE_CLAIM - timedelta(minutes=1)
+    settings = Settings(slack_api_url=slack.fake.api_url, slack_bot_token="xoxb-test")
+    doomed = Dispatcher(
+        slack.engine, make_client(settings), worker="doomed", faults=crash_after(step)
+    )
+    with pytest.raises(Crash):
+        doomed.send_now("U1", crashed_at)
+    assert len(slack.fake.messages_in("DU1")) == (1 if step == "posted" else 0)
+
+    if path == "digest send --now":
+        result = CliRunner().invoke(commands.digest, ["send", "--now"], env=cli_env)
+        assert result.exit_code == 0, result.output
+        assert ": sent, 9 papers" in result.output
+    else:
+        assert "Sent: 9 papers" in ask(slack, "digest now")["text"]
+    ids = digest_paper_ids(slack, "DU1")
+    assert len(ids) == len(set(ids)) == 9
+    assert len(slack.fake.messages_in("DU1")) == 1
+    assert len(slack.fake.calls_to("chat.postMessage")) == 1
+    rows = slack.engine.db.execute("select status from digests where user_id = 'U1'").fetchall()
+    assert [r[0] for r in rows] == ["sent"]  # the old claim, settled; no new one was needed
+
+    # The next scheduled tick finds nothing left over to post.
+    later = scheduler(slack).run_due(now + STALE_CLAIM + timedelta(minutes=1))
+    assert all(o.status != "sent" for o in later)
+    assert len(slack.fake.messages_in("DU1")) == 1

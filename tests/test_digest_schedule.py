@@ -50,7 +50,9 @@ def run_ticks(
     down: tuple[datetime, datetime] | None = None,
 ) -> dict[str, list[tuple[date, datetime]]]:
     """A scheduler ticking from ``start`` to ``end`` (not during ``down``), remembering what it
-    sent as the ledger would: each (member, local date) once."""
+    sent as the ledger would: each (member, local date) once. This stands in for the ledger, so
+    these tests check due-ness only; "once" with the real ledger and the Slack stand-in is
+    checked in tests/test_promises_digest.py (``test_ticks_every_ten_minutes_across_dst...``)."""
     sent: dict[str, list[tuple[date, datetime]]] = {m.user_id: [] for m in members}
     done: set[tuple[str, date]] = set()
     now = start

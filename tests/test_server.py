@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from bot.playground.fake_slack import FakeSlack
 from bot.playground.playground import USER_ID, Playground, signature, slack_escape
 from bot.settings import Settings
 from bot.slack import server
@@ -51,12 +52,21 @@ def post_json(url: str, data: Any, content_type: str = "application/json") -> tu
 def test_health_check_reports_the_corpus(slack: SlackHarness) -> None:
     status, body = get(slack.url + "/healthz")
     assert status == 200
-    assert json.loads(body) == {"ok": True, "papers": 38}
+    report = json.loads(body)
+    version = slack.engine.corpus.version
+    assert report == {
+        "status": "ok",
+        "database": "ok",
+        "writable": True,
+        "papers": 38,
+        "corpus_version": version,
+        "scheduler": {"last_tick": None, "digests_on": False, "stale": False},
+    }
 
 
 def test_unknown_paths_are_404(slack: SlackHarness) -> None:
     assert get(slack.url + "/nope")[0] == 404
-    assert get(slack.url + "/slack/events")[0] == 404  # Slack only ever POSTs
+    assert get(slack.url + "/slack/events")[0] == 405  # Slack only ever POSTs
 
 
 def test_signature_helpers_agree_with_slacks_documented_example() -> None:
@@ -109,21 +119,23 @@ def test_half_configured_slack_is_one_sentence_and_exit_2(
 def test_http_mode_serves_bolt_behind_waitress(
     tmp_path: Path, seeded_db_template: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``paperboy serve``'s own server answers a signed slash command (and the health check)."""
     seen: dict[str, Any] = {}
 
-    def serve_once(self: server.HttpServer) -> None:
-        self.start()
-        try:
-            seen["health"] = get(self.url + "/healthz")
-        finally:
-            self.stop()
+    def serve_once(self: server.HttpServer) -> None:  # instead of waiting for a signal
+        seen["health"] = get(self.url + "/healthz")
+        harness.url = self.url  # Slack's requests now go to the server run() started
+        status, response_url = harness.slash("diffusion models")
+        seen["slash"] = status, harness.reply(response_url)
 
-    monkeypatch.setattr(server.HttpServer, "serve_forever", serve_once)
+    monkeypatch.setattr(server.HttpServer, "wait", serve_once)
     with SlackHarness(tmp_path, template_db=seeded_db_template) as harness:
         settings = harness.with_settings(db_path=tmp_path / "serve.db", port=0)
         seeded_engine(settings.db_path, seeded_db_template)
         server.run(settings)
     assert seen["health"][0] == 200
+    status, reply = seen["slash"]
+    assert status == 200 and "diffusion" in blocks_text(reply).lower()
 
 
 def test_socket_mode_is_used_with_an_app_token(
@@ -134,13 +146,14 @@ def test_socket_mode_is_used_with_an_app_token(
     started: list[SocketModeHandler] = []
     monkeypatch.setattr(SocketModeHandler, "start", lambda self: started.append(self))
     seeded_engine(tmp_path / "s.db", seeded_db_template)
-    settings = Settings(
-        db_path=tmp_path / "s.db",
-        slack_bot_token="xoxb-1",
-        slack_app_token="xapp-1",
-        slack_api_url="http://127.0.0.1:9/api/",
-    )
-    server.run(settings)
+    with FakeSlack() as fake:
+        settings = Settings(
+            db_path=tmp_path / "s.db",
+            slack_bot_token="xoxb-1",
+            slack_app_token="xapp-1",
+            slack_api_url=fake.api_url,
+        )
+        server.run(settings)
     (handler,) = started
     assert handler.app_token == "xapp-1"
 
@@ -249,7 +262,11 @@ def test_manifest_and_procfile_match_the_server() -> None:
     assert "url: https://YOUR-HOST" + server.EVENTS_PATH in manifest
     assert "- command: /papers" in manifest
     procfile = (root / "Procfile").read_text().splitlines()
-    assert procfile == ["web: paperboy serve", "clock: paperboy scheduler"]
+    assert procfile == [
+        "web: paperboy serve",
+        "worker: paperboy worker",
+        "clock: paperboy scheduler",
+    ]
 
 
 def test_serve_stops_cleanly_on_sigterm(tmp_path: Path, seeded_db_template: Path) -> None:
@@ -352,18 +369,20 @@ def test_only_the_playground_runs_a_scheduler_in_the_web_process(
     monkeypatch.setattr(
         schedule, "build_scheduler", lambda *a, **k: built.append(k) or real(*a, **k)
     )
+    monkeypatch.setattr(server.HttpServer, "wait", lambda self: None)
     monkeypatch.setattr(server.HttpServer, "serve_forever", lambda self: None)
     monkeypatch.setattr(SocketModeHandler, "start", lambda self: None)
     seeded_engine(tmp_path / "w.db", seeded_db_template)
-    http = Settings(
-        db_path=tmp_path / "w.db",
-        port=0,
-        slack_bot_token="xoxb-1",
-        slack_signing_secret="s",
-        slack_api_url="http://127.0.0.1:9/api/",  # local: no auth.test at startup
-    )
-    server.run(http)  # HTTP mode
-    server.run(dataclasses.replace(http, slack_app_token="xapp-1"))  # Socket Mode
+    with FakeSlack() as fake:
+        http = Settings(
+            db_path=tmp_path / "w.db",
+            port=0,
+            slack_bot_token="xoxb-1",
+            slack_signing_secret="s",
+            slack_api_url=fake.api_url,
+        )
+        server.run(http)  # HTTP mode
+        server.run(dataclasses.replace(http, slack_app_token="xapp-1"))  # Socket Mode
     assert built == []
     server.run(Settings(db_path=tmp_path / "w.db", port=0))  # no credentials: the playground
     (options,) = built

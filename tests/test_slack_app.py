@@ -557,3 +557,23 @@ def test_the_stand_in_checks_modals_like_slack(slack: SlackHarness) -> None:
     with pytest.raises(SlackApiError, match="invalid_blocks"):
         client.views_open(trigger_id="t3", view=many)
     assert client.views_open(trigger_id="t4", view={**many, "blocks": many["blocks"][:100]})
+
+
+@pytest.mark.parametrize("offset", [10**12, 5_000, 10**30])
+def test_a_forged_huge_offset_shows_the_last_page_not_no_match(
+    slack: SlackHarness, offset: int
+) -> None:
+    total = slack.engine.search("diffusion models", limit=1).total
+    assert total > 5
+    _, url = slack.click("more", json.dumps({"q": "diffusion models", "o": offset}))
+    reply = slack.reply(url)
+    text = blocks_text(reply)
+    assert "No papers match" not in text
+    last = (total - 1) // 5 * 5
+    assert paper_ids(reply) == [h.id for h in slack.engine.search("diffusion models", 5, last).hits]
+
+
+@pytest.mark.parametrize("value", ['{"q": "diffusion", "o": true}', '{"q": "diffusion", "o": -5}'])
+def test_a_nonsense_offset_says_the_button_expired(slack: SlackHarness, value: str) -> None:
+    _, url = slack.click("more", value)
+    assert "expired" in slack.reply(url)["text"]

@@ -94,13 +94,15 @@ def test_parse_time_refuses_with_an_example(text: str) -> None:
         ("every day", ("mon", "tue", "wed", "thu", "fri", "sat", "sun")),
         ("weekends", ("sat", "sun")),
         ("tue, weekends", ("tue", "sat", "sun")),
+        ("Tues, Thurs", ("tue", "thu")),
+        ("mondays, fridays", ("mon", "fri")),
     ],
 )
 def test_parse_days(text: str, expected: tuple[str, ...]) -> None:
     assert parse_days(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "someday", "mon-funday"])
+@pytest.mark.parametrize("text", ["", "someday", "mon-funday", "monkey", "sunny", "thursdayish"])
 def test_parse_days_refuses(text: str) -> None:
     with pytest.raises(SubscriptionError):
         parse_days(text)

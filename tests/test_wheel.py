@@ -10,12 +10,17 @@ own install.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
+import time
 import tomllib
+import urllib.request
 import venv
 import zipfile
 from pathlib import Path
@@ -45,8 +50,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
     source = _source_copy(work / "src")
     out = work / "dist"
+    # From requirements.txt, in the project's root, as Heroku's buildpack installs it.
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out)]
+        + ["-r", "requirements.txt"],
+        cwd=source,
         check=True,
         capture_output=True,
     )
@@ -138,3 +146,83 @@ def test_an_installed_wheel_answers_from_the_seed_corpus_in_an_empty_folder(
     )
     assert stats.returncode == 0, stats.stderr
     assert "38" in stats.stdout and "ICML" in stats.stdout and "ICLR" in stats.stdout
+    assert list(empty.iterdir()) == []  # lookups never create a database
+
+
+def test_an_installed_wheel_serves_the_playground(installed: Path, tmp_path: Path):
+    """`paperboy serve` from the wheel: creates the database from the packaged seeds and serves
+    the playground page (package data too)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [installed / "paperboy", "serve"],
+        cwd=tmp_path,
+        env=_clean_env() | {"PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        page = None
+        for _ in range(600):  # polls until the port answers (not a timing assertion)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
+                    page = response.read().decode()
+                break
+            except OSError:
+                if server.poll() is not None:
+                    break
+                time.sleep(0.1)
+        assert page is not None, server.stderr.read() if server.poll() is not None else ""
+        assert "playground" in page.lower()
+        assert (tmp_path / "paperboy.db").exists()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    stats = subprocess.run(
+        [installed / "paperboy", "stats", "--json"], cwd=tmp_path, env=_clean_env(),
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert json.loads(stats.stdout)["papers"] == 38
+
+
+# --- Heroku's Python buildpack (github.com/heroku/heroku-buildpack-python) -------------------
+# It picks its package manager from requirements.txt / poetry.lock / uv.lock / Pipfile.lock
+# (exactly one; a pyproject.toml alone is not enough), runs `pip install -r requirements.txt`
+# in the app's root, and reads the Python version from .python-version ("3.11" or "3.11.x").
+PYTHON_VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))?")
+
+
+def test_heroku_finds_one_package_manager_and_a_python_version():
+    assert (REPO / "requirements.txt").is_file()
+    assert not [
+        name
+        for name in ("poetry.lock", "uv.lock", "Pipfile", "Pipfile.lock")
+        if (REPO / name).exists()
+    ]
+    lines = (REPO / ".python-version").read_text(encoding="ascii").split()
+    assert len(lines) == 1 and PYTHON_VERSION.fullmatch(lines[0]), lines
+    requires = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+    major, minor = (int(x) for x in lines[0].split(".")[:2])
+    assert requires == ">=3.11" and (major, minor) >= (3, 11)
+
+
+def test_requirements_txt_installs_paperboy_with_its_dependencies(wheel: Path):
+    """The wheel above was built from requirements.txt (`.`): it is this project, and it
+    declares pyproject.toml's dependencies, so pip installs them too."""
+    lines = [
+        line.strip()
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines == ["."]
+    archive = zipfile.ZipFile(wheel)
+    metadata = archive.read(next(n for n in archive.namelist() if n.endswith("-info/METADATA")))
+    requires = {
+        line.split(":", 1)[1].strip()
+        for line in metadata.decode().splitlines()
+        if line.startswith("Requires-Dist:") and "extra ==" not in line
+    }
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert len(requires) == len(declared) and wheel.name.startswith("paperboy-")

@@ -184,7 +184,11 @@ class Engine:
             if engine.seed_dir.is_dir():
                 engine.ingest(seed_files(engine.seed_dir))
             else:
-                log.warning("The seed folder %s does not exist; the corpus is empty.", seed_dir)
+                log.warning(
+                    "The seed folder %s does not exist, so the corpus is empty: "
+                    "add papers with `paperboy ingest FILE`.",
+                    seed_dir,
+                )
         return engine
 
     @property

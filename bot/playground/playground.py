@@ -13,8 +13,8 @@ from the stand-in, a button click is a signed ``block_actions`` payload, and a m
 opens (``views.open``) is drawn by the page, whose Submit is a signed ``view_submission``.
 
 The playground also runs the digest scheduler in-process (a ``BackgroundScheduler`` posting
-through the stand-in), so digests arrive in the page's Paperboy DM at their time. Only here:
-the production web process never schedules (that is the Procfile's ``clock:`` process).
+through the stand-in), so digests arrive in the page's Paperboy DM at their time. In
+production that is the Procfile's ``clock:`` process, or ``paperboy serve --with-scheduler``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -43,9 +43,9 @@ from bot.settings import Settings
 from bot.slack.app import build_app
 from bot.slack.server import HttpServer, make_wsgi_app, plain
 from digest import schedule
-from digest.delivery import Dispatcher, Outcome
-from digest.delivery import make_client as digest_client
-from digest.feeds import ingest_feeds
+from digest.clock import Clock
+from digest.delivery import Outcome
+from digest.schedule import TICK_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -112,11 +112,8 @@ class Playground:
         wsgi = make_wsgi_app(self.settings, engine, app=self.app, routes=routes)
         self.server = HttpServer(wsgi, host=host, port=port)
         self.tick_seconds = tick_seconds
-        self.dispatcher = Dispatcher(
-            engine,
-            digest_client(self.settings),
-            grace=timedelta(seconds=self.settings.digest_grace_seconds),
-        )
+        self.clock = Clock(engine, self.settings, tick_seconds=tick_seconds or TICK_SECONDS)
+        self.dispatcher = self.clock.dispatcher
         self.scheduler: Any = None
 
     @property
@@ -144,19 +141,11 @@ class Playground:
         thread, as ``paperboy scheduler`` runs them in production."""
         if self.tick_seconds is None or self.scheduler is not None:
             return
-        from apscheduler.schedulers.background import BackgroundScheduler
-
-        feeds = self.settings.feeds
-        self.scheduler = schedule.build_scheduler(
-            self.tick,
-            (lambda: ingest_feeds(self.engine, feeds)) if feeds else None,
-            scheduler=BackgroundScheduler(timezone=UTC),
-            tick_seconds=self.tick_seconds,
-        )
-        self.scheduler.start()
+        self.clock.start_background()
+        self.scheduler = self.clock.scheduler
 
     def tick(self) -> list[Outcome]:
-        return self.dispatcher.run_due(datetime.now(UTC))
+        return self.clock.tick(datetime.now(UTC))
 
     def __enter__(self) -> Playground:
         return self.start()
@@ -357,9 +346,15 @@ def run(settings: Settings, engine: Engine) -> None:
     if settings.log_level != "DEBUG":  # a line per scheduler tick, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     playground = Playground(settings, engine, host=host, port=settings.port)
+    papers = engine.corpus.count()
+    first = (
+        "type /papers diffusion models"
+        if papers
+        else f"first add papers: the corpus in {engine.db_path} is empty (paperboy ingest FILE)"
+    )
     print(
         "No Slack credentials set, so Paperboy runs as a local playground:\n"
-        f"    open {playground.url} and type /papers diffusion models\n"
+        f"    open {playground.url} and {first}\n"
         "Digests are sent on schedule to the page's Paperboy direct messages "
         "(or at once: /papers digest now).\n"
         "To connect a real workspace, create the app from manifest.yml and set "

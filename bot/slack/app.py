@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from slack_bolt import App
+from slack_bolt import Ack, App, BoltContext
 from slack_sdk import WebClient
 from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 
@@ -18,6 +19,9 @@ from bot.engine.search import Engine
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
+#: One line per Slack request (team, user, what was asked, ack latency); with
+#: PAPERBOY_LOG_FORMAT=json its fields are the JSON object's keys.
+request_log = logging.getLogger("paperboy.requests")
 
 RATE_LIMIT_RETRIES = 3  # each waits Slack's Retry-After first
 CONNECTION_RETRIES = 2
@@ -87,11 +91,14 @@ def build_app(
     *,
     client: WebClient | None = None,
     executor: Executor | None = None,
+    verify_token: bool | None = None,
 ) -> App:
     """The Bolt app with every Paperboy listener registered.
 
     ``client`` defaults to :func:`make_client`; ``executor`` (the pool for work after
-    ``ack()``) defaults to a private thread pool.
+    ``ack()``) defaults to a private thread pool. ``verify_token``: Bolt's ``auth.test`` at
+    construction (default: against Slack itself, not the local stand-in); ``paperboy serve``
+    turns it off because it has just checked the token, with retries.
     """
     from . import listeners
 
@@ -103,9 +110,68 @@ def build_app(
         signing_secret=settings.slack_signing_secret or "",  # Socket Mode needs none
         process_before_response=False,
         # The stand-in has no real tokens; against Slack, a bad token fails at startup.
-        token_verification_enabled=not is_local_api(settings.slack_api_url),
+        token_verification_enabled=(
+            not is_local_api(settings.slack_api_url) if verify_token is None else verify_token
+        ),
         listener_executor=ThreadPoolExecutor(ACK_THREADS, thread_name_prefix="paperboy-ack"),
         name="paperboy",
     )
+    app.middleware(log_request)
     listeners.register(app, services)
     return app
+
+
+def log_request(context: BoltContext, body: dict[str, Any], next: Callable[[], None]) -> None:
+    """Global middleware (HTTP and Socket Mode alike): log each request when it is acked.
+
+    Bolt's middleware cannot wrap the listener, so the request's ``ack`` is swapped for one
+    that logs as it acknowledges: the latency is what Slack waits for.
+    """
+    context["ack"] = _LoggedAck(request_fields(context, body))
+    next()
+
+
+class _LoggedAck(Ack):
+    def __init__(self, fields: dict[str, Any]):
+        super().__init__()
+        self.fields = fields
+        self.started = time.perf_counter()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        answer = super().__call__(*args, **kwargs)
+        fields = {
+            **self.fields,
+            "latency_ms": round((time.perf_counter() - self.started) * 1000, 1),
+        }
+        what = fields.get("command") or fields.get("action_id") or fields.get("callback_id")
+        request_log.info(
+            "%s from %s in %s: acked in %.1f ms",
+            what or fields.get("type"),
+            fields.get("user"),
+            fields.get("team"),
+            fields["latency_ms"],
+            extra=fields,
+        )
+        return answer
+
+
+def request_fields(context: BoltContext, body: dict[str, Any]) -> dict[str, Any]:
+    """Who asked for what: team, user, and the command, button (action_id) or modal
+    (callback_id); never the text typed (it may be private)."""
+    fields: dict[str, Any] = {
+        "team": context.team_id,
+        "user": context.user_id,
+        "type": body.get("type") or ("slash_command" if "command" in body else None),
+    }
+    if body.get("command"):
+        fields["command"] = body["command"]
+    actions = body.get("actions") or []
+    if actions and isinstance(actions[0], dict):
+        fields["action_id"] = actions[0].get("action_id")
+    view = body.get("view")
+    if isinstance(view, dict) and view.get("callback_id"):
+        fields["callback_id"] = view["callback_id"]
+    event = body.get("event")
+    if isinstance(event, dict) and event.get("type"):
+        fields["event"] = event["type"]
+    return fields

@@ -4,30 +4,53 @@ credentials at all, as a local playground in the browser.
     SLACK_APP_TOKEN (+ SLACK_BOT_TOKEN)          -> Socket Mode (no public URL needed)
     SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET       -> HTTP: POST /slack/events, GET /healthz
     none of them                                 -> playground at http://127.0.0.1:$PORT/
+
+In HTTP mode the port is bound first and everything slow happens after: checking the token
+with Slack, opening the database (a fresh one is filled from the seed corpus), loading or
+building the index, starting the digest clock (``--with-scheduler``). Until then ``/healthz``
+answers 503 ``{"status": "warming up"}`` and a slash command is acknowledged with a short
+"warming up" reply, so a platform that expects ``$PORT`` within seconds never kills the
+process and Slack never shows a timeout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
+import resource
 import signal
+import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.error import URLError
+from urllib.parse import parse_qs, quote
 
 import waitress
 from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.error import BoltError
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry import (
+    BackoffRetryIntervalCalculator,
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    RetryIntervalCalculator,
+)
+from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
+from slack_sdk.signature import SignatureVerifier
 from waitress import wasyncore
 
+from bot.engine.corpus import DatabaseError, is_writable
 from bot.engine.search import Engine
+from bot.logs import configure_logging, say
 from bot.settings import Settings, SettingsError
 
 from .app import build_app
@@ -39,8 +62,25 @@ HEALTH_PATH = "/healthz"
 # Enough request threads that a burst of slash commands is acknowledged at once: each
 # request holds its thread only until ack() (lookups run on the app's own pool).
 THREADS = 16
+#: Slack's payloads are a few KB; anything this large is refused before it is read.
+MAX_BODY = 1024 * 1024
+WARMING_UP = "Paperboy is warming up, try again in a few seconds."
+#: Tokens Slack refuses for good: only these blame SLACK_BOT_TOKEN at start.
+TOKEN_ERRORS = ("invalid_auth", "token_revoked", "not_authed", "account_inactive", "token_expired")
+#: ``auth.test`` at start is retried this often on 5xx and dropped connections, with
+#: exponential backoff (0.5, 1, 2, 4, 8, 16 s plus jitter: about half a minute in all).
+STARTUP_RETRIES = 6
+STARTUP_INTERVAL: RetryIntervalCalculator = BackoffRetryIntervalCalculator(backoff_factor=0.5)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class StartupError(Exception):
+    """``paperboy serve`` cannot start; the message is one sentence, ``status`` the exit code."""
+
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
 
 
 # --- WSGI -------------------------------------------------------------------------------------
@@ -55,6 +95,10 @@ def plain(
     data = body.encode() if isinstance(body, str) else body
     start_response(status, [("Content-Type", kind), ("Content-Length", str(len(data)))])
     return [data]
+
+
+def as_json(start_response: Callable[..., Any], status: str, body: Any) -> list[bytes]:
+    return plain(start_response, status, json.dumps(body), "application/json")
 
 
 class Router:
@@ -72,19 +116,161 @@ class Router:
         return handler(environ, start_response)
 
 
-def health(engine: Engine) -> WSGIApp:
-    """``GET /healthz``: 200 with the corpus size when the database answers, else 503."""
+class WebApp(Router):
+    """The web process's WSGI app: ``POST /slack/events``, ``GET /healthz`` and extra routes.
 
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    It answers from the moment the port is bound. Until :meth:`ready` hands it the engine and
+    the Bolt app it is warming up: health checks get 503, Slack's requests a short
+    "warming up" answer. Every request to ``/slack/events`` has its signature checked on the
+    raw body before anything is parsed (slack_sdk's ``SignatureVerifier``), so junk from
+    strangers costs a 401 and a log line, never a traceback.
+    """
+
+    def __init__(self, settings: Settings, routes: dict[str, WSGIApp] | None = None):
+        super().__init__(
+            {EVENTS_PATH: self.slack_events, HEALTH_PATH: self.health, **(routes or {})}
+        )
+        self.settings = settings
+        secret = settings.slack_signing_secret or ""
+        self.verifier = SignatureVerifier(secret) if secret.strip() else None
+        self.engine: Engine | None = None
+        self.bolt: SlackRequestHandler | None = None
+        self.clock: Any = None  # the in-process digest clock, with --with-scheduler
+
+    def ready(self, engine: Engine, app: App) -> None:
+        self.engine = engine
+        self.bolt = SlackRequestHandler(app, path=EVENTS_PATH)
+
+    @property
+    def is_ready(self) -> bool:
+        return self.bolt is not None
+
+    # /slack/events
+
+    def slack_events(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") != "POST":
+            start_response("405 Method Not Allowed", [("Allow", "POST"), ("Content-Length", "0")])
+            return [b""]
         try:
-            body = {"ok": True, "papers": engine.corpus.count()}
-            status = "200 OK"
-        except Exception as error:  # the one place an unhealthy database is reported
-            log.exception("health check failed")
-            body, status = {"ok": False, "error": str(error)}, "503 Service Unavailable"
-        return plain(start_response, status, json.dumps(body), "application/json")
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return plain(start_response, "400 Bad Request", "Bad Content-Length")
+        if length > MAX_BODY:
+            return plain(start_response, "413 Payload Too Large", "Too large")
+        body = environ["wsgi.input"].read(length) if length > 0 else b""
+        problem = self._unsigned(body, environ)
+        if problem:
+            log.warning("refused a request to %s: %s", EVENTS_PATH, problem)
+            return plain(start_response, "401 Unauthorized", "Invalid request signature")
+        if self.bolt is None:
+            return self._warming_up(body, environ, start_response)
+        forwarded = {**environ, "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
+        return self.bolt(forwarded, start_response)
 
-    return app
+    def _unsigned(self, body: bytes, environ: dict[str, Any]) -> str | None:
+        """Why the request is not from Slack, or None when its signature checks out."""
+        if self.verifier is None:
+            return "no signing secret is set"
+        timestamp = environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP")
+        signature = environ.get("HTTP_X_SLACK_SIGNATURE")
+        if not timestamp or not signature:
+            return "no signature"
+        if not timestamp.strip().isdigit():
+            return "the timestamp is not a number"
+        try:
+            text = body.decode("utf-8")  # what Slack signs; the verifier hashes text
+        except UnicodeDecodeError:
+            return "the body is not UTF-8"
+        if not self.verifier.is_valid(text, timestamp.strip(), signature):
+            return "wrong or expired signature"
+        return None
+
+    def _warming_up(
+        self, body: bytes, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        """Slack's request before the engine is ready: the ack itself says to try again.
+
+        A slash command's ack body is shown to the user; a modal's submission gets the
+        sentence under its first input; a click and an event are acknowledged (a click's
+        message stays as it is, so the user can click again).
+        """
+        if "json" in (environ.get("CONTENT_TYPE") or ""):
+            try:
+                event = json.loads(body)
+            except ValueError:
+                event = {}
+            if isinstance(event, dict) and event.get("type") == "url_verification":
+                return as_json(start_response, "200 OK", {"challenge": event.get("challenge")})
+            return plain(start_response, "200 OK", "")
+        form = parse_qs(body.decode("utf-8"))
+        if form.get("command"):
+            reply = {"response_type": "ephemeral", "text": WARMING_UP}
+            return as_json(start_response, "200 OK", reply)
+        try:
+            payload = json.loads(form.get("payload", ["{}"])[0])
+        except ValueError:
+            payload = {}
+        if isinstance(payload, dict) and payload.get("type") == "view_submission":
+            blocks = (payload.get("view") or {}).get("blocks") or []
+            inputs = [b.get("block_id") for b in blocks if b.get("type") == "input"]
+            if inputs and inputs[0]:
+                errors = {"response_action": "errors", "errors": {inputs[0]: WARMING_UP}}
+                return as_json(start_response, "200 OK", errors)
+        return plain(start_response, "200 OK", "")
+
+    # /healthz
+
+    def health(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        """``GET /healthz``: 200 when Paperboy can serve, 503 with the reason when not."""
+        if not self.is_ready:
+            return as_json(start_response, "503 Service Unavailable", {"status": "warming up"})
+        body = health_report(self.settings.db_path)
+        status = "200 OK" if body["status"] != "unhealthy" else "503 Service Unavailable"
+        return as_json(start_response, status, body)
+
+
+def health_report(db_path: Path, now: datetime | None = None) -> dict[str, Any]:
+    """What ``/healthz`` says (see the README): the database, the corpus and the digest clock.
+
+    Read through a fresh read-only connection each time: the app's own connections keep
+    working on a database file that was deleted or replaced underneath them, and would hide
+    it. ``status`` is ``unhealthy`` (HTTP 503) when the database cannot be read or the clock's
+    heartbeat is older than three ticks while digests are on; ``read-only`` (200) when this
+    process may not write the database (lookups work, subscriptions cannot be saved).
+    """
+    from sqlite_utils import Database
+
+    from digest.clock import clock_health
+
+    body: dict[str, Any] = {"status": "ok"}
+    try:
+        uri = f"file:{quote(str(Path(db_path).resolve()))}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=2)) as connection:
+            papers = connection.execute("select count(*) from papers").fetchone()[0]
+            row = connection.execute(
+                "select value from meta where key = 'corpus_version'"
+            ).fetchone()
+            clock = clock_health(Database(connection), now or datetime.now(UTC))
+    except sqlite3.Error as error:
+        return {"status": "unhealthy", "database": f"{error}"}
+    body["database"] = "ok"
+    body["writable"] = is_writable(db_path)
+    body["papers"] = papers
+    body["corpus_version"] = int(row[0]) if row else None
+    body["scheduler"] = {
+        "last_tick": clock.last_tick.isoformat() if clock.last_tick else None,
+        "digests_on": clock.digests_on,
+        "stale": clock.stale,
+    }
+    if clock.stale:
+        body["status"] = "unhealthy"
+    elif not body["writable"]:
+        body["status"] = "read-only"
+    return body
 
 
 def make_wsgi_app(
@@ -95,26 +281,49 @@ def make_wsgi_app(
     executor: Executor | None = None,
     app: App | None = None,
     routes: dict[str, WSGIApp] | None = None,
-) -> Router:
-    """Bolt at ``POST /slack/events`` plus ``GET /healthz`` (and any extra ``routes``)."""
-    app = app or build_app(settings, engine, client=client, executor=executor)
-    slack = SlackRequestHandler(app, path=EVENTS_PATH)
-    return Router({EVENTS_PATH: slack, HEALTH_PATH: health(engine), **(routes or {})})
+) -> WebApp:
+    """Bolt at ``POST /slack/events`` plus ``GET /healthz`` (and any extra ``routes``), ready."""
+    web = WebApp(settings, routes)
+    web.ready(engine, app or build_app(settings, engine, client=client, executor=executor))
+    return web
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """Waitress sized for Slack's traffic behind a proxy, and for slow clients without one.
+
+    Many connections (poll(), not select(), so more than 1024 file descriptors work) and a
+    short idle timeout, checked every few seconds, so half-open connections cannot use up
+    the server; request threads only until ack().
+    """
+    return {
+        "threads": settings.http_threads,
+        "connection_limit": settings.http_connection_limit,
+        "channel_timeout": settings.http_channel_timeout,
+        "cleanup_interval": max(1, min(10, settings.http_channel_timeout // 2)),
+        "asyncore_use_poll": True,
+        "max_request_body_size": MAX_BODY,
+    }
 
 
 class HttpServer:
     """A waitress server, bound on creation (so ``url`` is known before serving).
 
-    ``serve_forever()`` in the foreground for ``paperboy serve``; ``start()``/``stop()`` runs
-    it on a background thread (tests, the playground's own requests). ``port=0`` picks a free
-    port.
+    ``serve_forever()`` in the foreground; ``start()``/``stop()`` runs it on a background
+    thread (``paperboy serve``, tests, the playground's own requests). ``port=0`` picks a free
+    port. ``options`` are waitress adjustments (see :func:`server_options`).
     """
 
     def __init__(
-        self, wsgi_app: WSGIApp, host: str = "127.0.0.1", port: int = 0, threads: int = THREADS
+        self,
+        wsgi_app: WSGIApp,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        threads: int = THREADS,
+        **options: Any,
     ):
+        options.setdefault("threads", threads)
         self._server = waitress.create_server(
-            wsgi_app, host=host, port=port, threads=threads, ident="paperboy"
+            wsgi_app, host=host, port=port, ident="paperboy", **options
         )
         self._thread: threading.Thread | None = None
 
@@ -139,12 +348,24 @@ class HttpServer:
         self._thread.start()
         return self
 
+    def request_stop(self) -> None:
+        """Ask the server's loop to close everything (from any thread); ``wait()`` returns."""
+        server = self._server
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+
+    def wait(self) -> None:
+        """Block until the server stops (signals still reach the calling main thread)."""
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout=1)
+
     def stop(self) -> None:
         """Close the listening socket and connections from the server's own loop, then wait."""
         server = self._server
         if self._thread is None:
             return
-        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        if self._thread.is_alive():  # else request_stop() already closed it all
+            with contextlib.suppress(OSError):  # ... or is closing it right now
+                server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
         self._thread.join(timeout=10)
         server.task_dispatcher.shutdown(timeout=5)
         self._thread = None
@@ -167,60 +388,184 @@ def start_background(
 ) -> HttpServer:
     """The HTTP app on a background thread (a free loopback port by default), for tests."""
     wsgi = make_wsgi_app(settings, engine, client=client, executor=executor)
-    return HttpServer(wsgi, host=host, port=port).start()
+    return HttpServer(wsgi, host=host, port=port, **server_options(settings)).start()
+
+
+# --- starting up --------------------------------------------------------------------------------
+
+
+def check_slack_token(settings: Settings) -> dict[str, Any]:
+    """``auth.test`` with the bot token, retried while Slack is unreachable or failing (5xx,
+    dropped connections, 429) for about half a minute. Only Slack's verdict on the token
+    itself blames the token; anything else names Slack's address. Returns Slack's answer."""
+    client = WebClient(
+        token=settings.slack_bot_token,
+        base_url=settings.slack_api_url,
+        timeout=10,
+        retry_handlers=[
+            ConnectionErrorRetryHandler(STARTUP_RETRIES, STARTUP_INTERVAL),
+            _ServerErrors(STARTUP_RETRIES, STARTUP_INTERVAL),
+            RateLimitErrorRetryHandler(max_retry_count=2),
+        ],
+    )
+    where = settings.slack_api_url
+    try:
+        return client.auth_test().data  # type: ignore[return-value]
+    except SlackApiError as error:
+        code = error.response.get("error") if isinstance(error.response.data, dict) else None
+        status = error.response.status_code
+        if code in TOKEN_ERRORS:
+            raise StartupError(
+                f"Slack refused SLACK_BOT_TOKEN ({code}); copy it again from your app's "
+                "OAuth & Permissions page.",
+                status=2,
+            ) from None
+        if status >= 500 or status == 429:
+            raise StartupError(
+                f"Could not reach Slack at {where}: it kept answering HTTP {status}; "
+                "check https://slack-status.com and start again.",
+            ) from None
+        raise StartupError(f"Slack at {where} refused auth.test ({code or status}).") from None
+    except (URLError, OSError) as error:
+        reason = getattr(error, "reason", None) or error
+        raise StartupError(f"Could not reach Slack at {where} ({reason}).") from None
+
+
+class _ServerErrors(ServerErrorRetryHandler):
+    """slack_sdk's server-error retries cover 500 and 503; a proxy's 502 and 504 are as
+    transient."""
+
+    def _can_retry(self, *, state, request, response=None, error=None) -> bool:  # noqa: ANN001
+        return response is not None and response.status_code >= 500
+
+
+def open_engine(settings: Settings) -> Engine:
+    """The engine, warm: database opened (seeded when new) and the index loaded or built."""
+    try:
+        engine = Engine.open(settings.db_path, seed_dir=settings.seed_dir)
+        engine.index  # noqa: B018 - load or build it now, not on the first lookup
+    except DatabaseError as error:
+        raise StartupError(str(error)) from None
+    except (sqlite3.Error, OSError) as error:
+        raise StartupError(f"Could not open the database {settings.db_path} ({error}).") from None
+    log.info("corpus: %s papers in %s", f"{engine.corpus.count():,}", settings.db_path)
+    return engine
+
+
+def _raise_file_limit(connections: int) -> None:
+    """Room for every allowed connection: the soft open-file limit is often 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + 256
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        limit = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
 
 
 # --- paperboy serve -----------------------------------------------------------------------------
 
 
-def run(settings: Settings) -> None:
-    """Serve until interrupted. A configuration problem ends it with one sentence and exit 2."""
-    logging.basicConfig(
-        level=getattr(logging, settings.log_level, logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+def run(settings: Settings, *, with_scheduler: bool = False) -> None:
+    """Serve until interrupted. A configuration problem ends it with one sentence and exit 2.
+
+    Socket Mode with SLACK_APP_TOKEN, else HTTP, else (no Slack credentials) the playground;
+    ``with_scheduler`` runs the digest clock in this process too.
+    """
+    configure_logging(settings)
     try:
         settings.check_slack()
     except SettingsError as error:
-        _fail(str(error), status=2)
-    seed_dir = settings.seed_dir if settings.seed_dir and Path(settings.seed_dir).is_dir() else None
-    engine = Engine.open(settings.db_path, seed_dir=seed_dir)
-    log.info("corpus: %s papers in %s", f"{engine.corpus.count():,}", settings.db_path)
-    with _sigterm_exits():
-        _serve(settings, engine)
-
-
-def _serve(settings: Settings, engine: Engine) -> None:
+        _fail(str(error), status=2, settings=settings)
     if not settings.has_slack_credentials:
+        mode = "playground"
+    else:
+        mode = "socket" if settings.slack_app_token else "http"
+    with _sigterm_exits():
+        try:
+            _serve(settings, mode, with_scheduler)
+        except StartupError as error:
+            _fail(str(error), status=error.status, settings=settings)
+        except KeyboardInterrupt:
+            say(settings, "paperboy serve: stopped.")
+
+
+def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
+    if mode == "playground":
         from bot.playground.playground import run as run_playground
 
-        run_playground(settings, engine)
+        run_playground(settings, open_engine(settings))
         return
+    if mode == "http":
+        _run_http(settings, with_scheduler)
+        return
+    check_slack_token(settings)
+    engine = open_engine(settings)
+    main = threading.main_thread()
+    # A token revoked while running stops the clock; SIGTERM ends Socket Mode, then we exit 1.
+    clock = (
+        _start_clock(settings, engine, lambda: signal.pthread_kill(main.ident or 0, signal.SIGTERM))
+        if with_scheduler
+        else None
+    )
     try:
-        if settings.slack_app_token:
-            from .socket_mode import run_socket_mode
+        from .socket_mode import run_socket_mode
 
-            run_socket_mode(settings, engine)
-        else:
-            _run_http(settings, engine)
-    except BoltError as error:  # Bolt checks the token with auth.test at startup
-        _fail(
-            f"Slack did not accept SLACK_BOT_TOKEN ({error}); copy it again from your app's "
-            "OAuth & Permissions page.",
-            status=2,
-        )
+        run_socket_mode(settings, engine)
+    except BoltError as error:  # Bolt's own auth.test, just after ours: Slack is flaky
+        raise StartupError(f"Slack did not answer auth.test ({error}).") from None
     except URLError as error:
-        _fail(f"Could not reach Slack at {settings.slack_api_url} ({error.reason}).", status=1)
+        where = settings.slack_api_url
+        raise StartupError(f"Could not reach Slack at {where} ({error.reason}).") from None
+    finally:
+        if clock is not None:
+            clock.shutdown()
+    _raise_if_fatal(clock)
 
 
-def _run_http(settings: Settings, engine: Engine) -> None:
-    server = HttpServer(make_wsgi_app(settings, engine), host=settings.host, port=settings.port)
-    print(
+def _run_http(settings: Settings, with_scheduler: bool) -> None:
+    """Bind the port, then warm up behind it (see the module docstring), then serve."""
+    _raise_file_limit(settings.http_connection_limit)
+    web = WebApp(settings)
+    server = HttpServer(web, host=settings.host, port=settings.port, **server_options(settings))
+    say(
+        settings,
         f"Paperboy is listening on {server.url} for Slack ({EVENTS_PATH}) and health checks "
         f"({HEALTH_PATH}). Slack's Request URLs must be https://<your public host>{EVENTS_PATH}.",
-        file=sys.stderr,
     )
-    server.serve_forever()
+    server.start()
+    try:
+        check_slack_token(settings)
+        engine = open_engine(settings)
+        # The token was just checked, with retries: Bolt need not check it again.
+        app = build_app(settings, engine, verify_token=False)
+        if with_scheduler:
+            # A token revoked while running stops the clock, then the server, then we exit 1.
+            web.clock = _start_clock(settings, engine, server.request_stop)
+        web.ready(engine, app)
+        log.info("Paperboy is ready%s.", " (digests are sent from this process)" * with_scheduler)
+        server.wait()
+    finally:
+        if web.clock is not None:
+            web.clock.shutdown()
+        server.stop()
+    _raise_if_fatal(web.clock)
+
+
+def _start_clock(settings: Settings, engine: Engine, stop: Callable[[], Any]) -> Any:
+    """``--with-scheduler``: the digest clock on a background thread of this process (its
+    token was checked just before). ``stop`` is called when it dies for a refused token."""
+    from digest.clock import Clock
+
+    if settings.log_level != "DEBUG":  # a line per tick, every minute, is noise
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    clock = Clock(engine, settings, on_fatal=lambda error: stop())
+    clock.start_background()
+    return clock
+
+
+def _raise_if_fatal(clock: Any) -> None:
+    if clock is not None and clock.fatal is not None:
+        raise StartupError(str(clock.fatal), status=1)
 
 
 @contextlib.contextmanager
@@ -237,6 +582,9 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _fail(message: str, status: int) -> None:
-    print(f"paperboy serve: {message}", file=sys.stderr)
+def _fail(message: str, status: int, settings: Settings | None = None) -> None:
+    if settings is not None:
+        say(settings, f"paperboy serve: {message}", logging.ERROR)
+    else:
+        print(f"paperboy serve: {message}", file=sys.stderr)
     raise SystemExit(status)

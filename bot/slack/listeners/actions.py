@@ -41,6 +41,8 @@ SHARE_ELSEWHERE_ACTIONS = re.compile(rf"^{render.ACTION_SHARE_ELSEWHERE}:\d+$")
 # chat.postMessage errors that mean "the bot may not post there", where posting through the
 # response_url (as the clicking user's action) still works: private channels.
 CANNOT_POST = frozenset({"not_in_channel", "channel_not_found", "restricted_action"})
+#: Deeper than anyone pages by hand; a larger offset in a button value is forged.
+MAX_OFFSET = 100_000
 EPHEMERAL = {"response_type": "ephemeral", "replace_original": False}
 
 
@@ -77,14 +79,21 @@ def register(app: App, services: Services) -> None:
 def show_page(action: dict[str, Any], respond: Callable[..., Any], services: Services) -> None:
     data = render.decode_value(action.get("value"))
     query, offset = data.get("q"), data.get("o", 0)
-    if not isinstance(query, str) or not isinstance(offset, int) or offset < 0:
+    valid = isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0
+    if not isinstance(query, str) or not valid:
         reply(
             respond,
             render.error_message("That button has expired; please search again."),
             **EPHEMERAL,
         )
         return
+    # The offset comes from the button's value, which the client controls: past the last
+    # match (a forged or stale page) the last page is shown, never "No papers match".
+    offset = min(offset, MAX_OFFSET)
     result = services.engine.search(query, limit=render.PAGE_SIZE, offset=offset)
+    if not result.hits and result.total and offset >= result.total:
+        last = (result.total - 1) // render.PAGE_SIZE * render.PAGE_SIZE
+        result = services.engine.search(query, limit=render.PAGE_SIZE, offset=last)
     reply(respond, render.search_message(result, query=query), replace_original=True)
 
 

@@ -1,0 +1,206 @@
+"""The clock (digest/clock.py): the token checked at start, a token revoked while running stops
+the sending at once, and the heartbeat that ``/healthz`` reads."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from slack_sdk import WebClient
+
+from bot.engine.search import Engine
+from bot.playground.fake_slack import FakeSlack
+from bot.settings import Settings
+from digest import commands
+from digest.clock import Clock, ClockError, clock_health
+from digest.delivery import make_client
+from digest.subscriptions import Subscriptions
+from digest.testing import write_corpus
+
+BERLIN_0900 = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)  # a Monday, CET
+
+
+@pytest.fixture
+def fake():
+    with FakeSlack() as running:
+        yield running
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Engine:
+    engine = Engine.open(tmp_path / "clock.db")
+    engine.ingest([write_corpus(tmp_path / "papers.jsonl")])
+    return engine
+
+
+def settings(fake: FakeSlack) -> Settings:
+    return Settings(slack_api_url=fake.api_url, slack_bot_token="xoxb-test")
+
+
+def clock(engine: Engine, fake: FakeSlack, sleeps: list[float] | None = None, **options) -> Clock:
+    sleeps = [] if sleeps is None else sleeps
+    client = make_client(settings(fake), sleep=sleeps.append)
+    return Clock(engine, settings(fake), client=client, sleep=sleeps.append, **options)
+
+
+def members(engine: Engine, fake: FakeSlack, *users: str, at: datetime) -> None:
+    subs = Subscriptions(engine.db)
+    for user in users:
+        fake.set_user(user, tz="Europe/Berlin")
+        subs.add_topic(user, "graph neural networks", at)
+        subs.set_tz(user, "Europe/Berlin", at)
+
+
+def cli_env(engine: Engine, fake: FakeSlack) -> dict[str, str]:
+    return {
+        "PAPERBOY_DB": str(engine.db_path),
+        "SLACK_API_URL": fake.api_url,
+        "SLACK_BOT_TOKEN": "xoxb-test",
+        "SLACK_SIGNING_SECRET": "secret",
+        "SLACK_APP_TOKEN": "",
+        "PAPERBOY_FEEDS": "",
+    }
+
+
+# --- the token -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [["scheduler"], ["digest", "send"], ["digest", "send", "--now"]])
+def test_a_refused_token_at_start_is_one_sentence_and_exit_1(engine, fake, args) -> None:
+    members(engine, fake, "U1", at=datetime.now(UTC) - timedelta(days=1))
+    fake.revoke_token()
+    command = commands.scheduler if args[0] == "scheduler" else commands.digest
+    result = CliRunner().invoke(command, args[1:], env=cli_env(engine, fake))
+    assert result.exit_code == 1, result.output
+    assert "Slack refused the bot token (token_revoked)" in result.output
+    assert "Traceback" not in result.output and result.exception is not None
+    assert [c.method for c in fake.calls] == ["auth.test"]  # nothing else was tried
+
+
+@pytest.mark.parametrize(
+    "code", ["token_revoked", "invalid_auth", "not_authed", "account_inactive"]
+)
+def test_a_token_revoked_while_running_stops_the_tick_at_once(engine, fake, code) -> None:
+    members(engine, fake, "U1", "U2", "U3", at=BERLIN_0900 - timedelta(days=1))
+    fake.fail_next("conversations.open", times=1, error=code)
+    running = clock(engine, fake)
+    with pytest.raises(ClockError, match=rf"Slack refused the bot token \({code}\)"):
+        running.tick(BERLIN_0900)
+    assert len(fake.calls_to("conversations.open")) == 1  # no other member was attempted
+    assert fake.calls_to("chat.postMessage") == []
+    # The claim stays: once the token is replaced, every digest goes, once.
+    later = clock(engine, fake).tick(BERLIN_0900 + timedelta(minutes=11))
+    assert sorted((o.user_id, o.status) for o in later) == [
+        ("U1", "sent"),
+        ("U2", "sent"),
+        ("U3", "sent"),
+    ]
+    assert len(fake.calls_to("chat.postMessage")) == 3
+
+
+def test_the_scheduler_exits_1_when_the_token_is_revoked_while_running(engine, fake) -> None:
+    """The real BlockingScheduler: auth.test passes, the first tick meets a revoked token and
+    the process ends with exit 1 (a platform restarts it and alerts) instead of retrying."""
+    now = datetime.now(UTC)
+    members(engine, fake, "U1", "U2", at=now - timedelta(days=2))
+    subs = Subscriptions(engine.db)
+    for user in ("U1", "U2"):
+        subs.set_days(user, "daily", now)
+        subs.set_time(
+            user,
+            (now - timedelta(minutes=2)).astimezone(subs.member(user).zone).strftime("%H:%M"),
+            now,
+        )
+    fake.fail_next("conversations.open", times=100, error="token_revoked")
+    result = CliRunner().invoke(commands.scheduler, ["--tick", "3600"], env=cli_env(engine, fake))
+    assert result.exit_code == 1, result.output
+    assert "Slack refused the bot token (token_revoked)" in result.output
+    assert len(fake.calls_to("conversations.open")) == 1
+    assert fake.calls_to("chat.postMessage") == []
+
+
+def test_digest_send_stops_at_the_first_refusal(engine, fake) -> None:
+    members(engine, fake, "U1", "U2", "U3", at=datetime.now(UTC) - timedelta(days=1))
+    fake.fail_next("conversations.open", times=100, error="invalid_auth")
+    result = CliRunner().invoke(commands.digest, ["send", "--now"], env=cli_env(engine, fake))
+    assert result.exit_code == 1, result.output
+    assert "Slack refused the bot token (invalid_auth)" in result.output
+    assert len(fake.calls_to("conversations.open")) == 1
+
+
+def test_slack_down_at_start_is_retried_then_named(engine, fake) -> None:
+    sleeps: list[float] = []
+    fake.fail_next("auth.test", times=2, status=500)
+    clock(engine, fake, sleeps).check_token()  # two 500s, then it answers
+    assert len(fake.calls_to("auth.test")) == 3 and sleeps == [1.0, 2.0]
+
+    fake.fail_next("auth.test", times=100, status=503)
+    with pytest.raises(ClockError, match=r"Could not reach Slack at .*HTTP 503"):
+        clock(engine, fake).check_token()
+
+
+def test_unreachable_slack_is_named_not_blamed_on_the_token(engine, fake) -> None:
+    url = fake.api_url
+    fake.stop()
+    broken = Settings(slack_api_url=url, slack_bot_token="xoxb-test")
+    client = WebClient(token="xoxb-test", base_url=url, retry_handlers=[])  # the clock retries
+    unreachable = Clock(engine, broken, client=client, sleep=lambda _: None)
+    with pytest.raises(ClockError) as raised:
+        unreachable.check_token()
+    assert str(raised.value).startswith(f"Could not reach Slack at {url}")
+    assert "token" not in str(raised.value)
+
+
+# --- the heartbeat -------------------------------------------------------------------------------
+
+
+def test_each_tick_writes_the_heartbeat_and_health_goes_stale_after_three(engine, fake) -> None:
+    assert clock_health(engine.db, BERLIN_0900) == clock_health(engine.db, BERLIN_0900)
+    quiet = clock_health(engine.db, BERLIN_0900)
+    assert (quiet.last_tick, quiet.digests_on, quiet.stale) == (None, False, False)
+
+    members(engine, fake, "U1", at=BERLIN_0900 - timedelta(days=1))
+    assert clock_health(engine.db, BERLIN_0900).stale  # digests on, no clock has ever ticked
+
+    clock(engine, fake, tick_seconds=60).tick(BERLIN_0900)
+    health = clock_health(engine.db, BERLIN_0900 + timedelta(seconds=180))
+    assert health.last_tick == BERLIN_0900 and health.tick_seconds == 60
+    assert health.digests_on and not health.stale
+    assert clock_health(engine.db, BERLIN_0900 + timedelta(seconds=181)).stale
+
+    Subscriptions(engine.db).set_enabled("U1", False, BERLIN_0900)
+    assert not clock_health(engine.db, BERLIN_0900 + timedelta(days=1)).stale
+
+
+def test_a_refused_tick_writes_no_heartbeat(engine, fake) -> None:
+    members(engine, fake, "U1", at=BERLIN_0900 - timedelta(days=1))
+    fake.revoke_token()
+    with pytest.raises(ClockError):
+        clock(engine, fake).tick(BERLIN_0900)
+    assert clock_health(engine.db, BERLIN_0900).last_tick is None
+
+
+def test_the_background_clock_stops_and_reports_a_revoked_token(engine, fake) -> None:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    fatal: list[ClockError] = []
+    stopped = threading.Event()
+    members(engine, fake, "U1", at=datetime.now(UTC) - timedelta(days=1))
+    Subscriptions(engine.db).set_tz("U1", "Europe/Berlin", datetime.now(UTC) - timedelta(days=2))
+    fake.revoke_token()  # the tick's first call (users.info for the stale zone) is refused
+    background = clock(
+        engine,
+        fake,
+        scheduler=BackgroundScheduler(timezone=UTC),
+        on_fatal=lambda error: (fatal.append(error), stopped.set()),
+    )
+    background.start_background()
+    try:
+        assert stopped.wait(30)
+    finally:
+        background.shutdown()
+    assert "token_revoked" in str(fatal[0]) and background.fatal is fatal[0]
+    assert not background.scheduler.running

@@ -1,0 +1,223 @@
+"""README promises of the daily digest, through ``paperboy digest send``, ``paperboy scheduler``
+(a real process) and the local Slack stand-in. Each test was checked against a deliberate
+break (tests/README.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bot.cli import main
+from bot.engine.search import Engine
+from bot.playground.fake_slack import FakeSlack
+from bot.settings import Settings
+from digest.delivery import Dispatcher
+from digest.subscriptions import Subscriptions
+from tests.slack_harness import BOT_TOKEN
+
+LONG_AGO = datetime(2024, 1, 1, tzinfo=UTC)
+QUASARS = 25  # papers matching the member's topic: more than one digest holds
+
+
+def corpus() -> list[dict[str, Any]]:
+    papers = [
+        {
+            "id": f"quasar-{n}",
+            "title": f"Quasar Spectra in Survey Field {n}",
+            "abstract": f"We measure quasar spectra and quasar variability in field {n}.",
+            "authors": ["Vera Rubin"],
+            "venue": "ApJ",
+            "year": 2024,
+        }
+        for n in range(QUASARS)
+    ]
+    papers += [
+        {
+            "id": f"other-{n}",
+            "title": f"Optimiser Schedules, Part {n}",
+            "abstract": f"Learning rate schedules for optimisers, part {n}.",
+            "authors": ["Ada Lovelace"],
+            "venue": "ICLR",
+            "year": 2023,
+        }
+        for n in range(15)
+    ]
+    return papers
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSlack]:
+    fake = FakeSlack()
+    fake.start()
+    fake.set_user("U1", tz="UTC")
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """A database with :func:`corpus` and member U1 (UTC, daily, subscribed to "quasar" long
+    ago, digest time ten minutes ago)."""
+    path = tmp_path / "digest.db"
+    source = tmp_path / "papers.jsonl"
+    source.write_text("\n".join(json.dumps(p) for p in corpus()) + "\n")
+    engine = Engine.open(path)
+    engine.ingest([source])
+    members = Subscriptions(engine.db)
+    members.add_topic("U1", "quasar", LONG_AGO)
+    members.set_days("U1", "daily", LONG_AGO)
+    members.set_tz("U1", "UTC", LONG_AGO)
+    members.set_time("U1", minutes_ago(10), LONG_AGO)
+    return path
+
+
+def minutes_ago(minutes: int) -> str:
+    return (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%H:%M")
+
+
+def env(fake: FakeSlack, db: Path, **extra: str) -> dict[str, str]:
+    return {
+        "PAPERBOY_DB": str(db),
+        "SLACK_API_URL": fake.api_url,
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": "",
+        "SLACK_APP_TOKEN": "",
+        "PAPERBOY_FEEDS": "",
+        **extra,
+    }
+
+
+def paperboy(fake: FakeSlack, db: Path, *args: str, **extra: str):
+    return CliRunner().invoke(main, list(args), env=env(fake, db, **extra))
+
+
+def digest_papers(message: dict[str, Any]) -> list[str]:
+    """The paper ids a digest message shows (each paper's buttons carry its id)."""
+    ids: list[str] = []
+    for block in message.get("blocks") or []:
+        for element in block.get("elements", []) + [block.get("accessory") or {}]:
+            value = element.get("value") if isinstance(element, dict) else None
+            if value and value.startswith("quasar-") and value not in ids:
+                ids.append(value)
+    return ids
+
+
+def test_a_digest_holds_at_most_ten_papers_and_the_rest_lead_the_next(fake, db) -> None:
+    first = paperboy(fake, db, "digest", "send", "--now")
+    assert first.exit_code == 0, first.output
+    assert ": sent, 10 papers" in first.output
+    second = paperboy(fake, db, "digest", "send", "--now")
+    assert ": sent, 10 papers" in second.output
+    one, two = (digest_papers(m) for m in fake.messages_in("DU1"))
+    assert len(one) == len(two) == 10
+    assert not set(one) & set(two)  # no paper twice
+
+
+def test_the_grace_period_setting_decides_how_late_a_digest_may_go(fake, db) -> None:
+    """U1's digest time was ten minutes ago: too late with a five-minute grace period, on time
+    with an hour's."""
+    late = paperboy(fake, db, "digest", "send", PAPERBOY_DIGEST_GRACE_SECONDS="300")
+    assert late.exit_code == 0, late.output
+    assert late.output.strip().endswith("nothing due")
+    assert fake.messages_in("DU1") == []
+    on_time = paperboy(fake, db, "digest", "send", PAPERBOY_DIGEST_GRACE_SECONDS="3600")
+    assert on_time.exit_code == 0, on_time.output
+    assert "1 sent" in on_time.output
+    assert len(fake.messages_in("DU1")) == 1
+
+
+def test_the_scheduler_process_sends_a_due_digest_once_and_stops_on_sigterm(fake, db) -> None:
+    """``paperboy scheduler`` (the Procfile's clock), as its own process, ticking every second:
+    the digest due since ten minutes goes out once, however many ticks see it, and SIGTERM
+    stops it with exit 0."""
+    code = "from bot.cli import main; main(['scheduler', '--tick', '1'], prog_name='paperboy')"
+    process = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env(fake, db, PAPERBOY_LOG_LEVEL="DEBUG")},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    ticks = TickCounter(process)
+    try:
+        fake.wait_for(lambda: fake.messages_in("DU1"), timeout=60)
+        seen = ticks.count
+        assert ticks.wait_for(seen + 3, timeout=30), ticks.tail()  # three more ticks look again
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, ticks.tail()
+    finally:
+        process.kill()
+        process.wait()
+    assert len(fake.messages_in("DU1")) == 1
+
+
+class TickCounter:
+    """Counts the digest ticks a scheduler process reports on stderr (APScheduler, at DEBUG)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self.count = 0
+        self._cond = threading.Condition()
+        threading.Thread(target=self._read, args=(process,), daemon=True).start()
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            with self._cond:
+                self.lines.append(line)
+                if "send the digests that are due" in line and "executed successfully" in line:
+                    self.count += 1
+                self._cond.notify_all()
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self.count >= count, timeout)
+
+    def tail(self) -> str:
+        with self._cond:
+            return "".join(self.lines[-30:])
+
+
+def test_ticks_every_ten_minutes_across_dst_and_downtime_send_each_days_digest_once(
+    fake, db
+) -> None:
+    """The exactly-once promise with the real ledger (tests/test_digest_schedule.py checks
+    due-ness alone): a Berlin member's 09:00 weekday digest, ticked every ten minutes from
+    Friday 29 March 2024 over the night clocks go forward to Tuesday, the scheduler down on
+    Monday from 07:00 to 12:00 local. Friday's and Tuesday's go at 09:00 local, Monday's when
+    the scheduler is back, each once, however many ticks see it due."""
+    fake.set_user("U1", tz="Europe/Berlin")
+    engine = Engine.open(db)
+    members = Subscriptions(engine.db)
+    members.set_tz("U1", "Europe/Berlin", LONG_AGO)
+    members.set_time("U1", "09:00", LONG_AGO)
+    members.set_days("U1", "weekdays", LONG_AGO)
+    settings = Settings(
+        db_path=db, slack_api_url=fake.api_url, slack_bot_token=BOT_TOKEN, slack_signing_secret=""
+    )
+    clock = Dispatcher.from_settings(engine, settings)
+    down = (datetime(2024, 4, 1, 5, 0, tzinfo=UTC), datetime(2024, 4, 1, 10, 0, tzinfo=UTC))
+    sent: list[tuple[datetime, str]] = []
+    now = datetime(2024, 3, 29, tzinfo=UTC)
+    while now < datetime(2024, 4, 3, tzinfo=UTC):
+        if not down[0] <= now < down[1]:
+            sent += [(now, o.digest_id) for o in clock.run_due(now) if o.status == "sent"]
+        now += timedelta(minutes=10)
+    assert sent == [
+        (datetime(2024, 3, 29, 8, 0, tzinfo=UTC), "U1:2024-03-29"),  # 09:00 CET
+        (datetime(2024, 4, 1, 10, 0, tzinfo=UTC), "U1:2024-04-01"),  # back at 12:00 CEST
+        (datetime(2024, 4, 2, 7, 0, tzinfo=UTC), "U1:2024-04-02"),  # 09:00 CEST
+    ]
+    assert len(fake.messages_in("DU1")) == 3

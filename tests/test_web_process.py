@@ -1,0 +1,521 @@
+"""The web process as a platform runs it: ``paperboy serve`` binds ``$PORT`` before warming up,
+checks Slack at start with retries, refuses junk before parsing it, survives slow clients and
+reports its health. Subprocess tests run ``python -m bot.cli serve`` against the local Slack
+stand-in; the rest drive the app over HTTP through the test harness."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, closing, contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from slack_sdk.http_retry import FixedValueRetryIntervalCalculator
+
+from bot.engine.index import build_lock, index_dir_for
+from bot.engine.search import Engine
+from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
+from bot.settings import Settings
+from bot.slack import server
+from digest.clock import write_heartbeat
+from digest.message import DIGEST_EVENT
+from digest.subscriptions import Subscriptions
+from tests.slack_harness import (
+    BOT_TOKEN,
+    SIGNING_SECRET,
+    SlackHarness,
+    buttons,
+    sign,
+    trigger_id,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def http(url: str, body: bytes | None = None, headers: dict[str, str] | None = None):
+    request = urllib.request.Request(url, data=body, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def slash_form(fake: FakeSlack, text: str) -> tuple[bytes, str]:
+    response_url = fake.response_url(channel="C1", user="U1")
+    form = {
+        "team_id": TEAM_ID,
+        "channel_id": "C1",
+        "user_id": "U1",
+        "command": "/papers",
+        "text": text,
+        "api_app_id": APP_ID,
+        "response_url": response_url,
+        "trigger_id": trigger_id(),
+    }
+    return urlencode(form).encode(), response_url
+
+
+def signed(body: bytes, secret: str = SIGNING_SECRET) -> dict[str, str]:
+    ts = str(int(time.time()))
+    return {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": sign(secret, ts, body),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def copy_db_without_index(template: Path, target: Path) -> None:
+    """The seeded papers but no index: the server has to build it while warming up."""
+    with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(target)) as copy:
+        source.backup(copy)
+
+
+class Serve:
+    """``python -m bot.cli serve`` in a subprocess; its stderr lines arrive on ``lines``."""
+
+    def __init__(self, env: dict[str, str], *args: str):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve", *args],
+            env=env,
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.put(line)
+
+    def wait_for_line(self, text: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.1)
+            except queue.Empty:
+                if self.process.poll() is not None and self.lines.empty():
+                    break
+                continue
+            self.seen.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"no {text!r} from serve; it said: {''.join(self.seen)}")
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.exit_code()
+
+    def exit_code(self, timeout: float = 20) -> int:
+        """Wait for the process to end; then ``seen`` holds everything it said."""
+        code = self.process.wait(timeout=timeout)
+        self._reader.join(timeout=10)
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return code
+
+
+@contextmanager
+def serve(env: dict[str, str], *args: str) -> Iterator[Serve]:
+    running = Serve(env, *args)
+    try:
+        yield running
+    finally:
+        if running.process.poll() is None:
+            running.process.kill()
+        running.process.wait()
+
+
+def wait_until_healthy(url: str, timeout: float = 60) -> dict[str, Any]:
+    """Poll /healthz (another process: nothing to wait on but its answers)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, body = http(url + "/healthz")
+        if status == 200:
+            return json.loads(body)
+        time.sleep(0.05)
+    raise AssertionError(f"/healthz still says {status} {body}")
+
+
+def serve_env(tmp_path: Path, fake: FakeSlack, db: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERBOY_", "PORT"))}
+    env.update(
+        PAPERBOY_DB=str(db),
+        PORT=str(port),
+        HOST="127.0.0.1",
+        SLACK_BOT_TOKEN=BOT_TOKEN,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_API_URL=fake.api_url,
+        PAPERBOY_SEED_DIR=str(tmp_path / "no-seeds"),
+    )
+    return env
+
+
+# --- warming up behind a bound port -------------------------------------------------------------
+
+
+def test_port_answers_and_commands_are_told_to_wait_while_the_index_builds(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "web.db"
+    copy_db_without_index(seeded_db_template, db)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with FakeSlack() as fake, serve(serve_env(tmp_path, fake, db, port)) as web:
+        # Another builder holds the index lock: the server cannot get past its warm-up.
+        with build_lock(index_dir_for(db)):
+            web.wait_for_line("listening on")
+            status, body = http(url + "/healthz")
+            assert (status, json.loads(body)) == (503, {"status": "warming up"})
+            form, response_url = slash_form(fake, "diffusion")
+            status, body = http(url + "/slack/events", form, signed(form))
+            assert status == 200
+            assert json.loads(body) == {"response_type": "ephemeral", "text": server.WARMING_UP}
+            status, _ = http(url + "/slack/events", form, signed(form, secret="wrong"))
+            assert status == 401  # the signature is checked while warming up too
+        report = wait_until_healthy(url)
+        assert report["status"] == "ok" and report["papers"] == 38
+        form, response_url = slash_form(fake, "diffusion")
+        status, body = http(url + "/slack/events", form, signed(form))
+        assert (status, body) == (200, "")
+        token = response_url.rsplit("/", 1)[-1]
+        (reply,) = fake.wait_for(lambda: [r for r in fake.responses if r.token == token])
+        assert "papers match" in json.dumps(reply.payload)
+        assert web.stop() == 0
+    assert "Traceback" not in "".join(web.seen)
+
+
+# --- Slack down at start --------------------------------------------------------------------------
+
+
+def test_one_server_error_from_slack_at_start_is_retried(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "web.db"
+    copy_db_without_index(seeded_db_template, db)
+    shutil.copytree(Path(f"{seeded_db_template}.index"), index_dir_for(db))
+    port = free_port()
+    with ExitStack() as stack, FakeSlack() as fake:
+        fake.fail_next("auth.test", status=500)
+        web = stack.enter_context(serve(serve_env(tmp_path, fake, db, port)))
+        web.wait_for_line("listening on")
+        wait_until_healthy(f"http://127.0.0.1:{port}")
+        assert len(fake.calls_to("auth.test")) == 2
+        assert web.stop() == 0
+
+
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server, "STARTUP_INTERVAL", FixedValueRetryIntervalCalculator(0.01))
+
+
+@pytest.mark.parametrize("failure", ["status", "disconnect"])
+def test_slack_unreachable_at_start_names_slack_not_the_token(
+    tmp_path: Path,
+    seeded_db_template: Path,
+    quick_retries: None,
+    failure: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    db = tmp_path / "web.db"
+    copy_db_without_index(seeded_db_template, db)
+    with FakeSlack() as fake:
+        if failure == "status":
+            fake.fail_next("auth.test", times=100, status=502)
+        else:
+            fake.disconnect_next("auth.test", times=100)
+        settings = Settings(
+            db_path=db,
+            port=0,
+            host="127.0.0.1",
+            slack_bot_token=BOT_TOKEN,
+            slack_signing_secret=SIGNING_SECRET,
+            slack_api_url=fake.api_url,
+        )
+        with pytest.raises(SystemExit) as exit_info:
+            server.run(settings)
+        assert len(fake.calls_to("auth.test")) == server.STARTUP_RETRIES + 1
+        api_url = fake.api_url
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"paperboy serve: Could not reach Slack at {api_url}")
+    assert "TOKEN" not in err
+
+
+@pytest.mark.parametrize("error", ["invalid_auth", "token_revoked", "not_authed"])
+def test_a_refused_token_at_start_is_blamed_at_once(
+    tmp_path: Path, quick_retries: None, error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeSlack() as fake:
+        fake.fail_next("auth.test", error=error)
+        settings = Settings(
+            db_path=tmp_path / "never.db",
+            port=0,
+            host="127.0.0.1",
+            slack_bot_token=BOT_TOKEN,
+            slack_signing_secret=SIGNING_SECRET,
+            slack_api_url=fake.api_url,
+        )
+        with pytest.raises(SystemExit) as exit_info:
+            server.run(settings)
+        assert len(fake.calls_to("auth.test")) == 1
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "SLACK_BOT_TOKEN" in err and error in err and "Traceback" not in err
+    assert not (tmp_path / "never.db").exists()  # refused before the database was touched
+
+
+# --- junk before authentication -----------------------------------------------------------------
+
+
+JUNK = {
+    "malformed payload": (b"payload=%7Bnot+json", {}),
+    "a JSON body sent as a form": (b'{"type": "block_actions"', {}),
+    "non-UTF-8 bytes": (b"command=%2Fpapers&text=\xff\xfe\xfa", {}),
+    "a timestamp that is not a number": (
+        b"command=%2Fpapers&text=x",
+        {"X-Slack-Request-Timestamp": "abc", "X-Slack-Signature": "v0=abc"},
+    ),
+    "no signature at all": (b"command=%2Fpapers&text=x", {"X-Slack-Request-Timestamp": "1"}),
+}
+
+
+@pytest.mark.parametrize("case", list(JUNK))
+def test_unsigned_junk_is_refused_before_it_is_parsed(
+    slack: SlackHarness, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    body, extra = JUNK[case]
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": str(int(time.time())),
+        "X-Slack-Signature": "v0=" + "0" * 64,
+        **extra,
+    }
+    status, _ = slack.request("/slack/events", body, headers)
+    assert status == 401
+    assert not [r for r in caplog.records if r.exc_info or r.levelname in ("ERROR", "CRITICAL")]
+    # And the same junk, properly signed except for its encoding, still costs no traceback.
+    if case == "non-UTF-8 bytes":
+        headers["X-Slack-Signature"] = sign(
+            SIGNING_SECRET, headers["X-Slack-Request-Timestamp"], body
+        )
+        assert slack.request("/slack/events", body, headers)[0] == 401
+        assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_oversized_bodies_are_refused_unread(slack: SlackHarness) -> None:
+    with socket.create_connection(("127.0.0.1", slack.server.port), timeout=10) as connection:
+        connection.sendall(
+            b"POST /slack/events HTTP/1.1\r\nHost: x\r\n"
+            + f"Content-Length: {server.MAX_BODY + 1}\r\n\r\n".encode()
+        )
+        status_line = connection.makefile("rb").readline()
+    assert status_line.split()[1] == b"413"
+
+
+# --- slow clients -------------------------------------------------------------------------------
+
+
+def test_half_open_connections_do_not_stop_slash_commands_being_acknowledged(
+    slack: SlackHarness,
+) -> None:
+    host, port = "127.0.0.1", slack.server.port
+    stalled: list[socket.socket] = []
+    try:
+        for _ in range(150):  # waitress's default connection_limit was 100
+            connection = socket.create_connection((host, port), timeout=5)
+            connection.sendall(b"POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n")
+            stalled.append(connection)
+        status, response_url = slack.slash("diffusion")
+        assert status == 200
+        assert "papers match" in json.dumps(slack.reply(response_url))
+    finally:
+        for connection in stalled:
+            connection.close()
+
+
+def test_server_sizing_comes_from_settings() -> None:
+    settings = Settings.from_env(
+        {
+            "PAPERBOY_HTTP_THREADS": "4",
+            "PAPERBOY_HTTP_CONNECTIONS": "250",
+            "PAPERBOY_HTTP_TIMEOUT": "12",
+        }
+    )
+    options = server.server_options(settings)
+    assert options["threads"] == 4
+    assert options["connection_limit"] == 250
+    assert options["channel_timeout"] == 12
+    defaults = server.server_options(Settings())
+    assert defaults["connection_limit"] >= 1000 and defaults["asyncore_use_poll"]
+
+
+# --- health -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["removed", "corrupted"])
+def test_health_is_503_when_the_database_fails(
+    slack: SlackHarness, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert http(slack.url + "/healthz")[0] == 200
+    db = slack.engine.db_path
+    if damage == "removed":
+        for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+            path.unlink(missing_ok=True)
+    else:
+        with open(db, "r+b") as handle:
+            handle.write(b"this is not a database" * 10)
+    status, body = http(slack.url + "/healthz")
+    assert status == 503
+    report = json.loads(body)
+    assert report["status"] == "unhealthy" and report["database"]
+    assert db.exists() == (damage == "corrupted")  # the check never creates a database
+    assert not [r for r in caplog.records if r.exc_info]  # one line, no traceback
+
+
+def test_health_is_503_when_the_digest_clock_stops_ticking(slack: SlackHarness) -> None:
+    def health() -> tuple[int, dict[str, Any]]:
+        status, body = http(slack.url + "/healthz")
+        return status, json.loads(body)
+
+    status, report = health()
+    assert status == 200 and report["scheduler"]["digests_on"] is False  # no clock needed yet
+    status, response_url = slack.slash("subscribe diffusion models")
+    slack.reply(response_url)
+    status, report = health()  # a digest is on and no clock has ever ticked
+    assert status == 503 and report["status"] == "unhealthy"
+    assert report["scheduler"] == {"last_tick": None, "digests_on": True, "stale": True}
+    now = datetime.now(UTC).replace(microsecond=0)
+    write_heartbeat(slack.engine.db, now, 60)  # what the clock writes every tick
+    status, report = health()
+    assert status == 200 and report["scheduler"]["stale"] is False
+    assert datetime.fromisoformat(report["scheduler"]["last_tick"]) == now
+    write_heartbeat(slack.engine.db, now - timedelta(seconds=3 * 60 + 5), 60)
+    status, report = health()
+    assert status == 503 and report["scheduler"]["stale"] is True
+
+
+# --- one box: serve --with-scheduler ---------------------------------------------------------------
+
+
+def due_member(db: Path, user: str = "U1") -> None:
+    """A member with a topic whose digest is due now (joined an hour ago, time = now)."""
+    engine = Engine.open(db)
+    now = datetime.now(UTC)
+    subscriptions = Subscriptions(engine.db)
+    subscriptions.add_topic(user, "diffusion models", now)
+    subscriptions.set_tz(user, "UTC", now)
+    subscriptions.set_days(user, "daily", now)
+    subscriptions.set_time(user, f"{now:%H:%M}", now)
+    joined = (now - timedelta(hours=1)).isoformat(timespec="seconds")
+    engine.db.execute("update members set created_at = ?", [joined])
+    engine.db.conn.commit()
+
+
+def test_serve_with_scheduler_sends_digests_from_the_web_process(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "box.db"
+    copy_db_without_index(seeded_db_template, db)
+    due_member(db)
+    port = free_port()
+    with FakeSlack() as fake, serve(serve_env(tmp_path, fake, db, port), "--with-scheduler") as web:
+        fake.set_user("U1", tz="UTC")
+        web.wait_for_line("listening on")
+        (digest,) = fake.wait_for(lambda: fake.messages_in("DU1"), timeout=30)
+        assert digest["metadata"]["event_type"] == DIGEST_EVENT
+        report = wait_until_healthy(f"http://127.0.0.1:{port}")
+        assert report["scheduler"]["digests_on"] and report["scheduler"]["last_tick"]
+        assert web.stop() == 0
+
+
+def test_a_token_revoked_while_serving_with_the_scheduler_ends_the_process(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "box.db"
+    copy_db_without_index(seeded_db_template, db)
+    due_member(db)
+    port = free_port()
+    with FakeSlack() as fake:
+        fake.set_user("U1", tz="UTC")
+        fake.fail_next("chat.postMessage", error="token_revoked", times=10)
+        with serve(serve_env(tmp_path, fake, db, port), "--with-scheduler") as web:
+            assert web.exit_code(timeout=60) == 1
+    last = [line for line in web.seen if line.strip()][-1]
+    assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
+    assert "Traceback" not in "".join(web.seen)
+
+
+# --- JSON logs --------------------------------------------------------------------------------
+
+
+def test_json_logs_are_one_object_per_line_with_each_requests_fields(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "web.db"
+    copy_db_without_index(seeded_db_template, db)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with FakeSlack() as fake:
+        env = {**serve_env(tmp_path, fake, db, port), "PAPERBOY_LOG_FORMAT": "json"}
+        with serve(env) as web:
+            web.wait_for_line("listening on")
+            wait_until_healthy(url)
+            form, response_url = slash_form(fake, "secret diffusion plans")
+            assert http(url + "/slack/events", form, signed(form))[0] == 200
+            token = response_url.rsplit("/", 1)[-1]
+            fake.wait_for(lambda: [r for r in fake.responses if r.token == token])
+            assert http(url + "/slack/events", b"junk", {"X-Slack-Signature": "v0=1"})[0] == 401
+            assert web.stop() == 0
+    lines = [line for line in web.seen if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    (request,) = [r for r in records if r["logger"] == "paperboy.requests"]
+    assert request["command"] == "/papers"
+    assert request["team"] == TEAM_ID and request["user"] == "U1"
+    assert isinstance(request["latency_ms"], int | float) and request["latency_ms"] >= 0
+    assert "secret" not in json.dumps(request)  # what was typed stays private
+    assert any("refused a request" in r["message"] for r in records)
+
+
+def test_each_click_is_logged_with_its_action_id(
+    slack: SlackHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="paperboy.requests")
+    status, response_url = slack.slash("diffusion", user="U7")
+    reply = slack.reply(response_url)
+    similar = buttons(reply)["similar:1"]
+    slack.click("similar:1", similar["value"], user="U7")
+    records = [r for r in caplog.records if r.name == "paperboy.requests"]
+    fields = [(getattr(r, "command", None), getattr(r, "action_id", None)) for r in records]
+    assert fields == [("/papers", None), (None, "similar:1")]
+    assert all(r.user == "U7" and r.team == TEAM_ID and r.latency_ms >= 0 for r in records)
