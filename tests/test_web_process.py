@@ -44,6 +44,7 @@ from tests.slack_harness import (
     sign,
     trigger_id,
 )
+from tests.test_cli import DROP_WRITE, read_only  # noqa: F401 - a fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,9 +100,9 @@ def copy_db_without_index(template: Path, target: Path) -> None:
 class Serve:
     """``python -m bot.cli serve`` in a subprocess; its stderr lines arrive on ``lines``."""
 
-    def __init__(self, env: dict[str, str], *args: str):
+    def __init__(self, env: dict[str, str], *args: str, prefix: list[str] | None = None):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", *args],
+            [*(prefix or []), sys.executable, "-m", "bot.cli", "serve", *args],
             env=env,
             cwd=ROOT,
             stderr=subprocess.PIPE,
@@ -145,8 +146,8 @@ class Serve:
 
 
 @contextmanager
-def serve(env: dict[str, str], *args: str) -> Iterator[Serve]:
-    running = Serve(env, *args)
+def serve(env: dict[str, str], *args: str, prefix: list[str] | None = None) -> Iterator[Serve]:
+    running = Serve(env, *args, prefix=prefix)
     try:
         yield running
     finally:
@@ -611,3 +612,28 @@ def test_socket_mode_with_the_scheduler_ends_when_the_token_is_revoked(
     last = [line for line in web.seen if line.strip()][-1]
     assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
     assert "Traceback" not in "".join(web.seen)
+
+
+def test_health_says_read_only_for_a_database_in_a_read_only_folder(
+    tmp_path: Path,
+    read_only: tuple[Path, Any],  # noqa: F811 - the fixture imported above
+) -> None:
+    """A WAL database whose folder this user may not write has no ``-shm`` file and cannot
+    get one: /healthz still reads it (lookups do too) and says ``read-only``, with 200."""
+    folder, lock = read_only
+    before = lock()
+    port = free_port()
+    prefix = DROP_WRITE if os.geteuid() == 0 else []  # root: held to the file modes
+    with (
+        FakeSlack() as fake,
+        serve(serve_env(tmp_path, fake, folder / "ro.db", port), prefix=prefix) as web,
+    ):
+        web.wait_for_line("listening on")
+        web.wait_for_line("is ready")
+        status, body = http(f"http://127.0.0.1:{port}/healthz")
+        assert web.stop() == 0
+    report = json.loads(body)
+    assert (status, report["status"]) == (200, "read-only"), report
+    assert report["database"] == "ok" and report["writable"] is False
+    assert report["papers"] > 0
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before

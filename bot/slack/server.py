@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.error import URLError
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs
 
 import waitress
 from slack_bolt import App
@@ -48,7 +48,7 @@ from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 from slack_sdk.signature import SignatureVerifier
 from waitress import wasyncore
 
-from bot.engine.corpus import DatabaseError, is_writable
+from bot.engine.corpus import DatabaseError, connect, is_writable
 from bot.engine.search import Engine
 from bot.logs import configure_logging, say
 from bot.settings import Settings, SettingsError
@@ -242,19 +242,18 @@ def health_report(db_path: Path, now: datetime | None = None) -> dict[str, Any]:
     heartbeat is older than three ticks while digests are on; ``read-only`` (200) when this
     process may not write the database (lookups work, subscriptions cannot be saved).
     """
-    from sqlite_utils import Database
-
     from digest.clock import clock_health
 
     body: dict[str, Any] = {"status": "ok"}
     try:
-        uri = f"file:{quote(str(Path(db_path).resolve()))}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=2)) as connection:
-            papers = connection.execute("select count(*) from papers").fetchone()[0]
-            row = connection.execute(
-                "select value from meta where key = 'corpus_version'"
-            ).fetchone()
-            clock = clock_health(Database(connection), now or datetime.now(UTC))
+        # The engine's own read-only open: a WAL database in a folder this process may not
+        # write has no -shm file and cannot get one, which a bare mode=ro would fail on.
+        db = connect(db_path, read_only=True)
+        with contextlib.closing(db.conn):
+            db.execute("PRAGMA busy_timeout = 2000")
+            papers = db.execute("select count(*) from papers").fetchone()[0]
+            row = db.execute("select value from meta where key = 'corpus_version'").fetchone()
+            clock = clock_health(db, now or datetime.now(UTC))
     except sqlite3.Error as error:
         return {"status": "unhealthy", "database": f"{error}"}
     body["database"] = "ok"
