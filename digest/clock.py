@@ -96,6 +96,7 @@ class Clock:
         )
         self.fatal: ClockError | None = None
         self._lock = threading.Lock()
+        self._background = False
 
     # -- checks and ticks -------------------------------------------------------------------
 
@@ -159,7 +160,8 @@ class Clock:
             if self.fatal is not None:
                 return
             self.fatal = error
-        log.error("%s", error)
+        if self._background:  # run_forever raises it instead, for the command to print once
+            log.error("%s", error)
         if self.scheduler is not None and self.scheduler.running:
             self.scheduler.shutdown(wait=False)  # from the job's own thread: do not wait on it
         if self.on_fatal is not None:
@@ -178,6 +180,7 @@ class Clock:
         """Tick on a background thread (``serve --with-scheduler``, the playground)."""
         from apscheduler.schedulers.background import BackgroundScheduler
 
+        self._background = True
         self._build(BackgroundScheduler(timezone=UTC)).start()
 
     def run_forever(self) -> None:
