@@ -124,7 +124,8 @@ class Clock:
                 cause = f"HTTP {status}" if status >= 500 else code
             except (SlackClientError, OSError) as error:
                 cause = str(getattr(error, "reason", "") or error) or type(error).__name__
-            log.warning("auth.test failed (%s); trying again", cause)
+            if attempt < len(CHECK_BACKOFF):
+                log.warning("auth.test failed (%s); trying again", cause)
         raise ClockError(
             f"Could not reach Slack at {self.client.base_url} ({cause}); digests cannot be sent "
             "until it answers."
