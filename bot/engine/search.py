@@ -35,13 +35,21 @@ from .corpus import (
     write_transaction,
 )
 from .formats import CorpusFileError, open_corpus_file
-from .index import BuildStats, Index, IndexBuildError, build_index, build_lock, index_dir_for
+from .index import (
+    BuildStats,
+    Index,
+    IndexBuildError,
+    build_index,
+    build_lock,
+    index_dir_for,
+    stored_version,
+)
 from .paper import Paper, Rejected
 from .query import Query, QueryError, parse_query
 from .text import analyze, surface_words, words
 
 SNIPPET_WORDS = 40
-SNIPPET_SCAN_CHARS = 100_000  # a snippet is looked for in this much of the text at most
+SNIPPET_SCAN_CHARS = 20_000  # a snippet is looked for in this much of the text at most
 WHY_TERMS = 3
 SIMILAR_TERMS = 40
 BUILD_RETRY = 30.0  # seconds before a failed index build is tried again; doubles each time
@@ -319,6 +327,11 @@ class Engine:
             current = None  # changed under us: never read it again
         failure = self._backoff()
         if failure and self.clock() < failure[0]:
+            if stored_version(self.index_dir) == self.corpus.version:
+                fresh = self._load_index()  # another process built it meanwhile
+                if fresh is not None:
+                    self._failure = None
+                    return fresh
             fallback = current or Index.load(self.index_dir)
             if fallback is not None:
                 return fallback
