@@ -21,7 +21,7 @@ from digest.commands import digest, scheduler
 
 from .cli_options import db_option, load_settings, open_engine
 from .engine.query import QueryError
-from .english import count
+from .english import count, empty_corpus
 from .logs import configure_logging
 from .settings import DEFAULT_DB, Settings
 from .slack.socket_mode import worker
@@ -250,16 +250,13 @@ def stats(ctx, as_json: bool, db_path) -> None:
             f"  {(row['venue'] or '?'):<{width}}  {row['year'] or '':>4}  {row['papers']:>8,}"
         )
     if not data["papers"]:
-        click.echo(EMPTY_CORPUS.format(path=engine.db_path))
-
-
-EMPTY_CORPUS = "The corpus in {path} has no papers yet: add some with `paperboy ingest FILE`."
+        click.echo(empty_corpus(str(engine.db_path)))
 
 
 def _with_papers(engine):
     """Lookups over an empty corpus say what to do instead of "No papers match"."""
     if engine.corpus.count() == 0:
-        raise click.ClickException(EMPTY_CORPUS.format(path=engine.db_path))
+        raise click.ClickException(empty_corpus(str(engine.db_path)))
     return engine
 
 

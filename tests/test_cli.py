@@ -101,7 +101,8 @@ def test_an_empty_corpus_says_what_to_run(invoke, tmp_path):
         result = invoke("--db", str(db), *command, env=env)
         assert result.exit_code == 1, command
         assert result.stderr.strip() == (
-            f"Error: The corpus in {db} has no papers yet: add some with `paperboy ingest FILE`."
+            f"Error: Paperboy has no papers in {db} yet: an operator adds them with "
+            "`paperboy ingest FILE`."
         )
         assert "No papers match" not in result.stdout
     stats = invoke("--db", str(db), "stats", env=env)

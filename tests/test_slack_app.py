@@ -600,3 +600,18 @@ def test_a_rate_limited_picker_never_holds_up_acknowledgements(slack: SlackHarne
     for _, url in clicks:
         assert "Slack is busy" in slack.reply(url)["text"]
     assert len(slack.fake.calls_to("views.open")) == 32  # never retried
+
+
+def test_a_lookup_over_an_empty_corpus_says_what_to_run(tmp_path) -> None:
+    """The same sentence as the CLI's, never "No papers match" (which would blame the query)."""
+    from bot.engine.search import Engine
+    from bot.english import empty_corpus
+
+    with SlackHarness(tmp_path, engine=Engine.open(tmp_path / "empty.db")) as slack:
+        _, url = slack.slash("diffusion models")
+        answer = slack.reply(url)
+    assert_valid(answer)
+    assert answer["text"] == empty_corpus()
+    assert empty_corpus() in blocks_text(answer)
+    assert "No papers match" not in json.dumps(answer)
+    assert "paperboy ingest FILE" in answer["text"]
