@@ -388,3 +388,72 @@ def test_only_the_playground_runs_a_scheduler_in_the_web_process(
     (options,) = built
     assert isinstance(options["scheduler"], BackgroundScheduler)
     assert options["tick_seconds"] == schedule.TICK_SECONDS
+
+
+# --- stopping the HTTP server ------------------------------------------------------------------
+
+
+def _refuses(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_stopping_twice_or_after_the_server_ended_is_safe(tmp_path: Path) -> None:
+    """The clock's request_stop(), then the caller's stop(), then a test's teardown: a second
+    stop must not write to waitress's trigger after the first one closed it (EBADF, or a byte
+    written into whatever file was opened on that descriptor number since)."""
+    hello = lambda environ, start_response: server.plain(start_response, "200 OK", "hi")  # noqa: E731
+    running = server.HttpServer(hello).start()
+    assert urllib.request.urlopen(running.url, timeout=10).read() == b"hi"
+    running.request_stop()
+    running.wait()
+    bystander = tmp_path / "bystander"  # likely opened on a descriptor the server freed
+    with open(bystander, "wb") as handle:
+        running.request_stop()
+        running.stop()
+        running.stop()
+        handle.flush()
+    assert bystander.read_bytes() == b""
+    assert _refuses(running.port)
+    # stop() before the loop ends by itself, then request_stop(): as safe
+    other = server.HttpServer(hello).start()
+    other.stop()
+    other.request_stop()
+    other.stop()
+    assert _refuses(other.port)
+
+
+def test_stop_lets_the_request_in_flight_finish(caplog: pytest.LogCaptureFixture) -> None:
+    """A request being answered while the server stops gets its whole answer; waitress's
+    threads finish before the loop and its trigger are closed, so none of them writes to a
+    closed trigger."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        entered.set()
+        release.wait(10)
+        return server.plain(start_response, "200 OK", "finished")
+
+    running = server.HttpServer(slow).start()
+    answers: list[Any] = []
+
+    def ask() -> None:
+        try:
+            answers.append(urllib.request.urlopen(running.url, timeout=20).read())
+        except Exception as error:  # noqa: BLE001 - recorded for the assertion
+            answers.append(error)
+
+    client = threading.Thread(target=ask)
+    client.start()
+    assert entered.wait(10)
+    stopper = threading.Thread(target=running.stop)
+    stopper.start()
+    while not _refuses(running.port):  # no new connections once stopping has begun
+        stopper.join(0.01)
+    release.set()
+    stopper.join(20)
+    client.join(20)
+    assert answers == [b"finished"]
+    assert not [r for r in caplog.records if r.levelno >= 30], caplog.text

@@ -325,6 +325,9 @@ class HttpServer:
             wsgi_app, host=host, port=port, ident="paperboy", **options
         )
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Lock()
+        self._stopped = False
+        self._running = False  # waitress's loop is running (on a thread or in the foreground)
 
     @property
     def host(self) -> str:
@@ -340,17 +343,24 @@ class HttpServer:
         return f"http://{host}:{self.port}"
 
     def serve_forever(self) -> None:
-        self._server.run()
+        self._run()
 
     def start(self) -> HttpServer:
-        self._thread = threading.Thread(target=self._server.run, name="paperboy-http", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="paperboy-http", daemon=True)
+        self._running = True  # before the thread starts: a stop() right away must see it
         self._thread.start()
         return self
 
+    def _run(self) -> None:
+        self._running = True
+        try:
+            self._server.run()
+        finally:
+            self._running = False
+
     def request_stop(self) -> None:
-        """Ask the server's loop to close everything (from any thread); ``wait()`` returns."""
-        server = self._server
-        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        """Stop serving (from any thread but the server's own); ``wait()`` then returns."""
+        self._shut_down()
 
     def wait(self) -> None:
         """Block until the server stops (signals still reach the calling main thread)."""
@@ -358,16 +368,35 @@ class HttpServer:
             self._thread.join(timeout=1)
 
     def stop(self) -> None:
-        """Close the listening socket and connections from the server's own loop, then wait."""
-        server = self._server
-        if self._thread is None:
-            return
-        if self._thread.is_alive():  # else request_stop() already closed it all
-            with contextlib.suppress(OSError):  # ... or is closing it right now
-                server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
-        self._thread.join(timeout=10)
-        server.task_dispatcher.shutdown(timeout=5)
-        self._thread = None
+        """Stop serving and wait for the server's thread. Safe to call again, after
+        ``request_stop()``, or once the server has ended."""
+        self._shut_down()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    def _shut_down(self) -> None:
+        """Close the server once, in an order that never writes to a closed trigger.
+
+        Waitress's request threads wake its loop through a pipe (the "trigger") when they
+        finish; ``close_all`` closes that pipe. So: stop accepting, let the requests in
+        flight finish while the loop still runs, and only then close everything from the
+        loop. A second caller waits for the first and does nothing: writing to the closed
+        pipe fails with EBADF, or, once its descriptor number was reused, writes into
+        whatever file now has it.
+        """
+        with self._stopping:
+            if self._stopped:
+                return
+            self._stopped = True
+            server = self._server
+            if not self._running:
+                server.task_dispatcher.shutdown(timeout=5)
+                wasyncore.close_all(server._map)  # no loop runs: close it here
+                return
+            # The listening socket only (the server's own close() would close the trigger).
+            server.trigger.pull_trigger(lambda: wasyncore.dispatcher.close(server))
+            server.task_dispatcher.shutdown(timeout=5)
+            server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
 
     def __enter__(self) -> HttpServer:
         return self.start()
