@@ -24,7 +24,6 @@ from .engine.query import QueryError
 from .english import count, empty_corpus
 from .logs import configure_logging
 from .settings import DEFAULT_DB, Settings
-from .slack.socket_mode import worker
 
 
 class Context:
@@ -292,6 +291,30 @@ def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path
     run(settings, with_scheduler=with_scheduler)
 
 
+@main.command()
+@click.option(
+    "--with-scheduler",
+    is_flag=True,
+    help="Also send the digests from this process (one box: no separate `paperboy scheduler`).",
+)
+@db_option
+@click.pass_context
+def worker(ctx, with_scheduler: bool, db_path) -> None:
+    """Run the Slack app over Socket Mode (SLACK_APP_TOKEN + SLACK_BOT_TOKEN): no public URL,
+    no port. The Procfile's `worker:` process; stops cleanly on SIGTERM.
+
+    It starts as `serve` does with SLACK_APP_TOKEN (the same code): the token checked with
+    Slack, with retries; a read-only database still answers lookups.
+    """
+    from dataclasses import replace
+
+    from .slack.server import run
+
+    context = _ctx(ctx, db_path)
+    settings = replace(context.settings, db_path=context.db_path)
+    run(settings, with_scheduler=with_scheduler, socket_only=True)
+
+
 def _show(result, as_json: bool) -> None:
     """Print a search result as text or JSON; exit 2 when the query could not be run."""
     if as_json:
@@ -379,7 +402,6 @@ def _print_result(result) -> None:
 # The digest's commands live with the digest; they import nothing heavy until they run.
 main.add_command(scheduler)
 main.add_command(digest)
-main.add_command(worker)  # Socket Mode: the Procfile's worker: process
 
 if __name__ == "__main__":  # pragma: no cover
     main()

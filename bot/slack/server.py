@@ -35,7 +35,6 @@ from urllib.parse import parse_qs
 import waitress
 from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
-from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry import (
@@ -500,17 +499,28 @@ def _raise_file_limit(connections: int) -> None:
 # --- paperboy serve -----------------------------------------------------------------------------
 
 
-def run(settings: Settings, *, with_scheduler: bool = False) -> None:
+#: ``paperboy worker`` is ``paperboy serve`` held to Socket Mode: without an app token it says so.
+WORKER_NEEDS_APP_TOKEN = (
+    "SLACK_APP_TOKEN is missing: `paperboy worker` runs Socket Mode with an app-level token "
+    "(xapp-...) from your app's Basic Information page; `paperboy serve` runs over HTTP instead."
+)
+
+
+def run(settings: Settings, *, with_scheduler: bool = False, socket_only: bool = False) -> None:
     """Serve until interrupted. A configuration problem ends it with one sentence and exit 2.
 
     Socket Mode with SLACK_APP_TOKEN, else HTTP, else (no Slack credentials) the playground;
-    ``with_scheduler`` runs the digest clock in this process too.
+    ``with_scheduler`` runs the digest clock in this process too. ``socket_only`` is
+    ``paperboy worker``: Socket Mode or nothing, started exactly as ``serve`` starts it.
     """
     configure_logging(settings)
+    name = "worker" if socket_only else "serve"
     try:
+        if socket_only and not settings.slack_app_token:
+            raise SettingsError(WORKER_NEEDS_APP_TOKEN)
         settings.check_slack()
     except SettingsError as error:
-        _fail(str(error), status=2, settings=settings)
+        _fail(str(error), status=2, settings=settings, name=name)
     if not settings.has_slack_credentials:
         mode = "playground"
     else:
@@ -519,9 +529,9 @@ def run(settings: Settings, *, with_scheduler: bool = False) -> None:
         try:
             _serve(settings, mode, with_scheduler)
         except StartupError as error:
-            _fail(str(error), status=error.status, settings=settings)
+            _fail(str(error), status=error.status, settings=settings, name=name)
         except KeyboardInterrupt:
-            say(settings, "paperboy serve: stopped.")
+            say(settings, f"paperboy {name}: stopped.")
 
 
 def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
@@ -533,6 +543,14 @@ def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
     if mode == "http":
         _run_http(settings, with_scheduler)
         return
+    _run_socket_mode(settings, with_scheduler)
+
+
+def _run_socket_mode(settings: Settings, with_scheduler: bool) -> None:
+    """Check the token (with retries), open the database (a read-only one still answers
+    lookups), start the clock if asked, then serve over Socket Mode until SIGTERM."""
+    from .socket_mode import run_socket_mode
+
     check_slack_token(settings)
     engine = open_engine(settings)
     main = threading.main_thread()
@@ -543,11 +561,8 @@ def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
             # SIGTERM does; then we exit 1.
             stop = lambda: signal.pthread_kill(main.ident or 0, signal.SIGTERM)  # noqa: E731
             clock = _start_clock(settings, engine, stop)
-        from .socket_mode import run_socket_mode
-
-        run_socket_mode(settings, engine)
-    except BoltError as error:  # Bolt's own auth.test, just after ours: Slack is flaky
-        raise StartupError(f"Slack did not answer auth.test ({error}).") from None
+        # The token was just checked, with retries: Bolt need not check it again.
+        run_socket_mode(settings, engine, verify_token=False)
     except URLError as error:
         where = settings.slack_api_url
         raise StartupError(f"Could not reach Slack at {where} ({error.reason}).") from None
@@ -620,9 +635,6 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _fail(message: str, status: int, settings: Settings | None = None) -> None:
-    if settings is not None:
-        say(settings, f"paperboy serve: {message}", logging.ERROR)
-    else:
-        print(f"paperboy serve: {message}", file=sys.stderr)
+def _fail(message: str, status: int, settings: Settings, name: str = "serve") -> None:
+    say(settings, f"paperboy {name}: {message}", logging.ERROR)
     raise SystemExit(status)
