@@ -457,3 +457,31 @@ def test_stop_lets_the_request_in_flight_finish(caplog: pytest.LogCaptureFixture
     client.join(20)
     assert answers == [b"finished"]
     assert not [r for r in caplog.records if r.levelno >= 30], caplog.text
+
+
+def test_bolt_starts_without_warnings_when_the_token_is_in_the_environment(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bolt reads SLACK_BOT_TOKEN from the environment by itself; given a client as well, it
+    warned "`token` will be unused" at every start. Its client still talks to SLACK_API_URL
+    with Paperboy's retries."""
+    from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
+
+    monkeypatch.setenv("SLACK_BOT_TOKEN", slack.settings.slack_bot_token or "")
+    with caplog.at_level("DEBUG"):
+        app = build_app(slack.settings, slack.engine)
+    bolt = [r for r in caplog.records if r.name.startswith("slack_bolt")]
+    assert not [r for r in bolt if r.levelno >= 30], [r.getMessage() for r in bolt]
+    assert app.client.base_url == slack.fake.api_url
+    assert app.client.token == slack.settings.slack_bot_token
+    kinds = [type(h) for h in app.client.retry_handlers]
+    assert kinds.count(ConnectionErrorRetryHandler) == 1 and RateLimitErrorRetryHandler in kinds
+    # Checking the token at start asks SLACK_API_URL (not slack.com), with Bolt's error.
+    from slack_bolt.error import BoltError
+
+    calls = len(slack.fake.calls_to("auth.test"))
+    build_app(slack.settings, slack.engine, verify_token=True)
+    assert len(slack.fake.calls_to("auth.test")) == calls + 1
+    slack.fake.fail_next("auth.test", error="invalid_auth")
+    with pytest.raises(BoltError, match="invalid_auth"):
+        build_app(slack.settings, slack.engine, verify_token=True)
