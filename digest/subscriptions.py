@@ -25,6 +25,9 @@ from bot.engine.query import parse_query
 from bot.engine.text import words
 
 MAX_TOPICS = 25
+#: How long a member's write waits for another writer (a slash command's reply can wait that
+#: long; the transactions themselves take milliseconds).
+WRITE_WAIT_SECONDS = 60
 MAX_TOPIC_CHARS = 200
 DEFAULT_TIME = "09:00"
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -230,10 +233,22 @@ def describe_days(days: Iterable[str]) -> str:
 
 
 class Subscriptions:
-    """Members and topics in the Paperboy database. Pass ``now`` to anything that writes."""
+    """Members and topics in the Paperboy database. Pass ``now`` to anything that writes.
+
+    A write that reads first (count the topics, then insert) is one ``BEGIN IMMEDIATE``
+    transaction: it takes the write lock before reading, so thirty members subscribing at
+    once queue for it (``WRITE_WAIT_SECONDS``) instead of failing with "database is locked"
+    (a deferred transaction cannot wait when another writer committed after its read).
+    Single statements are their own transactions and wait on the busy timeout.
+    """
 
     def __init__(self, db: Database):
         self.db = db
+
+    def _write(self):
+        from bot.engine.corpus import write_transaction
+
+        return write_transaction(self.db, wait=WRITE_WAIT_SECONDS)
 
     # members
 
@@ -367,7 +382,7 @@ class Subscriptions:
         for topic in self.topics(user_id):
             if topic.normalized == normalized:
                 return topic, False
-        with self.db.atomic():
+        with self._write():
             count = self.db.execute(
                 "select count(*) from topics where user_id = ?", [user_id]
             ).fetchone()[0]

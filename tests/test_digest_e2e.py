@@ -495,3 +495,88 @@ def test_digest_now_after_a_crash_and_an_expired_lease_sends_no_paper_twice(
     later = scheduler(slack).run_due(now + STALE_CLAIM + timedelta(minutes=1))
     assert all(o.status != "sent" for o in later)
     assert len(slack.fake.messages_in("DU1")) == 1
+
+
+# --- writers that wait -----------------------------------------------------------------------
+
+
+def test_thirty_members_subscribing_at_once_all_succeed(slack) -> None:
+    """Thirty signed /papers subscribe at the same moment: every write takes SQLite's write
+    lock up front and waits its turn, so none gets "something went wrong" and no topic is
+    lost."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    users = [f"U{n:02d}" for n in range(30)]
+    topics = ["graph neural networks", "diffusion models", "federated learning"]
+    with ThreadPoolExecutor(30) as pool:
+        sent = list(
+            pool.map(lambda n: slack.slash(f"subscribe {topics[n % 3]}", user=users[n]), range(30))
+        )
+    assert [status for status, _ in sent] == [200] * 30
+    replies = [slack.reply(url, timeout=60) for _, url in sent]
+    assert all("Subscribed to" in blocks_text(r) for r in replies), [
+        r["text"] for r in replies if "Subscribed to" not in blocks_text(r)
+    ]
+    subs = Subscriptions(slack.engine.db)
+    assert {u: len(subs.topics(u)) for u in users} == {u: 1 for u in users}
+
+
+def test_a_revoked_token_still_lets_members_manage_topics_and_says_why_no_digest(slack) -> None:
+    """Revoked while the app runs (Bolt checked the token at its first request)."""
+    ask(slack, "topics")
+    slack.fake.revoke_token()
+    assert "Subscribed to" in blocks_text(ask(slack, "subscribe graph neural networks"))
+    reply = ask(slack, "digest now")
+    assert "Slack refused Paperboy's token" in reply["text"]
+    assert slack.fake.calls_to("chat.postMessage") == []
+
+
+def test_a_killed_digest_now_into_a_channel_is_found_not_resent(slack, cli_env) -> None:
+    """A real process posts an on-demand digest into a public channel and dies (os._exit)
+    before recording it; once its lease ran out, `paperboy digest send --now` finds it in the
+    channel's history (the bot joined the channel before posting) and sends nothing twice."""
+    import os
+    import subprocess
+    import sys
+
+    from digest.ledger import STALE_CLAIM
+
+    repo = Path(__file__).resolve().parents[1]
+    now = datetime.now(UTC)
+    subs = Subscriptions(slack.engine.db)
+    subs.add_topic("U1", "diffusion models", now - timedelta(days=1))
+    subs.set_channel("U1", "CREADING", now - timedelta(days=1))
+    child = (
+        "import os, sys\n"
+        "from datetime import datetime\n"
+        "from bot.engine.search import Engine\n"
+        "from bot.settings import Settings\n"
+        "from digest.delivery import Dispatcher, make_client\n"
+        "db, api, when = sys.argv[1:4]\n"
+        "def fault(step, digest_id):\n"
+        "    if step == 'posted':\n"
+        "        os._exit(17)\n"
+        "client = make_client(Settings(slack_api_url=api, slack_bot_token='xoxb-test'))\n"
+        "Dispatcher(Engine.open(db), client, worker='doomed', faults=fault)"
+        ".send_now('U1', datetime.fromisoformat(when))\n"
+    )
+    crashed_at = now - STALE_CLAIM - timedelta(minutes=1)
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(slack.engine.db_path), slack.fake.api_url]
+        + [crashed_at.isoformat()],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 17, done.stderr.decode()[-2000:]
+    assert len(slack.fake.messages_in("CREADING")) == 1
+
+    result = CliRunner().invoke(commands.digest, ["send", "--now"], env=cli_env)
+    assert result.exit_code == 0, result.output
+    assert ": sent, 9 papers" in result.output
+    [message] = slack.fake.messages_in("CREADING")
+    assert len(slack.fake.calls_to("chat.postMessage")) == 1
+    assert len(set(digest_paper_ids(slack, "CREADING"))) == 9
+    rows = slack.engine.db.execute("select status, ts from digests where user_id = 'U1'")
+    assert rows.fetchall() == [("sent", message["ts"])]

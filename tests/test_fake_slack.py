@@ -527,3 +527,12 @@ def test_conversations_open_is_rate_limited_like_tier_3(client: WebClient) -> No
         client.conversations_open(users="U99")
     assert raised.value.response.status_code == 429
     assert 1 <= int(raised.value.response.headers["Retry-After"]) <= 60
+
+
+def test_a_trigger_id_expires_after_three_seconds(clock: Clock, client: WebClient) -> None:
+    view = {"type": "modal", "title": {"type": "plain_text", "text": "Share"}, "blocks": []}
+    fresh = f"{int(clock.now)}.123.abc"
+    assert client.views_open(trigger_id=fresh, view=view)["ok"]
+    stale = f"{int(clock.now) - 5}.456.def"
+    with pytest.raises(SlackApiError, match="expired_trigger_id"):
+        client.views_open(trigger_id=stale, view=view)

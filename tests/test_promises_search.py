@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from bot.cli import main
-from bot.engine.query import parse_query
+from bot.engine.query import MAX_QUERY_CHARS, QueryError, parse_query
 from bot.engine.search import Engine
 
 FILLER = (
@@ -150,3 +150,45 @@ def test_query_parsing_of_every_kind_of_term() -> None:
     assert q.ranked_text == "diffusion score matching"
     assert q.text == 'diffusion "score matching" -survey -"large language" venue:ICLR,ICML'
     assert q.without_filters() == 'diffusion "score matching" -survey -"large language"'
+
+
+def test_a_query_of_exactly_the_limit_is_run_and_one_more_character_is_refused() -> None:
+    words = ("diffusion " * 60)[:MAX_QUERY_CHARS]
+    assert len(words) == MAX_QUERY_CHARS and parse_query(words).words
+    with pytest.raises(QueryError, match=f"under {MAX_QUERY_CHARS}"):
+        parse_query(words + "x")
+
+
+def test_year_bounds_the_earliest_accepted_year_is_1000() -> None:
+    q = parse_query("year:1000-1001")
+    assert (q.year_from, q.year_to) == (1000, 1001)
+    with pytest.raises(QueryError, match="year:0999"):
+        parse_query("year:0999")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            'author:"!!"',
+            "`author:!!` names nobody (it has no letters or digits); use a name, like "
+            '`author:"Jane Doe"`.',
+        ),
+        (
+            "venue:,",
+            "`venue:,` names no venue; use `venue:ICLR` or `venue:ICLR,ICML`.",
+        ),
+        ("venue:", "`venue:` needs a value, like `venue:ICLR`."),
+        ("-year:2020", "`-year:` is not supported; use `year:` to narrow instead."),
+    ],
+)
+def test_each_mistake_gets_its_own_sentence(text: str, message: str) -> None:
+    with pytest.raises(QueryError) as info:
+        parse_query(text)
+    assert str(info.value) == message
+
+
+def test_a_lone_dash_is_no_word() -> None:
+    q = parse_query("diffusion - models")
+    assert q.words == ["diffusion", "models"] and q.excluded == []
+    assert q.without_filters() == "diffusion models"

@@ -519,3 +519,95 @@ def test_each_click_is_logged_with_its_action_id(
     fields = [(getattr(r, "command", None), getattr(r, "action_id", None)) for r in records]
     assert fields == [("/papers", None), (None, "similar:1")]
     assert all(r.user == "U7" and r.team == TEAM_ID and r.latency_ms >= 0 for r in records)
+
+
+def test_while_warming_up_modals_and_url_checks_are_answered_too(tmp_path: Path) -> None:
+    """A modal submitted during warm-up shows the sentence under its first input (Slack would
+    otherwise close it and lose what was typed); Slack's URL check is answered at once."""
+    settings = Settings(
+        db_path=tmp_path / "never.db",
+        slack_bot_token=BOT_TOKEN,
+        slack_signing_secret=SIGNING_SECRET,
+    )
+    web = server.WebApp(settings)  # never made ready: the engine is still "loading"
+    with server.HttpServer(web) as running:
+        view = {
+            "id": "V1",
+            "callback_id": "share",
+            "blocks": [
+                {"type": "section", "text": {"type": "mrkdwn", "text": "Share"}},
+                {"type": "input", "block_id": "share_channel", "element": {"type": "x"}},
+            ],
+        }
+        body = urlencode(
+            {"payload": json.dumps({"type": "view_submission", "view": view})}
+        ).encode()
+        status, answer = http(running.url + "/slack/events", body, signed(body))
+        assert status == 200
+        assert json.loads(answer) == {
+            "response_action": "errors",
+            "errors": {"share_channel": server.WARMING_UP},
+        }
+        click = urlencode({"payload": json.dumps({"type": "block_actions"})}).encode()
+        assert http(running.url + "/slack/events", click, signed(click)) == (200, "")
+        check = json.dumps({"type": "url_verification", "challenge": "c-123"}).encode()
+        headers = {**signed(check), "Content-Type": "application/json"}
+        status, answer = http(running.url + "/slack/events", check, headers)
+        assert (status, json.loads(answer)) == (200, {"challenge": "c-123"})
+        status, answer = http(running.url + "/healthz")
+        assert (status, json.loads(answer)) == (503, {"status": "warming up"})
+    assert not (tmp_path / "never.db").exists()
+
+
+def test_socket_mode_requests_are_logged_like_http_ones(
+    tmp_path: Path, seeded_db_template: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from bot.slack.socket_mode import close, make_handler
+    from tests.slack_harness import seeded_engine
+    from tests.socket_mode_server import SocketModeServer
+
+    caplog.set_level("INFO", logger="paperboy.requests")
+    engine = seeded_engine(tmp_path / "socket.db", seeded_db_template)
+    with FakeSlack() as fake, SocketModeServer() as sockets:
+        fake.set_socket_mode_url(sockets.new_url)
+        settings = Settings(
+            db_path=engine.db_path,
+            slack_bot_token=BOT_TOKEN,
+            slack_app_token="xapp-1-A0PAPERBOY-1-0123456789abcdef",
+            slack_api_url=fake.api_url,
+        )
+        handler = make_handler(settings, engine)
+        handler.connect()
+        try:
+            sockets.wait_connected()
+            envelope_id, _ = sockets.slash(fake, "diffusion", user="U9")
+            assert sockets.ack(envelope_id) == {"envelope_id": envelope_id}
+        finally:
+            close(handler)
+    (record,) = [r for r in caplog.records if r.name == "paperboy.requests"]
+    assert (record.command, record.user, record.team) == ("/papers", "U9", TEAM_ID)
+    assert record.latency_ms >= 0
+
+
+def test_socket_mode_with_the_scheduler_ends_when_the_token_is_revoked(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    """One box over Socket Mode: the clock dying for a revoked token ends the process (exit 1)
+    instead of leaving a worker that answers lookups but sends no digests."""
+    from tests.socket_mode_server import SocketModeServer
+
+    db = tmp_path / "box.db"
+    copy_db_without_index(seeded_db_template, db)
+    due_member(db)
+    with FakeSlack() as fake, SocketModeServer() as sockets:
+        fake.set_socket_mode_url(sockets.new_url)
+        fake.set_user("U1", tz="UTC")
+        fake.fail_next("chat.postMessage", error="token_revoked", times=10)
+        env = serve_env(tmp_path, fake, db, free_port())
+        env.pop("SLACK_SIGNING_SECRET")
+        env["SLACK_APP_TOKEN"] = "xapp-1-A0PAPERBOY-1-0123456789abcdef"
+        with serve(env, "--with-scheduler") as web:
+            assert web.exit_code(timeout=60) == 1
+    last = [line for line in web.seen if line.strip()][-1]
+    assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
+    assert "Traceback" not in "".join(web.seen)

@@ -792,6 +792,11 @@ class FakeSlack:
             return _error("invalid_trigger_id")
         if trigger in self._used_triggers:
             return _error("exchanged_trigger_id")
+        issued = trigger.split(".")[0]
+        if issued.isdigit() and int(issued) > 10**9 and self._clock() - int(issued) > 3 + 1:
+            # Trigger ids made like Slack's test harness makes them lead with the second they
+            # were issued (+1: that second is truncated); Slack expires them after 3 seconds.
+            return _error("expired_trigger_id")
         if not isinstance(view, dict) or view.get("type") != "modal":
             return _error("invalid_arguments")
         if errors := _check_modal(view):

@@ -440,14 +440,21 @@ class _ServerErrors(ServerErrorRetryHandler):
 
 
 def open_engine(settings: Settings) -> Engine:
-    """The engine, warm: database opened (seeded when new) and the index loaded or built."""
+    """The engine, warm: database opened (seeded when new) and the index loaded or built.
+
+    A database that cannot be opened stops the start (one sentence); an index that cannot be
+    built now (a full disk, say) is logged, and lookups try again and say why meanwhile.
+    """
     try:
         engine = Engine.open(settings.db_path, seed_dir=settings.seed_dir)
-        engine.index  # noqa: B018 - load or build it now, not on the first lookup
     except DatabaseError as error:
         raise StartupError(str(error)) from None
     except (sqlite3.Error, OSError) as error:
         raise StartupError(f"Could not open the database {settings.db_path} ({error}).") from None
+    try:
+        engine.index  # noqa: B018 - load or build it now, not on the first lookup
+    except Exception as error:  # the engine says what went wrong in one sentence
+        log.error("The index could not be loaded or built now: %s", error)
     log.info("corpus: %s papers in %s", f"{engine.corpus.count():,}", settings.db_path)
     return engine
 
@@ -501,13 +508,13 @@ def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
     check_slack_token(settings)
     engine = open_engine(settings)
     main = threading.main_thread()
-    # A token revoked while running stops the clock; SIGTERM ends Socket Mode, then we exit 1.
-    clock = (
-        _start_clock(settings, engine, lambda: signal.pthread_kill(main.ident or 0, signal.SIGTERM))
-        if with_scheduler
-        else None
-    )
+    clock = None
     try:
+        if with_scheduler:
+            # A token revoked while running stops the clock, which stops Socket Mode as
+            # SIGTERM does; then we exit 1.
+            stop = lambda: signal.pthread_kill(main.ident or 0, signal.SIGTERM)  # noqa: E731
+            clock = _start_clock(settings, engine, stop)
         from .socket_mode import run_socket_mode
 
         run_socket_mode(settings, engine)
@@ -516,6 +523,9 @@ def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
     except URLError as error:
         where = settings.slack_api_url
         raise StartupError(f"Could not reach Slack at {where} ({error.reason}).") from None
+    except SystemExit:  # the clock's SIGTERM came before Socket Mode took the signal over
+        if clock is None or clock.fatal is None:
+            raise
     finally:
         if clock is not None:
             clock.shutdown()
