@@ -461,7 +461,7 @@ def test_a_truncated_index_under_a_running_process_is_rebuilt_not_a_sigbus(tmp_p
     import sys
 
     db = tmp_path / "cut.db"
-    Engine.open(db).ingest([write_jsonl(tmp_path / "a.jsonl", many_papers("x", 3000))])
+    Engine.open(db).ingest([write_jsonl(tmp_path / "a.jsonl", many_papers("x", 1000))])
     run = subprocess.run(
         [sys.executable, "-c", TRUNCATE_SCRIPT, str(db)], capture_output=True, timeout=300
     )
