@@ -59,7 +59,8 @@ def _clock(engine, settings, **options):
 def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
     """Send each member's digest at their local time; ingest PAPERBOY_FEEDS daily.
 
-    Runs until stopped (the Procfile's `clock:` process; the web process never schedules).
+    Runs until stopped (the Procfile's `clock:` process). `serve` and `worker` send digests
+    only with `--with-scheduler`, the one-box layout that needs no separate scheduler.
     Digests due while it was down are sent when it comes back, within
     PAPERBOY_DIGEST_GRACE_SECONDS (default 6 hours), once. Exits 1 with one sentence when
     Slack refuses the bot token, at start or later, so the platform restarts it and alerts.
