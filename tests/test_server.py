@@ -485,3 +485,18 @@ def test_bolt_starts_without_warnings_when_the_token_is_in_the_environment(
     slack.fake.fail_next("auth.test", error="invalid_auth")
     with pytest.raises(BoltError, match="invalid_auth"):
         build_app(slack.settings, slack.engine, verify_token=True)
+
+
+def test_stop_ends_the_server_even_when_its_wake_up_pipe_was_closed_under_it() -> None:
+    """Seen intermittently in teardowns: the write end of waitress's trigger pipe closed by
+    something else in the process. Waitress then closes the trigger; stop() must still end
+    the loop and free the port, without writing to the dead pipe."""
+    hello = lambda environ, start_response: server.plain(start_response, "200 OK", "hi")  # noqa: E731
+    running = server.HttpServer(hello).start()
+    assert urllib.request.urlopen(running.url, timeout=10).read() == b"hi"
+    trigger = running._server.trigger  # the outside fault, simulated: its write end goes
+    os.close(trigger.trigger)
+    trigger._fds = [fd for fd in trigger._fds if fd != trigger.trigger]  # not closed twice
+    running.stop()
+    assert _refuses(running.port)
+    assert running._thread is not None and not running._thread.is_alive()

@@ -393,9 +393,27 @@ class HttpServer:
                 wasyncore.close_all(server._map)  # no loop runs: close it here
                 return
             # The listening socket only (the server's own close() would close the trigger).
-            server.trigger.pull_trigger(lambda: wasyncore.dispatcher.close(server))
+            woken = self._wake(lambda: wasyncore.dispatcher.close(server))
             server.task_dispatcher.shutdown(timeout=5)
-            server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+            if not (woken and self._wake(lambda: wasyncore.close_all(server._map))):
+                # The loop can no longer be woken: close everything from here; it ends at
+                # its next poll, when it finds nothing left to serve.
+                wasyncore.close_all(server._map, ignore_all=True)
+
+    def _wake(self, thunk: Callable[[], Any]) -> bool:
+        """Run ``thunk`` on the server's loop; False when its trigger is broken. Waitress
+        closes the trigger itself when its pipe reports a hang-up (its write end closed under
+        it by someone else): writing then would hit EBADF, or a file that reused the number."""
+        trigger = self._server.trigger
+        if getattr(trigger, "_closed", False):
+            log.warning("the HTTP server's wake-up pipe was closed under it; closing directly")
+            return False
+        try:
+            trigger.pull_trigger(thunk)
+        except OSError as error:
+            log.warning("could not wake the HTTP server's loop (%s); closing directly", error)
+            return False
+        return True
 
     def __enter__(self) -> HttpServer:
         return self.start()
