@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from apscheduler.schedulers.background import BackgroundScheduler
 from click.testing import CliRunner
 
 from bot.cli import main
@@ -23,7 +24,8 @@ from bot.engine.search import Engine
 from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
 from digest.delivery import Dispatcher
-from digest.subscriptions import Subscriptions
+from digest.schedule import FEEDS_JOB, TICK_JOB, build_scheduler, next_digest
+from digest.subscriptions import Member, Subscriptions
 from tests.slack_harness import BOT_TOKEN
 
 LONG_AGO = datetime(2024, 1, 1, tzinfo=UTC)
@@ -221,3 +223,56 @@ def test_ticks_every_ten_minutes_across_dst_and_downtime_send_each_days_digest_o
         (datetime(2024, 4, 2, 7, 0, tzinfo=UTC), "U1:2024-04-02"),  # 09:00 CEST
     ]
     assert len(fake.messages_in("DU1")) == 3
+
+
+def test_the_jobs_run_in_utc_and_the_feeds_ingest_also_at_start_up() -> None:
+    """Feeds come in daily at 04:00 UTC and once at start-up (a restart never waits a day for
+    papers); the tick starts at once, or 5 s later when the ingest goes first."""
+    scheduler = BackgroundScheduler(timezone=UTC)
+    scheduler.start(paused=True)
+    try:
+        before = datetime.now(UTC)
+        build_scheduler(lambda: None, lambda: None, scheduler=scheduler)
+        after = datetime.now(UTC)
+        jobs = {job.id: job for job in scheduler.get_jobs()}
+    finally:
+        scheduler.shutdown(wait=False)
+    feeds, tick = jobs[FEEDS_JOB], jobs[TICK_JOB]
+    assert str(feeds.trigger.timezone) == "UTC" and str(tick.trigger.timezone) == "UTC"
+    fields = {field.name: str(field) for field in feeds.trigger.fields}
+    assert (fields["hour"], fields["minute"]) == ("4", "0")
+    assert feeds.misfire_grace_time == 6 * 3600
+    assert feeds.next_run_time is not None and before <= feeds.next_run_time <= after
+    five = timedelta(seconds=5)
+    assert before + five <= tick.next_run_time <= after + five
+    assert (feeds.name, tick.name) == ("ingest PAPERBOY_FEEDS", "send the digests that are due")
+
+
+def test_without_feeds_the_first_tick_is_at_start_up() -> None:
+    scheduler = BackgroundScheduler(timezone=UTC)
+    scheduler.start(paused=True)
+    try:
+        before = datetime.now(UTC)
+        build_scheduler(lambda: None, None, scheduler=scheduler)
+        after = datetime.now(UTC)
+        (tick,) = scheduler.get_jobs()
+    finally:
+        scheduler.shutdown(wait=False)
+    assert before <= tick.next_run_time <= after
+
+
+def test_the_next_digest_is_told_in_the_members_own_clock() -> None:
+    """Aware datetimes compare equal across zones, so the zone itself is checked: the message
+    says 09:00 for a Tokyo member, not 00:00 (UTC)."""
+    tokyo = Member(
+        user_id="U9",
+        tz="Asia/Tokyo",
+        digest_time="09:00",
+        digest_days=("mon", "tue", "wed", "thu", "fri"),
+        created_at="2024-01-01T00:00:00+00:00",
+        topic_count=1,
+    )
+    upcoming = next_digest(tokyo, datetime(2024, 1, 12, 1, 0, tzinfo=UTC))  # Fri 10:00 JST
+    assert upcoming is not None
+    assert (upcoming.date().isoformat(), upcoming.hour, upcoming.minute) == ("2024-01-15", 9, 0)
+    assert str(upcoming.tzinfo) == "Asia/Tokyo"

@@ -95,6 +95,17 @@ def test_papers_with_all_the_query_words_come_first(paperboy, tmp_path: Path) ->
     assert set(found[1:4]) == {"only-quasar", "quasar-too", "lattice-only"}
 
 
+def test_batch_ranks_like_a_single_search(paperboy) -> None:
+    """``--batch`` (evaluation, benchmarks) takes the fast path; its order is the lookup's."""
+    result = CliRunner().invoke(
+        main, ["search", "--batch", "-", "--limit", "4"], input="quasar lattice\n"
+    )
+    assert result.exit_code == 0, result.output
+    batch = [r["id"] for r in json.loads(result.output)["results"]]
+    single = [r["id"] for r in search(paperboy, "quasar lattice", limit=4)["results"]]
+    assert batch == single and batch[0] == "both"
+
+
 @pytest.mark.parametrize(
     "venues", ["venue:ICLR,NeurIPS", "venue:iclr|neurips", "venue:ICLR,NeurIPS,"]
 )
