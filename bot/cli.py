@@ -21,10 +21,9 @@ from digest.commands import digest, scheduler
 
 from .cli_options import db_option, load_settings, open_engine
 from .engine.query import QueryError
-from .english import count
+from .english import count, empty_corpus
 from .logs import configure_logging
 from .settings import DEFAULT_DB, Settings
-from .slack.socket_mode import worker
 
 
 class Context:
@@ -250,16 +249,13 @@ def stats(ctx, as_json: bool, db_path) -> None:
             f"  {(row['venue'] or '?'):<{width}}  {row['year'] or '':>4}  {row['papers']:>8,}"
         )
     if not data["papers"]:
-        click.echo(EMPTY_CORPUS.format(path=engine.db_path))
-
-
-EMPTY_CORPUS = "The corpus in {path} has no papers yet: add some with `paperboy ingest FILE`."
+        click.echo(empty_corpus(str(engine.db_path)))
 
 
 def _with_papers(engine):
     """Lookups over an empty corpus say what to do instead of "No papers match"."""
     if engine.corpus.count() == 0:
-        raise click.ClickException(EMPTY_CORPUS.format(path=engine.db_path))
+        raise click.ClickException(empty_corpus(str(engine.db_path)))
     return engine
 
 
@@ -293,6 +289,30 @@ def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path
     if host:
         settings = replace(settings, host=host)
     run(settings, with_scheduler=with_scheduler)
+
+
+@main.command()
+@click.option(
+    "--with-scheduler",
+    is_flag=True,
+    help="Also send the digests from this process (one box: no separate `paperboy scheduler`).",
+)
+@db_option
+@click.pass_context
+def worker(ctx, with_scheduler: bool, db_path) -> None:
+    """Run the Slack app over Socket Mode (SLACK_APP_TOKEN + SLACK_BOT_TOKEN): no public URL,
+    no port. The Procfile's `worker:` process; stops cleanly on SIGTERM.
+
+    It starts as `serve` does with SLACK_APP_TOKEN (the same code): the token checked with
+    Slack, with retries; a read-only database still answers lookups.
+    """
+    from dataclasses import replace
+
+    from .slack.server import run
+
+    context = _ctx(ctx, db_path)
+    settings = replace(context.settings, db_path=context.db_path)
+    run(settings, with_scheduler=with_scheduler, socket_only=True)
 
 
 def _show(result, as_json: bool) -> None:
@@ -382,7 +402,6 @@ def _print_result(result) -> None:
 # The digest's commands live with the digest; they import nothing heavy until they run.
 main.add_command(scheduler)
 main.add_command(digest)
-main.add_command(worker)  # Socket Mode: the Procfile's worker: process
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -53,12 +53,21 @@ def load_settings() -> Settings:
         raise BadSettings(error.problems) from None
 
 
-def open_engine(settings: Settings, db_path: Path, *, write: bool, seed: bool = True):
+def open_engine(
+    settings: Settings,
+    db_path: Path,
+    *,
+    write: bool,
+    seed: bool = True,
+    allow_read_only: bool = False,
+):
     """The engine for a command; database problems end it with one sentence (exit 1).
 
-    Only commands that write (``write=True``: ingest, serve, scheduler, digest send) create
-    a database, filling a new one from the seed corpus when ``seed``; the others never
-    create one and say so when there is none.
+    Only commands that write (``write=True``: ingest, serve, worker, scheduler, digest send)
+    create a database, filling a new one from the seed corpus when ``seed``, and they refuse
+    one this user may not write, unless ``allow_read_only`` (a Slack app, which can still
+    answer lookups from it; see ``Engine.read_only``). The others never create a database,
+    say so when there is none, and read a read-only one.
     """
     from .engine.corpus import DatabaseError, NoDatabase
     from .engine.search import Engine
@@ -77,7 +86,7 @@ def open_engine(settings: Settings, db_path: Path, *, write: bool, seed: bool = 
         raise click.ClickException(NO_DATABASE.format(path=db_path)) from None
     except DatabaseError as error:
         raise click.ClickException(str(error)) from None
-    if write and engine.read_only:
+    if write and engine.read_only and not allow_read_only:
         raise click.ClickException(
             f"Cannot write to the database at {db_path}: this user may not write it or its "
             "folder (run paperboy as the database's owner, or fix the permissions)."

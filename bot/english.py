@@ -4,3 +4,11 @@
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``"1 paper"``, ``"2 papers"``, ``"1,200 papers"``."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def empty_corpus(where: str = "") -> str:
+    """The one sentence every front end (CLI, Slack) gives for a lookup over an empty corpus:
+    it says what to run, where "No papers match" would blame the query. ``where`` names the
+    database for an operator at the command line."""
+    place = f" in {where}" if where else ""
+    return f"Paperboy has no papers{place} yet: an operator adds them with `paperboy ingest FILE`."

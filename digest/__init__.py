@@ -8,6 +8,7 @@ Data flows one way, each step in its own module:
 * ``ledger`` — the exactly-once record of each digest: claimed, then sent (or skipped, failed);
 * ``message`` — a digest as a Slack message (the lookups' rendering plus a header per topic);
 * ``delivery`` — Slack: time zones from ``users.info``, posting by DM or to a channel;
+* ``clock`` — the process that ticks: token checked at start, heartbeat for ``/healthz``;
 * ``commands`` — ``paperboy scheduler`` and ``paperboy digest preview|send``.
 
 Only ``message`` and ``delivery`` know about Slack; the rest runs (and is tested) without it.

@@ -96,6 +96,7 @@ class Clock:
         )
         self.fatal: ClockError | None = None
         self._lock = threading.Lock()
+        self._background = False
 
     # -- checks and ticks -------------------------------------------------------------------
 
@@ -123,7 +124,8 @@ class Clock:
                 cause = f"HTTP {status}" if status >= 500 else code
             except (SlackClientError, OSError) as error:
                 cause = str(getattr(error, "reason", "") or error) or type(error).__name__
-            log.warning("auth.test failed (%s); trying again", cause)
+            if attempt < len(CHECK_BACKOFF):
+                log.warning("auth.test failed (%s); trying again", cause)
         raise ClockError(
             f"Could not reach Slack at {self.client.base_url} ({cause}); digests cannot be sent "
             "until it answers."
@@ -159,7 +161,8 @@ class Clock:
             if self.fatal is not None:
                 return
             self.fatal = error
-        log.error("%s", error)
+        if self._background:  # run_forever raises it instead, for the command to print once
+            log.error("%s", error)
         if self.scheduler is not None and self.scheduler.running:
             self.scheduler.shutdown(wait=False)  # from the job's own thread: do not wait on it
         if self.on_fatal is not None:
@@ -178,6 +181,7 @@ class Clock:
         """Tick on a background thread (``serve --with-scheduler``, the playground)."""
         from apscheduler.schedulers.background import BackgroundScheduler
 
+        self._background = True
         self._build(BackgroundScheduler(timezone=UTC)).start()
 
     def run_forever(self) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 import click
 
 from bot.cli_options import db_option, load_settings, open_engine
+from bot.logs import configure_logging
 
 
 def _engine(ctx: click.Context, db_path: Path | None, settings, write: bool = True):
@@ -58,7 +59,8 @@ def _clock(engine, settings, **options):
 def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
     """Send each member's digest at their local time; ingest PAPERBOY_FEEDS daily.
 
-    Runs until stopped (the Procfile's `clock:` process; the web process never schedules).
+    Runs until stopped (the Procfile's `clock:` process). `serve` and `worker` send digests
+    only with `--with-scheduler`, the one-box layout that needs no separate scheduler.
     Digests due while it was down are sent when it comes back, within
     PAPERBOY_DIGEST_GRACE_SECONDS (default 6 hours), once. Exits 1 with one sentence when
     Slack refuses the bot token, at start or later, so the platform restarts it and alerts.
@@ -66,9 +68,7 @@ def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
     from .clock import ClockError
 
     settings = load_settings()
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings)
     if settings.log_level != "DEBUG":  # a line per job run, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     engine = _engine(ctx, db_path, settings)
@@ -147,7 +147,7 @@ def send(
     from .subscriptions import Subscriptions
 
     settings = load_settings()
-    logging.basicConfig(level=settings.log_level)
+    configure_logging(settings)
     engine = _engine(ctx, db_path, settings)
     dispatcher = _clock(engine, settings).dispatcher
     now = datetime.now(UTC)

@@ -14,7 +14,9 @@ logged and marked failed for the day, and the others go on; any other error leav
 in place and the digest is retried once the claim is stale (``ledger.STALE_CLAIM``).
 
 Slack scopes this needs: ``chat:write``, ``im:write`` (open the DM), ``users:read`` (time zone),
-and ``im:history`` / ``channels:history`` (find a digest already posted before a crash).
+``channels:join`` (be in a public channel a digest goes to, see ``Dispatcher._join``) and
+``im:history`` / ``channels:history`` / ``groups:history`` (find a digest already posted
+before a crash).
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ PERMANENT_ERRORS = frozenset(
 #: until an operator replaces it, so the run stops at once (``TokenRefused``). ``account_inactive``
 #: with a bot token means the workspace or the bot's user was deleted.
 AUTH_ERRORS = frozenset({"invalid_auth", "token_revoked", "not_authed", "account_inactive"})
+#: A remembered DM channel that Slack no longer knows: forget it and open the DM again.
+DM_GONE = frozenset({"channel_not_found", "is_archived"})
 Fault = Callable[[str, str], None]  # (step, digest id): tests raise here to simulate a crash
 
 
@@ -195,6 +199,7 @@ class Dispatcher:
         self.worker = worker or worker_name()
         self.faults = faults
         self.tz_refreshes = tz_refreshes
+        self._joined: set[str] = set()  # channels joined by this process (see _join)
 
     @classmethod
     def from_settings(cls, engine: Engine, settings: Settings, **options: Any) -> Dispatcher:
@@ -219,10 +224,7 @@ class Dispatcher:
     def run_due(self, now: datetime) -> list[Outcome]:
         """Send every digest due at ``now`` (a timezone-aware instant) once; see the module doc."""
         now = now.astimezone(UTC)
-        outcomes = [
-            self._guarded(claim.digest_id, claim.user_id, self._post, claim, now)
-            for claim in self.ledger.retake_stale(now)
-        ]
+        outcomes = self._settle(now)
         members = self._refresh_time_zones(self.subscriptions.members(), now)
         candidates = {
             Ledger.scheduled_id(m.user_id, day.isoformat()): (m, day.isoformat())
@@ -256,11 +258,28 @@ class Dispatcher:
     def send_now(self, user_id: str, now: datetime) -> Outcome:
         """``/papers digest now``: the member's digest at once, by the same exactly-once path."""
         now = now.astimezone(UTC)
+        settled = self._settle(now, user_id)
         member = refresh_time_zone(self.client, self.subscriptions, user_id, now)
         local = now.astimezone(member.zone).strftime("%Y-%m-%dT%H:%M")
         plan = select_digests(self.engine, [user_id], limit=self.limit)[user_id]
         minute = Ledger.scheduled_id(user_id, local)  # the claim adds a counter
-        return self._deliver(member, minute, local, plan, now, on_demand=True)
+        outcome = self._deliver(member, minute, local, plan, now, on_demand=True)
+        if outcome.status == "skipped":
+            # Settling posted the member's unfinished digest: that is the one they asked for.
+            return next((o for o in settled if o.status == "sent"), outcome)
+        return outcome
+
+    def _settle(self, now: datetime, user_id: str | None = None) -> list[Outcome]:
+        """Finish the claims a stopped worker left (only ``user_id``'s when given) before any
+        new digest is planned: each is looked up in Slack by its metadata and recorded, or
+        posted, or given up once too late (``_post``). Skipping this on any path that plans a
+        digest would send the stale claim's papers again under a new id, and post the stale
+        claim as well later. A claim that cannot be settled now stays claimed (and fresh), so
+        the member's next digest waits for it."""
+        return [
+            self._guarded(claim.digest_id, claim.user_id, self._post, claim, now)
+            for claim in self.ledger.retake_stale(now, user_id)
+        ]
 
     def preview(self, user_id: str) -> DigestPlan:
         """What the member's digest would hold if sent now (nothing is claimed or recorded)."""
@@ -334,6 +353,8 @@ class Dispatcher:
         try:
             member = member or self.subscriptions.ensure_member(claim.user_id, now)
             channel = claim.channel or self._open(member)
+            if not _is_dm(channel):
+                self._join(channel)
             posted_before = claim.retaken and claim.channel is not None
             if not ledger.renew(claim, now, channel):
                 outcome.status = "busy"
@@ -345,17 +366,11 @@ class Dispatcher:
                 outcome.status, outcome.error = "failed", "expired"
                 return outcome
             if ts is None:
-                message, _ = digest_message(
-                    self.engine,
-                    claim.plan,
-                    claim.local_date,
-                    digest_id=claim.digest_id,
-                    owner=None if _is_dm(channel) else claim.user_id,
-                )
-                response = self.client.chat_postMessage(
-                    channel=channel, unfurl_links=False, unfurl_media=False, **message
-                )
-                channel, ts = response.get("channel") or channel, str(response["ts"])
+                sent = self._send(claim, member, channel, now)
+                if sent is None:
+                    outcome.status = "busy"
+                    return outcome
+                channel, ts = sent
                 self._fault("posted", claim.digest_id)
             else:
                 log.info(
@@ -390,11 +405,87 @@ class Dispatcher:
             )
             return outcome
 
-    def _open(self, member: Member) -> str:
+    def _join(self, channel: str) -> None:
+        """Be a member of a channel before posting a digest there.
+
+        ``chat:write.public`` lets the bot post into a public channel it is not in, but
+        ``conversations.history`` then answers ``not_in_channel``, so after a crash between
+        the post and the record the digest could not be found and would be given up (its
+        papers sent again). Joining first (``channels:join``; once per channel per process,
+        a no-op when already in) keeps the exactly-once guarantee for channel digests. A
+        private channel cannot be joined: the bot must be invited, and then history works;
+        without the invitation the post itself fails (``not_in_channel``). An app installed
+        before ``channels:join`` was added still posts; such a digest is never posted twice
+        after a crash, but may be given up (see ``_find_posted``).
+        """
+        if channel in self._joined:
+            return
+        try:
+            self.client.conversations_join(channel=channel)
+        except SlackApiError as error:
+            _check_auth(error)
+            code = _error_code(error)
+            if code == "missing_scope":
+                log.warning(
+                    "cannot join %s (the app lacks channels:join): after a crash its digest "
+                    "cannot be looked up; reinstall the app from manifest.yml",
+                    channel,
+                )
+            elif code != "method_not_supported_for_channel_type":  # private: invited or not
+                raise
+        self._joined.add(channel)
+
+    def _send(
+        self, claim: Claim, member: Member, channel: str, now: datetime
+    ) -> tuple[str, str] | None:
+        """``chat.postMessage`` the digest; (channel, ts), or None when the claim was lost.
+
+        A remembered DM channel Slack no longer knows (``DM_GONE``) is forgotten and opened
+        afresh once; the claim notes the new channel before the post, so a crash after it is
+        still looked up in the right conversation.
+        """
+        message, _ = digest_message(
+            self.engine,
+            claim.plan,
+            claim.local_date,
+            digest_id=claim.digest_id,
+            owner=None if _is_dm(channel) else claim.user_id,
+        )
+        try:
+            response = self.client.chat_postMessage(
+                channel=channel, unfurl_links=False, unfurl_media=False, **message
+            )
+        except SlackApiError as error:
+            if not (_is_dm(channel) and _error_code(error) in DM_GONE):
+                raise
+            log.info(
+                "DM %s of %s is gone (%s); opening it again",
+                channel,
+                member.user_id,
+                _error_code(error),
+            )
+            self.subscriptions.set_dm_channel(member.user_id, None)
+            channel = self._open(member, remembered=False)
+            if not self.ledger.renew(claim, now, channel):
+                return None
+            response = self.client.chat_postMessage(
+                channel=channel, unfurl_links=False, unfurl_media=False, **message
+            )
+        return str(response.get("channel") or channel), str(response["ts"])
+
+    def _open(self, member: Member, remembered: bool = True) -> str:
+        """Where the member's digest goes: their channel, or their DM with the bot. The DM's
+        id is remembered (``members.dm_channel``), so ``conversations.open`` (Tier 3, about 50
+        a minute: a team that all chose 09:00 would hit it) is called once per member, not
+        once per digest."""
         if member.digest_channel:
             return member.digest_channel
+        if remembered and member.dm_channel:
+            return member.dm_channel
         response = self.client.conversations_open(users=member.user_id)
-        return str(response["channel"]["id"])
+        channel = str(response["channel"]["id"])
+        self.subscriptions.set_dm_channel(member.user_id, channel)
+        return channel
 
     def _find_posted(self, claim: Claim, channel: str, now: datetime) -> str | None:
         """The ts of this digest's message if Slack already has it (found by its metadata).

@@ -234,13 +234,15 @@ class Ledger:
         first = data.get("first_claimed_at") or to_iso(now)
         return Claim(digest_id, user_id, local_date, plan, first, channel, retaken=True)
 
-    def retake_stale(self, now: datetime) -> list[Claim]:
-        """Every claim left behind by a worker that stopped, now this worker's."""
-        stale = self.db.execute(
-            "select id, user_id, local_date from digests where status = 'claimed' "
-            "and claimed_at < ? order by claimed_at",
-            [to_iso(now - STALE_CLAIM)],
-        ).fetchall()
+    def retake_stale(self, now: datetime, user_id: str | None = None) -> list[Claim]:
+        """Every claim left behind by a worker that stopped (only ``user_id``'s when given),
+        now this worker's."""
+        sql = "select id, user_id, local_date from digests where status = 'claimed' and claimed_at < ?"
+        params = [to_iso(now - STALE_CLAIM)]
+        if user_id is not None:
+            sql += " and user_id = ?"
+            params.append(user_id)
+        stale = self.db.execute(sql + " order by claimed_at", params).fetchall()
         claims = []
         for digest_id, user_id, local_date in stale:
             # claim() re-checks inside its transaction: another worker may have been first.

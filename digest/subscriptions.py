@@ -25,6 +25,9 @@ from bot.engine.query import parse_query
 from bot.engine.text import words
 
 MAX_TOPICS = 25
+#: How long a member's write waits for another writer (a slash command's reply can wait that
+#: long; the transactions themselves take milliseconds).
+WRITE_WAIT_SECONDS = 60
 MAX_TOPIC_CHARS = 200
 DEFAULT_TIME = "09:00"
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -68,6 +71,7 @@ class Member:
     digest_channel: str | None = None  # None: a direct message
     created_at: str = ""
     topic_count: int = 0
+    dm_channel: str | None = None  # the D... id of the member's DM with the bot, once known
 
     @property
     def enabled(self) -> bool:
@@ -106,6 +110,7 @@ class Member:
             digest_channel=row.get("digest_channel") or None,
             created_at=row.get("created_at") or "",
             topic_count=topic_count,
+            dm_channel=row.get("dm_channel") or None,
         )
 
 
@@ -228,10 +233,22 @@ def describe_days(days: Iterable[str]) -> str:
 
 
 class Subscriptions:
-    """Members and topics in the Paperboy database. Pass ``now`` to anything that writes."""
+    """Members and topics in the Paperboy database. Pass ``now`` to anything that writes.
+
+    A write that reads first (count the topics, then insert) is one ``BEGIN IMMEDIATE``
+    transaction: it takes the write lock before reading, so thirty members subscribing at
+    once queue for it (``WRITE_WAIT_SECONDS``) instead of failing with "database is locked"
+    (a deferred transaction cannot wait when another writer committed after its read).
+    Single statements are their own transactions and wait on the busy timeout.
+    """
 
     def __init__(self, db: Database):
         self.db = db
+
+    def _write(self):
+        from bot.engine.corpus import write_transaction
+
+        return write_transaction(self.db, wait=WRITE_WAIT_SECONDS)
 
     # members
 
@@ -302,6 +319,10 @@ class Subscriptions:
     def set_channel(self, user_id: str, channel: str | None, now: datetime) -> Member:
         return self._update(user_id, now, digest_channel=channel)
 
+    def set_dm_channel(self, user_id: str, channel: str | None) -> None:
+        """Remember (or, with None, forget) the member's DM channel with the bot."""
+        self.db.execute("update members set dm_channel = ? where user_id = ?", [channel, user_id])
+
     def set_tz(self, user_id: str, tz: str | None, now: datetime) -> Member:
         """Record the time zone read from Slack (None: keep the old one, but note the check)."""
         if tz:
@@ -361,7 +382,7 @@ class Subscriptions:
         for topic in self.topics(user_id):
             if topic.normalized == normalized:
                 return topic, False
-        with self.db.atomic():
+        with self._write():
             count = self.db.execute(
                 "select count(*) from topics where user_id = ?", [user_id]
             ).fetchone()[0]

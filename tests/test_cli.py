@@ -101,7 +101,8 @@ def test_an_empty_corpus_says_what_to_run(invoke, tmp_path):
         result = invoke("--db", str(db), *command, env=env)
         assert result.exit_code == 1, command
         assert result.stderr.strip() == (
-            f"Error: The corpus in {db} has no papers yet: add some with `paperboy ingest FILE`."
+            f"Error: Paperboy has no papers in {db} yet: an operator adds them with "
+            "`paperboy ingest FILE`."
         )
         assert "No papers match" not in result.stdout
     stats = invoke("--db", str(db), "stats", env=env)
@@ -109,11 +110,19 @@ def test_an_empty_corpus_says_what_to_run(invoke, tmp_path):
 
 
 def test_a_writing_command_says_when_the_seed_folder_is_missing(invoke, tmp_path):
+    from bot.playground.fake_slack import FakeSlack
+
     db = tmp_path / "new.db"
-    result = invoke(
-        "--db", str(db), "digest", "send", "--now",
-        env={"PAPERBOY_SEED_DIR": "/nonexistent", "SLACK_API_URL": "http://127.0.0.1:9/"},
-    )  # fmt: skip
+    with FakeSlack() as slack:
+        result = invoke(
+            "--db", str(db), "digest", "send", "--now",
+            env={
+                "PAPERBOY_SEED_DIR": "/nonexistent",
+                "SLACK_API_URL": slack.api_url,
+                "SLACK_BOT_TOKEN": "xoxb-test",
+            },
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
     assert (
         "The seed folder /nonexistent does not exist, so the new database starts empty: "
         "add papers with `paperboy ingest FILE`."
@@ -179,10 +188,13 @@ def test_db_option_overrides_the_environment(run, tmp_path):
     assert run("stats", "--json", "--db", str(other)).stdout != run("stats", "--json").stdout
 
 
-def test_the_playground_does_not_invite_lookups_over_no_papers(invoke, tmp_path, monkeypatch):
+def test_the_playground_does_not_invite_lookups_over_no_papers(
+    invoke, tmp_path, monkeypatch, caplog
+):
     from bot.playground.playground import Playground
 
-    monkeypatch.setattr(Playground, "serve_forever", lambda self: None)
+    # Start and return at once: `run` then stops it as after Ctrl-C (nothing left running).
+    monkeypatch.setattr(Playground, "serve_forever", lambda self: self.server.start())
     for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     db = tmp_path / "empty.db"
@@ -193,6 +205,7 @@ def test_the_playground_does_not_invite_lookups_over_no_papers(invoke, tmp_path,
     assert result.exit_code == 0, result.output
     assert f"the corpus in {db} is empty (paperboy ingest FILE)" in result.stderr
     assert "type /papers" not in result.stderr
+    assert "missing does not exist, so the corpus is empty: add papers with" in caplog.text
 
 
 @pytest.mark.parametrize(

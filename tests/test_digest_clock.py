@@ -204,3 +204,32 @@ def test_the_background_clock_stops_and_reports_a_revoked_token(engine, fake) ->
         background.shutdown()
     assert "token_revoked" in str(fatal[0]) and background.fatal is fatal[0]
     assert not background.scheduler.running
+
+
+def test_a_real_scheduler_process_says_it_once_and_exits_1(engine, fake, tmp_path) -> None:
+    """As a platform sees it: exit status 1, the sentence once on stderr, no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    now = datetime.now(UTC)
+    members(engine, fake, "U1", at=now - timedelta(days=2))
+    subs = Subscriptions(engine.db)
+    subs.set_days("U1", "daily", now)
+    subs.set_tz("U1", "UTC", now)
+    subs.set_time("U1", (now - timedelta(minutes=2)).strftime("%H:%M"), now)
+    fake.fail_next("conversations.open", times=5, error="token_revoked")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERBOY_", "SLACK_"))}
+    env |= cli_env(engine, fake) | {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "scheduler"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("Slack refused the bot token (token_revoked)") == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert fake.calls_to("chat.postMessage") == []

@@ -154,6 +154,60 @@ def test_each_member_at_nine_in_their_own_zone(engine, fake, waits) -> None:
     assert len(fake.calls_to("users.info")) == 4
 
 
+def test_dm_channels_are_remembered_so_a_team_at_nine_needs_no_conversations_open(
+    engine, fake, waits, clock
+) -> None:
+    """conversations.open is Tier 3 (about 50 a minute; the fake enforces it): 60 members who
+    all chose 09:00 get their first digests as the limit allows, and from then on every DM is
+    reused, so the second day needs no conversations.open at all."""
+    members = [f"U{n:02d}" for n in range(60)]
+    for user in members:
+        join(engine, fake, user)
+    send = dispatcher(engine, fake, waits)
+    clock.now = BERLIN_0900
+    first = send.run_due(BERLIN_0900)
+    assert sum(o.status == "sent" for o in first) == 50  # the rest wait for the limit
+    clock.now = BERLIN_0900 + STALE_CLAIM + timedelta(minutes=1)
+    retried = send.run_due(clock.now)
+    assert sum(o.status == "sent" for o in retried) == 10
+    assert len(fake.calls_to("chat.postMessage")) == 60
+
+    opened = len(fake.calls_to("conversations.open"))
+    clock.now = BERLIN_0900 + timedelta(days=1)
+    tuesday = dispatcher(engine, fake, waits, worker="worker-2").run_due(clock.now)
+    assert [o.status for o in tuesday] == ["skipped"] * 60  # nothing new; now with new papers:
+    engine.ingest([write_corpus(engine.db_path.with_name("more.jsonl"), more_gnn_papers())])
+    clock.now = BERLIN_0900 + timedelta(days=2)
+    wednesday = dispatcher(engine, fake, waits, worker="worker-3").run_due(clock.now)
+    assert [o.status for o in wednesday] == ["sent"] * 60
+    assert len(fake.calls_to("conversations.open")) == opened  # not one more
+    assert all(len(fake.messages_in(f"D{user}")) == 2 for user in members)
+
+
+def test_a_remembered_dm_that_is_gone_is_opened_again(engine, fake, waits) -> None:
+    join(engine, fake, "U1")
+    Subscriptions(engine.db).set_dm_channel("U1", "DGONE")  # e.g. the workspace was migrated
+    [outcome] = dispatcher(engine, fake, waits).run_due(BERLIN_0900)
+    assert (outcome.status, outcome.channel) == ("sent", "DU1")
+    assert [c.params["channel"] for c in fake.calls_to("chat.postMessage")] == ["DGONE", "DU1"]
+    assert Subscriptions(engine.db).member("U1").dm_channel == "DU1"
+    assert digest_row(engine, "U1:2024-03-04")["channel"] == "DU1"
+
+
+def more_gnn_papers() -> list[dict]:
+    return [
+        {
+            "id": f"gnn-new-{n}",
+            "title": f"Graph Neural Networks Revisited ({n})",
+            "abstract": "We study graph neural networks and message passing on new graphs.",
+            "authors": ["New Author"],
+            "venue": "ICLR",
+            "year": 2024,
+        }
+        for n in range(3)
+    ]
+
+
 # --- exactly once --------------------------------------------------------------------------------
 
 
@@ -178,6 +232,52 @@ def test_a_crash_at_any_step_neither_loses_nor_doubles_the_digest(
     row = digest_row(engine, "U1:2024-03-04")
     assert row["status"] == "sent" and row["ts"] == fake.messages_in("DU1")[0]["ts"]
     assert len(sent_papers(engine, "U1")) == GNN
+
+
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("path", ["scheduled", "digest now"])
+def test_a_channel_digest_survives_a_crash_at_any_step(engine, fake, waits, step, path) -> None:
+    """Posted with chat:write.public into a public channel: the bot joins it first, so after
+    a crash the retaken digest is found in the channel's history instead of sent again."""
+    join(engine, fake, "U1")
+    Subscriptions(engine.db).set_channel("U1", "CPAPERS", MONDAY_0700)
+    start = BERLIN_0900 if path == "scheduled" else MONDAY_0700
+    crashing = dispatcher(engine, fake, waits, faults=crash_at(step))
+    with pytest.raises(Crash):
+        crashing.run_due(start) if path == "scheduled" else crashing.send_now("U1", start)
+    assert len(fake.messages_in("CPAPERS")) == (1 if step in ("posted", "recorded") else 0)
+
+    restarted = dispatcher(engine, fake, waits, worker="worker-2")
+    later = start + STALE_CLAIM + timedelta(minutes=1)
+    if path == "scheduled":
+        restarted.run_due(later)
+    else:
+        restarted.send_now("U1", later)
+    restarted.run_due(later + timedelta(minutes=1))
+    [message] = fake.messages_in("CPAPERS")
+    assert len(fake.calls_to("chat.postMessage")) == 1
+    rows = engine.db.execute("select status, ts from digests where user_id = 'U1'").fetchall()
+    assert rows == [("sent", message["ts"])]
+    assert len(sent_papers(engine, "U1")) == GNN
+    assert fake.is_member("CPAPERS")
+
+
+def test_a_channel_digest_joins_once_and_a_private_channel_needs_an_invitation(
+    engine, fake, waits
+) -> None:
+    for user in ("U1", "U2"):
+        join(engine, fake, user)
+        Subscriptions(engine.db).set_channel(user, "CPAPERS", MONDAY_0700)
+    join(engine, fake, "U3")
+    fake.add_channel("GHIDDEN", private=True)
+    Subscriptions(engine.db).set_channel("U3", "GHIDDEN", MONDAY_0700)
+    outcomes = {o.user_id: o for o in dispatcher(engine, fake, waits).run_due(BERLIN_0900)}
+    assert [outcomes[u].status for u in ("U1", "U2")] == ["sent", "sent"]
+    assert [c.params["channel"] for c in fake.calls_to("conversations.join")] == [
+        "CPAPERS",
+        "GHIDDEN",
+    ]
+    assert (outcomes["U3"].status, outcomes["U3"].error) == ("failed", "not_in_channel")
 
 
 def test_when_slack_history_cannot_be_read_a_retaken_digest_is_never_posted_twice(

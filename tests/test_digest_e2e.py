@@ -431,3 +431,152 @@ def test_a_digest_in_a_channel_says_whose_it_is_and_shares_elsewhere(slack) -> N
     [shared] = slack.fake.messages_in("CREADING")
     assert "<@U2> shared a paper" in blocks_text(shared)
     assert len(slack.fake.messages_in("CPAPERS")) == 1  # never repeated where it already is
+
+
+# --- exactly once on the on-demand path ------------------------------------------------------
+
+
+class Crash(BaseException):
+    """A process dying: not an Exception, so nothing on the way catches it."""
+
+
+def crash_after(step: str):
+    def fault(current: str, digest_id: str) -> None:
+        if current == step:
+            raise Crash(f"killed after {step} of {digest_id}")
+
+    return fault
+
+
+def digest_paper_ids(slack: SlackHarness, channel: str) -> list[str]:
+    return [
+        element["value"]
+        for message in slack.fake.messages_in(channel)
+        for action_id, element in buttons(message).items()
+        if action_id.startswith("similar:")
+    ]
+
+
+@pytest.mark.parametrize("step", ["claimed", "posted"])
+@pytest.mark.parametrize("path", ["digest send --now", "/papers digest now"])
+def test_digest_now_after_a_crash_and_an_expired_lease_sends_no_paper_twice(
+    slack, cli_env, step, path
+) -> None:
+    """Killed after the claim (nothing in Slack) or after Slack took the post (not recorded);
+    the lease runs out; then the member's digest is asked for again: the old claim is settled
+    first (posted, or found in Slack and recorded), and nothing goes out twice."""
+    from digest.ledger import STALE_CLAIM
+
+    now = datetime.now(UTC)
+    Subscriptions(slack.engine.db).add_topic("U1", "diffusion models", now - timedelta(days=1))
+    crashed_at = now - STALE_CLAIM - timedelta(minutes=1)
+    settings = Settings(slack_api_url=slack.fake.api_url, slack_bot_token="xoxb-test")
+    doomed = Dispatcher(
+        slack.engine, make_client(settings), worker="doomed", faults=crash_after(step)
+    )
+    with pytest.raises(Crash):
+        doomed.send_now("U1", crashed_at)
+    assert len(slack.fake.messages_in("DU1")) == (1 if step == "posted" else 0)
+
+    if path == "digest send --now":
+        result = CliRunner().invoke(commands.digest, ["send", "--now"], env=cli_env)
+        assert result.exit_code == 0, result.output
+        assert ": sent, 9 papers" in result.output
+    else:
+        assert "Sent: 9 papers" in ask(slack, "digest now")["text"]
+    ids = digest_paper_ids(slack, "DU1")
+    assert len(ids) == len(set(ids)) == 9
+    assert len(slack.fake.messages_in("DU1")) == 1
+    assert len(slack.fake.calls_to("chat.postMessage")) == 1
+    rows = slack.engine.db.execute("select status from digests where user_id = 'U1'").fetchall()
+    assert [r[0] for r in rows] == ["sent"]  # the old claim, settled; no new one was needed
+
+    # The next scheduled tick finds nothing left over to post.
+    later = scheduler(slack).run_due(now + STALE_CLAIM + timedelta(minutes=1))
+    assert all(o.status != "sent" for o in later)
+    assert len(slack.fake.messages_in("DU1")) == 1
+
+
+# --- writers that wait -----------------------------------------------------------------------
+
+
+def test_thirty_members_subscribing_at_once_all_succeed(slack) -> None:
+    """Thirty signed /papers subscribe at the same moment: every write takes SQLite's write
+    lock up front and waits its turn, so none gets "something went wrong" and no topic is
+    lost."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    users = [f"U{n:02d}" for n in range(30)]
+    topics = ["graph neural networks", "diffusion models", "federated learning"]
+    with ThreadPoolExecutor(30) as pool:
+        sent = list(
+            pool.map(lambda n: slack.slash(f"subscribe {topics[n % 3]}", user=users[n]), range(30))
+        )
+    assert [status for status, _ in sent] == [200] * 30
+    replies = [slack.reply(url, timeout=60) for _, url in sent]
+    assert all("Subscribed to" in blocks_text(r) for r in replies), [
+        r["text"] for r in replies if "Subscribed to" not in blocks_text(r)
+    ]
+    subs = Subscriptions(slack.engine.db)
+    assert {u: len(subs.topics(u)) for u in users} == {u: 1 for u in users}
+
+
+def test_a_revoked_token_still_lets_members_manage_topics_and_says_why_no_digest(slack) -> None:
+    """Revoked while the app runs (Bolt checked the token at its first request)."""
+    ask(slack, "topics")
+    slack.fake.revoke_token()
+    assert "Subscribed to" in blocks_text(ask(slack, "subscribe graph neural networks"))
+    reply = ask(slack, "digest now")
+    assert "Slack refused Paperboy's token" in reply["text"]
+    assert slack.fake.calls_to("chat.postMessage") == []
+
+
+def test_a_killed_digest_now_into_a_channel_is_found_not_resent(slack, cli_env) -> None:
+    """A real process posts an on-demand digest into a public channel and dies (os._exit)
+    before recording it; once its lease ran out, `paperboy digest send --now` finds it in the
+    channel's history (the bot joined the channel before posting) and sends nothing twice."""
+    import os
+    import subprocess
+    import sys
+
+    from digest.ledger import STALE_CLAIM
+
+    repo = Path(__file__).resolve().parents[1]
+    now = datetime.now(UTC)
+    subs = Subscriptions(slack.engine.db)
+    subs.add_topic("U1", "diffusion models", now - timedelta(days=1))
+    subs.set_channel("U1", "CREADING", now - timedelta(days=1))
+    child = (
+        "import os, sys\n"
+        "from datetime import datetime\n"
+        "from bot.engine.search import Engine\n"
+        "from bot.settings import Settings\n"
+        "from digest.delivery import Dispatcher, make_client\n"
+        "db, api, when = sys.argv[1:4]\n"
+        "def fault(step, digest_id):\n"
+        "    if step == 'posted':\n"
+        "        os._exit(17)\n"
+        "client = make_client(Settings(slack_api_url=api, slack_bot_token='xoxb-test'))\n"
+        "Dispatcher(Engine.open(db), client, worker='doomed', faults=fault)"
+        ".send_now('U1', datetime.fromisoformat(when))\n"
+    )
+    crashed_at = now - STALE_CLAIM - timedelta(minutes=1)
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(slack.engine.db_path), slack.fake.api_url]
+        + [crashed_at.isoformat()],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 17, done.stderr.decode()[-2000:]
+    assert len(slack.fake.messages_in("CREADING")) == 1
+
+    result = CliRunner().invoke(commands.digest, ["send", "--now"], env=cli_env)
+    assert result.exit_code == 0, result.output
+    assert ": sent, 9 papers" in result.output
+    [message] = slack.fake.messages_in("CREADING")
+    assert len(slack.fake.calls_to("chat.postMessage")) == 1
+    assert len(set(digest_paper_ids(slack, "CREADING"))) == 9
+    rows = slack.engine.db.execute("select status, ts from digests where user_id = 'U1'")
+    assert rows.fetchall() == [("sent", message["ts"])]

@@ -240,7 +240,7 @@ def test_a_huge_abstract_already_stored_does_not_stall_lookups(tmp_path):
     """A paper stored before the limit: its snippet comes from the start, marked as cut."""
     engine = Engine.open(tmp_path / "old-huge.db")
     engine.ingest([write_jsonl(tmp_path / "a.jsonl", [paper("big", ["A B"])])])
-    # 2.3 MB; its best window for the query, far past the first 100 kB, is not looked for.
+    # 2.3 MB; its best window for the query, far past the first 20 kB, is not looked for.
     abstract = (
         "Graph networks for molecules. " + "padding words here " * 120_000 + "graph diffusion"
     )
@@ -323,3 +323,264 @@ def test_control_sequences_and_bidi_overrides_are_stripped_at_ingest(tmp_path):
     assert got["venue"] == "ICLR"
     assert got["abstract"].endswith("click red evil end")
     assert Engine.open(db).paper("arxiv:2501.01234")["keywords"] == ["cs.LG"]
+
+
+# -- a full disk -----------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1_000_000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_full_disk_during_the_index_build_leaves_the_previous_index_serving(
+    tmp_path, monkeypatch, caplog
+):
+    """ENOSPC injected at the index's write call: papers committed, one sentence, no temp files,
+    lookups answered from the previous index, and the build retried only after a back-off."""
+    import errno
+
+    from bot.engine import index as index_module
+    from bot.engine.index import IndexBuildError
+
+    db = tmp_path / "full.db"
+    first = write_jsonl(tmp_path / "first.jsonl", [paper("old", ["A B"])])
+    more = write_jsonl(tmp_path / "more.jsonl", [paper("new", ["C D"], title="Protein folding")])
+    dead_builder = tmp_path / "full.db.index.tmp-99999999"  # left by a builder that died
+    dead_builder.mkdir()
+    engine = Engine.open(db)
+    engine.clock = clock = Clock()
+    engine.ingest([first])
+    assert not dead_builder.exists()
+
+    attempts = []
+
+    def no_space(self, data):
+        attempts.append(1)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(index_module._ChecksumWriter, "write", no_space)
+    with pytest.raises(IndexBuildError) as caught:
+        engine.ingest([more])
+    message = caught.value.message
+    assert message.startswith("The papers were saved (1 added, 0 updated, 0 unchanged, 0 rejected)")
+    assert "the disk holding" in message and "is full" in message and "\n" not in message
+    assert engine.corpus.count() == 2
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+    # Lookups keep working on the previous index, without a build on every one.
+    builds = len(attempts)
+    for _ in range(3):
+        assert [h.id for h in engine.search("graph molecules").hits] == ["old"]
+    assert len(attempts) == builds
+    # Another process (a CLI lookup) sees the back-off too and answers at once.
+    monkeypatch.setattr("time.time", clock)
+    out = cli("--db", str(db), "search", "graph molecules", "--json")
+    assert out.exit_code == 0 and json.loads(out.output)["results"][0]["id"] == "old"
+    assert len(attempts) == builds
+
+    clock.now += 31  # after the back-off: one more attempt, still serving the old index
+    assert [h.id for h in engine.search("graph molecules").hits] == ["old"]
+    assert len(attempts) == builds + 1
+    assert [h.id for h in engine.search("graph molecules").hits] == ["old"]
+    assert len(attempts) == builds + 1  # and the next back-off is longer
+    clock.now += 31
+    engine.search("graph")
+    assert len(attempts) == builds + 1
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+    monkeypatch.undo()  # space again: another process builds it, and this one, still
+    Engine.open(db).rebuild_index()  # backing off, picks that index up at once
+    assert {h.id for h in engine.search("graph molecules protein").hits} == {"old", "new"}
+    assert not (tmp_path / "full.db.index.failed").exists()
+    assert len(attempts) == builds + 1
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors and all("is full" in e for e in errors)
+
+
+def test_with_no_index_to_fall_back_on_a_lookup_gets_the_sentence(tmp_path, monkeypatch):
+    import errno
+
+    from bot.engine import index as index_module
+
+    db = tmp_path / "none.db"
+    engine = Engine.open(db)
+    engine.ingest([write_jsonl(tmp_path / "a.jsonl", AUTHOR_PAPERS)])
+    for leftover in tmp_path.glob("none.db.index*"):
+        if leftover.is_dir():
+            import shutil
+
+            shutil.rmtree(leftover)
+
+    def no_space(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(index_module._ChecksumWriter, "write", no_space)
+    result = cli("--db", str(db), "search", "graph")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: The search index could not be written because")
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_sqlite_disk_full_during_ingest_is_one_sentence(tmp_path):
+    from bot.engine.corpus import StorageError
+
+    engine = Engine.open(tmp_path / "small.db")
+    engine.ingest([write_jsonl(tmp_path / "a.jsonl", AUTHOR_PAPERS)])
+    (pages,) = engine.db.execute("PRAGMA page_count").fetchone()
+    engine.db.execute(f"PRAGMA max_page_count = {pages + 2}")  # SQLite's own SQLITE_FULL
+    with pytest.raises(StorageError) as caught:
+        engine.ingest([write_jsonl(tmp_path / "b.jsonl", many_papers("b", 2000))])
+    assert caught.value.message == (
+        "The disk holding small.db is full, so nothing was saved: free some space and try again."
+    )
+    assert engine.corpus.count() == len(AUTHOR_PAPERS)
+
+
+# -- a damaged index -------------------------------------------------------------------------
+
+TRUNCATE_SCRIPT = """
+import json, os, sys
+from bot.engine.search import Engine
+engine = Engine.open(sys.argv[1])
+before = [(h.id, round(h.score, 5)) for h in engine.search("graph molecules", limit=50).hits]
+path = os.path.join(sys.argv[1] + ".index", "xt_indices.npy")
+with open(path, "r+b") as handle:  # an outside actor truncates the mmapped file
+    handle.truncate(200)
+after = [(h.id, round(h.score, 5)) for h in engine.search("graph molecules", limit=50).hits]
+print(json.dumps({"before": before, "after": after}))
+"""
+
+
+def test_a_truncated_index_under_a_running_process_is_rebuilt_not_a_sigbus(tmp_path):
+    import subprocess
+    import sys
+
+    db = tmp_path / "cut.db"
+    Engine.open(db).ingest([write_jsonl(tmp_path / "a.jsonl", many_papers("x", 1000))])
+    run = subprocess.run(
+        [sys.executable, "-c", TRUNCATE_SCRIPT, str(db)], capture_output=True, timeout=300
+    )
+    assert run.returncode == 0, (run.returncode, run.stderr.decode()[-1500:])
+    answer = json.loads(run.stdout)
+    assert answer["after"] == answer["before"] and len(answer["before"]) == 50
+    log_lines = [line for line in run.stderr.decode().splitlines() if "damaged" in line]
+    assert len(log_lines) == 1 and "xt_indices.npy is" in log_lines[0]
+
+
+def test_a_same_size_corruption_is_caught_by_the_checksum_and_rebuilt(tmp_path, caplog):
+    import os
+
+    db = tmp_path / "flip.db"
+    engine = Engine.open(db)
+    engine.ingest([write_jsonl(tmp_path / "a.jsonl", many_papers("x", 500))])
+    before = [(h.id, h.score) for h in engine.search("graph kernel", limit=20).hits]
+    data = db.with_name("flip.db.index") / "xt_data.npy"
+    stat = data.stat()
+
+    def corrupt():
+        with open(data, "r+b") as handle:  # same size, the scores zeroed
+            handle.seek(128)
+            handle.write(bytes(stat.st_size - 128))
+        os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # even the mtime put back
+
+    corrupt()
+    fresh = Engine.open(db)  # a process opening it: checksums compared, index rebuilt
+    assert [(h.id, h.score) for h in fresh.search("graph kernel", limit=20).hits] == before
+    damaged = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert damaged == [
+        f"The search index at {data.parent} is damaged (xt_data.npy does not "
+        "match its checksum); rebuilding it."
+    ]
+
+    # A process that already has it open notices the rewrite by the new inode and mtime.
+    caplog.clear()
+    data, stat = data, data.stat()
+    with open(data, "r+b") as handle:
+        handle.seek(128)
+        handle.write(bytes(64))
+    assert [(h.id, h.score) for h in fresh.search("graph kernel", limit=20).hits] == before
+    assert len([r for r in caplog.records if "damaged" in r.getMessage()]) == 1
+
+
+def random_papers(prefix: str, n: int, seed: int) -> list[dict]:
+    """Papers of random words from a large vocabulary: an index about twice the database."""
+    import random
+
+    rng = random.Random(seed)
+    vocab = [f"w{i:04d}x" for i in range(4000)]
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "title": " ".join(rng.choices(vocab, k=8)),
+            "abstract": " ".join(rng.choices(vocab, k=150)),
+            "authors": ["A B"],
+            "year": 2024,
+        }
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A real 4 MB filesystem (tmpfs), or a skip where mounting is not allowed."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    try:
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True
+        )
+    except FileNotFoundError:
+        pytest.skip("no mount command here: the ENOSPC-injection tests cover this")
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here ({mounted.stderr.decode().strip()})")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_real_full_disk_one_sentence_each_and_lookups_keep_working(tmp_path, tiny_disk):
+    import subprocess
+    import sys
+
+    db = tiny_disk / "t.db"
+
+    def paperboy(*args):
+        run = subprocess.run(
+            [sys.executable, "-c", "from bot.cli import main; main()", "--db", str(db), *args],
+            capture_output=True,
+            timeout=300,
+        )
+        err = run.stderr.decode()
+        assert "Traceback" not in err
+        errors = [line for line in err.splitlines() if line.startswith("Error:")]
+        return run.returncode, run.stdout.decode(), errors
+
+    small = write_jsonl(tmp_path / "small.jsonl", random_papers("s", 30, 1))
+    assert paperboy("ingest", str(small))[0] == 0
+    # 1,000 papers fit in the database; their index (about 2.5 MB) does not.
+    more = write_jsonl(tmp_path / "more.jsonl", random_papers("m", 1000, 2))
+    status, _, errors = paperboy("ingest", str(more))
+    assert status == 1
+    assert errors == [
+        "Error: The papers were saved (1,000 added, 0 updated, 0 unchanged, 0 rejected), but the "
+        f"search index could not be written because the disk holding {tiny_disk} is full; "
+        "lookups use the previous index, if there is one, until there is space again."
+    ]
+    assert not [p.name for p in tiny_disk.iterdir() if ".tmp-" in p.name]
+    status, out, errors = paperboy("search", "w0001x", "--json")
+    assert status == 0 and not errors and json.loads(out)["results"]  # the previous index
+    # 3,000 more do not fit in the database itself: SQLite's own "database or disk is full".
+    most = write_jsonl(tmp_path / "most.jsonl", random_papers("x", 3000, 3))
+    status, _, errors = paperboy("ingest", str(most))
+    assert status == 1
+    assert errors == [
+        "Error: The disk holding t.db is full, so nothing was saved: free some space and try again."
+    ]
+    status, out, _ = paperboy("stats", "--json")
+    assert status == 0 and json.loads(out)["papers"] == 1030

@@ -115,6 +115,7 @@ def test_unknown_method_answers_unknown_method(client: WebClient) -> None:
 
 
 def test_history_is_newest_first_and_metadata_only_on_request(client: WebClient) -> None:
+    client.conversations_join(channel="C1")
     metadata = {"event_type": "paperboy_digest", "event_payload": {"day": "2023-11-14"}}
     first = client.chat_postMessage(channel="C1", text="first", metadata=metadata)
     second = client.chat_postMessage(channel="C1", text="second", blocks=[section("*second*")])
@@ -131,6 +132,7 @@ def test_history_is_newest_first_and_metadata_only_on_request(client: WebClient)
 
 
 def test_history_honours_oldest_and_limit(client: WebClient) -> None:
+    client.conversations_join(channel="C1")
     stamps = [client.chat_postMessage(channel="C1", text=f"m{i}")["ts"] for i in range(4)]
     page = client.conversations_history(channel="C1", oldest=stamps[0], limit=2)
     assert [m["ts"] for m in page["messages"]] == [stamps[3], stamps[2]]
@@ -139,6 +141,43 @@ def test_history_honours_oldest_and_limit(client: WebClient) -> None:
         channel="C1", oldest=stamps[0], limit=2, cursor=page["response_metadata"]["next_cursor"]
     )
     assert [m["ts"] for m in rest["messages"]] == [stamps[1]]
+
+
+def test_history_only_where_the_bot_is_a_member(fake: FakeSlack, client: WebClient) -> None:
+    """As on Slack: chat:write.public posts into a public channel without joining it, but
+    reading the channel back needs membership."""
+    client.chat_postMessage(channel="CPUBLIC", text="posted without joining")
+    with pytest.raises(SlackApiError, match="not_in_channel"):
+        client.conversations_history(channel="CPUBLIC")
+    assert client.conversations_join(channel="CPUBLIC")["channel"]["is_member"] is True
+    assert client.conversations_join(channel="CPUBLIC")["warning"] == "already_in_channel"
+    [message] = client.conversations_history(channel="CPUBLIC")["messages"]
+    assert message["text"] == "posted without joining"
+    client.conversations_open(users="U3")
+    assert client.conversations_history(channel="DU3")["messages"] == []  # its own DM
+
+
+def test_private_channels_need_an_invitation(fake: FakeSlack, client: WebClient) -> None:
+    fake.add_channel("GSECRET", private=True)
+    for call in (
+        lambda: client.chat_postMessage(channel="GSECRET", text="hi"),
+        lambda: client.conversations_history(channel="GSECRET"),
+    ):
+        with pytest.raises(SlackApiError, match="not_in_channel"):
+            call()
+    with pytest.raises(SlackApiError, match="method_not_supported_for_channel_type"):
+        client.conversations_join(channel="GSECRET")
+    fake.add_channel("GSECRET", private=True, member=True)  # /invite @Paperboy
+    client.chat_postMessage(channel="GSECRET", text="hi")
+    assert len(client.conversations_history(channel="GSECRET")["messages"]) == 1
+
+
+def test_a_revoked_token_fails_every_call(fake: FakeSlack, client: WebClient) -> None:
+    assert client.auth_test()["ok"]
+    fake.revoke_token()
+    for call in (client.auth_test, lambda: client.chat_postMessage(channel="C1", text="x")):
+        with pytest.raises(SlackApiError, match="token_revoked"):
+            call()
 
 
 def test_form_encoded_json_fields_are_decoded(fake: FakeSlack) -> None:
@@ -193,6 +232,7 @@ def test_update_delete_and_permalink(fake: FakeSlack, client: WebClient) -> None
 
 
 def test_ephemerals_are_events_but_not_history(fake: FakeSlack, client: WebClient) -> None:
+    client.conversations_join(channel="C1")
     answer = client.chat_postEphemeral(channel="C1", user="U1", text="only you")
     assert answer["message_ts"]
     assert client.conversations_history(channel="C1")["messages"] == []
@@ -478,3 +518,21 @@ def test_stop_closes_the_port(clock: Clock) -> None:
         url = fake.api_url
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(url + "auth.test", data=b"", timeout=5)
+
+
+def test_conversations_open_is_rate_limited_like_tier_3(client: WebClient) -> None:
+    for n in range(50):
+        client.conversations_open(users=f"U{n}")
+    with pytest.raises(SlackApiError) as raised:
+        client.conversations_open(users="U99")
+    assert raised.value.response.status_code == 429
+    assert 1 <= int(raised.value.response.headers["Retry-After"]) <= 60
+
+
+def test_a_trigger_id_expires_after_three_seconds(clock: Clock, client: WebClient) -> None:
+    view = {"type": "modal", "title": {"type": "plain_text", "text": "Share"}, "blocks": []}
+    fresh = f"{int(clock.now)}.123.abc"
+    assert client.views_open(trigger_id=fresh, view=view)["ok"]
+    stale = f"{int(clock.now) - 5}.456.def"
+    with pytest.raises(SlackApiError, match="expired_trigger_id"):
+        client.views_open(trigger_id=stale, view=view)

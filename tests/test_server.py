@@ -60,6 +60,7 @@ def test_health_check_reports_the_corpus(slack: SlackHarness) -> None:
         "writable": True,
         "papers": 38,
         "corpus_version": version,
+        "scheduler": {"last_tick": None, "digests_on": False, "stale": False},
     }
 
 
@@ -387,3 +388,115 @@ def test_only_the_playground_runs_a_scheduler_in_the_web_process(
     (options,) = built
     assert isinstance(options["scheduler"], BackgroundScheduler)
     assert options["tick_seconds"] == schedule.TICK_SECONDS
+
+
+# --- stopping the HTTP server ------------------------------------------------------------------
+
+
+def _refuses(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_stopping_twice_or_after_the_server_ended_is_safe(tmp_path: Path) -> None:
+    """The clock's request_stop(), then the caller's stop(), then a test's teardown: a second
+    stop must not write to waitress's trigger after the first one closed it (EBADF, or a byte
+    written into whatever file was opened on that descriptor number since)."""
+    hello = lambda environ, start_response: server.plain(start_response, "200 OK", "hi")  # noqa: E731
+    running = server.HttpServer(hello).start()
+    assert urllib.request.urlopen(running.url, timeout=10).read() == b"hi"
+    running.request_stop()
+    running.wait()
+    bystander = tmp_path / "bystander"  # likely opened on a descriptor the server freed
+    with open(bystander, "wb") as handle:
+        running.request_stop()
+        running.stop()
+        running.stop()
+        handle.flush()
+    assert bystander.read_bytes() == b""
+    assert _refuses(running.port)
+    # stop() before the loop ends by itself, then request_stop(): as safe
+    other = server.HttpServer(hello).start()
+    other.stop()
+    other.request_stop()
+    other.stop()
+    assert _refuses(other.port)
+
+
+def test_stop_lets_the_request_in_flight_finish(caplog: pytest.LogCaptureFixture) -> None:
+    """A request being answered while the server stops gets its whole answer; waitress's
+    threads finish before the loop and its trigger are closed, so none of them writes to a
+    closed trigger."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        entered.set()
+        release.wait(10)
+        return server.plain(start_response, "200 OK", "finished")
+
+    running = server.HttpServer(slow).start()
+    answers: list[Any] = []
+
+    def ask() -> None:
+        try:
+            answers.append(urllib.request.urlopen(running.url, timeout=20).read())
+        except Exception as error:  # noqa: BLE001 - recorded for the assertion
+            answers.append(error)
+
+    client = threading.Thread(target=ask)
+    client.start()
+    assert entered.wait(10)
+    stopper = threading.Thread(target=running.stop)
+    stopper.start()
+    while not _refuses(running.port):  # no new connections once stopping has begun
+        stopper.join(0.01)
+    release.set()
+    stopper.join(20)
+    client.join(20)
+    assert answers == [b"finished"]
+    assert not [r for r in caplog.records if r.levelno >= 30], caplog.text
+
+
+def test_bolt_starts_without_warnings_when_the_token_is_in_the_environment(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bolt reads SLACK_BOT_TOKEN from the environment by itself; given a client as well, it
+    warned "`token` will be unused" at every start. Its client still talks to SLACK_API_URL
+    with Paperboy's retries."""
+    from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
+
+    monkeypatch.setenv("SLACK_BOT_TOKEN", slack.settings.slack_bot_token or "")
+    with caplog.at_level("DEBUG"):
+        app = build_app(slack.settings, slack.engine)
+    bolt = [r for r in caplog.records if r.name.startswith("slack_bolt")]
+    assert not [r for r in bolt if r.levelno >= 30], [r.getMessage() for r in bolt]
+    assert app.client.base_url == slack.fake.api_url
+    assert app.client.token == slack.settings.slack_bot_token
+    kinds = [type(h) for h in app.client.retry_handlers]
+    assert kinds.count(ConnectionErrorRetryHandler) == 1 and RateLimitErrorRetryHandler in kinds
+    # Checking the token at start asks SLACK_API_URL (not slack.com), with Bolt's error.
+    from slack_bolt.error import BoltError
+
+    calls = len(slack.fake.calls_to("auth.test"))
+    build_app(slack.settings, slack.engine, verify_token=True)
+    assert len(slack.fake.calls_to("auth.test")) == calls + 1
+    slack.fake.fail_next("auth.test", error="invalid_auth")
+    with pytest.raises(BoltError, match="invalid_auth"):
+        build_app(slack.settings, slack.engine, verify_token=True)
+
+
+def test_stop_ends_the_server_even_when_its_wake_up_pipe_was_closed_under_it() -> None:
+    """Seen intermittently in teardowns: the write end of waitress's trigger pipe closed by
+    something else in the process. Waitress then closes the trigger; stop() must still end
+    the loop and free the port, without writing to the dead pipe."""
+    hello = lambda environ, start_response: server.plain(start_response, "200 OK", "hi")  # noqa: E731
+    running = server.HttpServer(hello).start()
+    assert urllib.request.urlopen(running.url, timeout=10).read() == b"hi"
+    trigger = running._server.trigger  # the outside fault, simulated: its write end goes
+    os.close(trigger.trigger)
+    trigger._fds = [fd for fd in trigger._fds if fd != trigger.trigger]  # not closed twice
+    running.stop()
+    assert _refuses(running.port)
+    assert running._thread is not None and not running._thread.is_alive()

@@ -20,6 +20,7 @@ COMMANDS = [
     ["ingest", "papers.jsonl"],
     ["serve"],
     ["scheduler"],
+    ["worker"],
     ["digest", "send"],
     ["digest", "preview", "--user", "U1"],
 ]

@@ -577,3 +577,41 @@ def test_a_forged_huge_offset_shows_the_last_page_not_no_match(
 def test_a_nonsense_offset_says_the_button_expired(slack: SlackHarness, value: str) -> None:
     _, url = slack.click("more", value)
     assert "expired" in slack.reply(url)["text"]
+
+
+def test_a_rate_limited_picker_never_holds_up_acknowledgements(slack: SlackHarness) -> None:
+    """views.open answers 429 to 32 Share clicks in DMs: each is tried once, off Bolt's ack
+    threads (a trigger_id expires after 3 s, so a retry could never succeed), and the twenty
+    slash commands that follow are all acknowledged and answered."""
+    slack.fake.fail_next("views.open", times=1000, status=429, retry_after=5)
+    paper_id = slack.engine.search("diffusion").hits[0].id
+    with ThreadPoolExecutor(32) as pool:
+        clicks = list(
+            pool.map(
+                lambda n: slack.click("share:1", paper_id, user=f"U{n}", channel=f"DU{n}"),
+                range(32),
+            )
+        )
+        commands = list(pool.map(lambda n: slack.slash("diffusion", user=f"U{n}"), range(20)))
+    assert [status for status, _ in clicks] == [200] * 32
+    assert [status for status, _ in commands] == [200] * 20
+    for _, url in commands:
+        assert_valid(slack.reply(url))
+    for _, url in clicks:
+        assert "Slack is busy" in slack.reply(url)["text"]
+    assert len(slack.fake.calls_to("views.open")) == 32  # never retried
+
+
+def test_a_lookup_over_an_empty_corpus_says_what_to_run(tmp_path) -> None:
+    """The same sentence as the CLI's, never "No papers match" (which would blame the query)."""
+    from bot.engine.search import Engine
+    from bot.english import empty_corpus
+
+    with SlackHarness(tmp_path, engine=Engine.open(tmp_path / "empty.db")) as slack:
+        _, url = slack.slash("diffusion models")
+        answer = slack.reply(url)
+    assert_valid(answer)
+    assert answer["text"] == empty_corpus()
+    assert empty_corpus() in blocks_text(answer)
+    assert "No papers match" not in json.dumps(answer)
+    assert "paperboy ingest FILE" in answer["text"]

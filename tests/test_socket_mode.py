@@ -5,6 +5,7 @@ through the response_url, and closes its connection with a close frame when stop
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -29,6 +30,7 @@ from bot.slack import render
 from bot.slack.socket_mode import close, make_handler, run_socket_mode
 from tests.slack_harness import BOT_TOKEN, assert_valid, blocks_text, buttons, seeded_engine
 from tests.socket_mode_server import SocketModeServer
+from tests.test_cli import DROP_WRITE, read_only  # noqa: F401 - a fixture
 
 APP_TOKEN = "xapp-1-A0PAPERBOY-1-0123456789abcdef"
 
@@ -376,3 +378,48 @@ def test_an_app_token_revoked_while_running_ends_the_worker_with_one_sentence(
     finally:
         process.kill()
         process.wait()
+
+
+def test_the_worker_starts_as_serve_does(
+    read_only: tuple[Path, Any],  # noqa: F811 - the fixture imported above
+    stand_ins: tuple[FakeSlack, SocketModeServer],
+) -> None:
+    """``paperboy worker`` is ``serve`` held to Socket Mode: Slack's 500 at start is retried,
+    a database this user may only read still answers lookups, ``--with-scheduler`` is
+    accepted, and with JSON logs every line it writes is JSON."""
+    folder, lock = read_only
+    lock()
+    fake, sockets = stand_ins
+    fake.fail_next("auth.test", status=500)
+    prefix = DROP_WRITE if os.geteuid() == 0 else []
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERBOY_", "SLACK_"))}
+    environ.update(
+        PAPERBOY_DB=str(folder / "ro.db"),
+        PAPERBOY_LOG_FORMAT="json",
+        SLACK_BOT_TOKEN=BOT_TOKEN,
+        SLACK_APP_TOKEN=APP_TOKEN,
+        SLACK_API_URL=fake.api_url,
+    )
+    process = subprocess.Popen(
+        [*prefix, sys.executable, "-m", "bot.cli", "worker", "--with-scheduler"],
+        env=environ,
+        cwd=folder,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        sockets.wait_connected(timeout=60)
+        envelope_id, url = sockets.slash(fake, "diffusion")
+        sockets.ack(envelope_id)
+        assert paper_ids(reply_to(fake, url))
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        process.kill()
+        process.wait()
+    stderr = process.stderr.read() if process.stderr else ""
+    at_start = [call for call in fake.calls_to("auth.test") if not call.params]
+    assert len(at_start) == 2  # one 500, then retried (later ones: Bolt's, per team)
+    lines = [json.loads(line) for line in stderr.splitlines() if line.strip()]
+    messages = [line["message"] for line in lines]
+    assert any("connecting to Slack over Socket Mode" in m for m in messages), messages

@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -28,10 +29,22 @@ import pytest
 from slack_sdk.http_retry import FixedValueRetryIntervalCalculator
 
 from bot.engine.index import build_lock, index_dir_for
+from bot.engine.search import Engine
 from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
 from bot.settings import Settings
 from bot.slack import server
-from tests.slack_harness import BOT_TOKEN, SIGNING_SECRET, SlackHarness, sign, trigger_id
+from digest.clock import write_heartbeat
+from digest.message import DIGEST_EVENT
+from digest.subscriptions import Subscriptions
+from tests.slack_harness import (
+    BOT_TOKEN,
+    SIGNING_SECRET,
+    SlackHarness,
+    buttons,
+    sign,
+    trigger_id,
+)
+from tests.test_cli import DROP_WRITE, read_only  # noqa: F401 - a fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,9 +100,9 @@ def copy_db_without_index(template: Path, target: Path) -> None:
 class Serve:
     """``python -m bot.cli serve`` in a subprocess; its stderr lines arrive on ``lines``."""
 
-    def __init__(self, env: dict[str, str], *args: str):
+    def __init__(self, env: dict[str, str], *args: str, prefix: list[str] | None = None):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", *args],
+            [*(prefix or []), sys.executable, "-m", "bot.cli", "serve", *args],
             env=env,
             cwd=ROOT,
             stderr=subprocess.PIPE,
@@ -97,7 +110,8 @@ class Serve:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -120,15 +134,20 @@ class Serve:
 
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout=20)
+        return self.exit_code()
+
+    def exit_code(self, timeout: float = 20) -> int:
+        """Wait for the process to end; then ``seen`` holds everything it said."""
+        code = self.process.wait(timeout=timeout)
+        self._reader.join(timeout=10)
         while not self.lines.empty():
             self.seen.append(self.lines.get())
         return code
 
 
 @contextmanager
-def serve(env: dict[str, str], *args: str) -> Iterator[Serve]:
-    running = Serve(env, *args)
+def serve(env: dict[str, str], *args: str, prefix: list[str] | None = None) -> Iterator[Serve]:
+    running = Serve(env, *args, prefix=prefix)
     try:
         yield running
     finally:
@@ -382,3 +401,239 @@ def test_health_is_503_when_the_database_fails(
     assert report["status"] == "unhealthy" and report["database"]
     assert db.exists() == (damage == "corrupted")  # the check never creates a database
     assert not [r for r in caplog.records if r.exc_info]  # one line, no traceback
+
+
+def test_health_is_503_when_the_digest_clock_stops_ticking(slack: SlackHarness) -> None:
+    def health() -> tuple[int, dict[str, Any]]:
+        status, body = http(slack.url + "/healthz")
+        return status, json.loads(body)
+
+    status, report = health()
+    assert status == 200 and report["scheduler"]["digests_on"] is False  # no clock needed yet
+    status, response_url = slack.slash("subscribe diffusion models")
+    slack.reply(response_url)
+    status, report = health()  # a digest is on and no clock has ever ticked
+    assert status == 503 and report["status"] == "unhealthy"
+    assert report["scheduler"] == {"last_tick": None, "digests_on": True, "stale": True}
+    now = datetime.now(UTC).replace(microsecond=0)
+    write_heartbeat(slack.engine.db, now, 60)  # what the clock writes every tick
+    status, report = health()
+    assert status == 200 and report["scheduler"]["stale"] is False
+    assert datetime.fromisoformat(report["scheduler"]["last_tick"]) == now
+    write_heartbeat(slack.engine.db, now - timedelta(seconds=3 * 60 + 5), 60)
+    status, report = health()
+    assert status == 503 and report["scheduler"]["stale"] is True
+
+
+# --- one box: serve --with-scheduler ---------------------------------------------------------------
+
+
+def due_member(db: Path, user: str = "U1") -> None:
+    """A member with a topic whose digest is due now (joined an hour ago, time = now)."""
+    engine = Engine.open(db)
+    now = datetime.now(UTC)
+    subscriptions = Subscriptions(engine.db)
+    subscriptions.add_topic(user, "diffusion models", now)
+    subscriptions.set_tz(user, "UTC", now)
+    subscriptions.set_days(user, "daily", now)
+    subscriptions.set_time(user, f"{now:%H:%M}", now)
+    joined = (now - timedelta(hours=1)).isoformat(timespec="seconds")
+    engine.db.execute("update members set created_at = ?", [joined])
+    engine.db.conn.commit()
+
+
+def test_serve_with_scheduler_sends_digests_from_the_web_process(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "box.db"
+    copy_db_without_index(seeded_db_template, db)
+    due_member(db)
+    port = free_port()
+    with FakeSlack() as fake, serve(serve_env(tmp_path, fake, db, port), "--with-scheduler") as web:
+        fake.set_user("U1", tz="UTC")
+        web.wait_for_line("listening on")
+        (digest,) = fake.wait_for(lambda: fake.messages_in("DU1"), timeout=30)
+        assert digest["metadata"]["event_type"] == DIGEST_EVENT
+        report = wait_until_healthy(f"http://127.0.0.1:{port}")
+        assert report["scheduler"]["digests_on"] and report["scheduler"]["last_tick"]
+        assert web.stop() == 0
+
+
+def test_a_token_revoked_while_serving_with_the_scheduler_ends_the_process(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "box.db"
+    copy_db_without_index(seeded_db_template, db)
+    due_member(db)
+    port = free_port()
+    with FakeSlack() as fake:
+        fake.set_user("U1", tz="UTC")
+        fake.fail_next("chat.postMessage", error="token_revoked", times=10)
+        with serve(serve_env(tmp_path, fake, db, port), "--with-scheduler") as web:
+            assert web.exit_code(timeout=60) == 1
+    last = [line for line in web.seen if line.strip()][-1]
+    assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
+    assert "Traceback" not in "".join(web.seen)
+
+
+# --- JSON logs --------------------------------------------------------------------------------
+
+
+def test_json_logs_are_one_object_per_line_with_each_requests_fields(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    db = tmp_path / "web.db"
+    copy_db_without_index(seeded_db_template, db)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with FakeSlack() as fake:
+        env = {**serve_env(tmp_path, fake, db, port), "PAPERBOY_LOG_FORMAT": "json"}
+        with serve(env) as web:
+            web.wait_for_line("listening on")
+            wait_until_healthy(url)
+            form, response_url = slash_form(fake, "secret diffusion plans")
+            assert http(url + "/slack/events", form, signed(form))[0] == 200
+            token = response_url.rsplit("/", 1)[-1]
+            fake.wait_for(lambda: [r for r in fake.responses if r.token == token])
+            assert http(url + "/slack/events", b"junk", {"X-Slack-Signature": "v0=1"})[0] == 401
+            assert web.stop() == 0
+    lines = [line for line in web.seen if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    (request,) = [r for r in records if r["logger"] == "paperboy.requests"]
+    assert request["command"] == "/papers"
+    assert request["team"] == TEAM_ID and request["user"] == "U1"
+    assert isinstance(request["latency_ms"], int | float) and request["latency_ms"] >= 0
+    assert "secret" not in json.dumps(request)  # what was typed stays private
+    assert any("refused a request" in r["message"] for r in records)
+
+
+def test_each_click_is_logged_with_its_action_id(
+    slack: SlackHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="paperboy.requests")
+    status, response_url = slack.slash("diffusion", user="U7")
+    reply = slack.reply(response_url)
+    similar = buttons(reply)["similar:1"]
+    slack.click("similar:1", similar["value"], user="U7")
+    records = [r for r in caplog.records if r.name == "paperboy.requests"]
+    fields = [(getattr(r, "command", None), getattr(r, "action_id", None)) for r in records]
+    assert fields == [("/papers", None), (None, "similar:1")]
+    assert all(r.user == "U7" and r.team == TEAM_ID and r.latency_ms >= 0 for r in records)
+
+
+def test_while_warming_up_modals_and_url_checks_are_answered_too(tmp_path: Path) -> None:
+    """A modal submitted during warm-up shows the sentence under its first input (Slack would
+    otherwise close it and lose what was typed); Slack's URL check is answered at once."""
+    settings = Settings(
+        db_path=tmp_path / "never.db",
+        slack_bot_token=BOT_TOKEN,
+        slack_signing_secret=SIGNING_SECRET,
+    )
+    web = server.WebApp(settings)  # never made ready: the engine is still "loading"
+    with server.HttpServer(web) as running:
+        view = {
+            "id": "V1",
+            "callback_id": "share",
+            "blocks": [
+                {"type": "section", "text": {"type": "mrkdwn", "text": "Share"}},
+                {"type": "input", "block_id": "share_channel", "element": {"type": "x"}},
+            ],
+        }
+        body = urlencode(
+            {"payload": json.dumps({"type": "view_submission", "view": view})}
+        ).encode()
+        status, answer = http(running.url + "/slack/events", body, signed(body))
+        assert status == 200
+        assert json.loads(answer) == {
+            "response_action": "errors",
+            "errors": {"share_channel": server.WARMING_UP},
+        }
+        click = urlencode({"payload": json.dumps({"type": "block_actions"})}).encode()
+        assert http(running.url + "/slack/events", click, signed(click)) == (200, "")
+        check = json.dumps({"type": "url_verification", "challenge": "c-123"}).encode()
+        headers = {**signed(check), "Content-Type": "application/json"}
+        status, answer = http(running.url + "/slack/events", check, headers)
+        assert (status, json.loads(answer)) == (200, {"challenge": "c-123"})
+        status, answer = http(running.url + "/healthz")
+        assert (status, json.loads(answer)) == (503, {"status": "warming up"})
+    assert not (tmp_path / "never.db").exists()
+
+
+def test_socket_mode_requests_are_logged_like_http_ones(
+    tmp_path: Path, seeded_db_template: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from bot.slack.socket_mode import close, make_handler
+    from tests.slack_harness import seeded_engine
+    from tests.socket_mode_server import SocketModeServer
+
+    caplog.set_level("INFO", logger="paperboy.requests")
+    engine = seeded_engine(tmp_path / "socket.db", seeded_db_template)
+    with FakeSlack() as fake, SocketModeServer() as sockets:
+        fake.set_socket_mode_url(sockets.new_url)
+        settings = Settings(
+            db_path=engine.db_path,
+            slack_bot_token=BOT_TOKEN,
+            slack_app_token="xapp-1-A0PAPERBOY-1-0123456789abcdef",
+            slack_api_url=fake.api_url,
+        )
+        handler = make_handler(settings, engine)
+        handler.connect()
+        try:
+            sockets.wait_connected()
+            envelope_id, _ = sockets.slash(fake, "diffusion", user="U9")
+            assert sockets.ack(envelope_id) == {"envelope_id": envelope_id}
+        finally:
+            close(handler)
+    (record,) = [r for r in caplog.records if r.name == "paperboy.requests"]
+    assert (record.command, record.user, record.team) == ("/papers", "U9", TEAM_ID)
+    assert record.latency_ms >= 0
+
+
+def test_socket_mode_with_the_scheduler_ends_when_the_token_is_revoked(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    """One box over Socket Mode: the clock dying for a revoked token ends the process (exit 1)
+    instead of leaving a worker that answers lookups but sends no digests."""
+    from tests.socket_mode_server import SocketModeServer
+
+    db = tmp_path / "box.db"
+    copy_db_without_index(seeded_db_template, db)
+    due_member(db)
+    with FakeSlack() as fake, SocketModeServer() as sockets:
+        fake.set_socket_mode_url(sockets.new_url)
+        fake.set_user("U1", tz="UTC")
+        fake.fail_next("chat.postMessage", error="token_revoked", times=10)
+        env = serve_env(tmp_path, fake, db, free_port())
+        env.pop("SLACK_SIGNING_SECRET")
+        env["SLACK_APP_TOKEN"] = "xapp-1-A0PAPERBOY-1-0123456789abcdef"
+        with serve(env, "--with-scheduler") as web:
+            assert web.exit_code(timeout=60) == 1
+    last = [line for line in web.seen if line.strip()][-1]
+    assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
+    assert "Traceback" not in "".join(web.seen)
+
+
+def test_health_says_read_only_for_a_database_in_a_read_only_folder(
+    tmp_path: Path,
+    read_only: tuple[Path, Any],  # noqa: F811 - the fixture imported above
+) -> None:
+    """A WAL database whose folder this user may not write has no ``-shm`` file and cannot
+    get one: /healthz still reads it (lookups do too) and says ``read-only``, with 200."""
+    folder, lock = read_only
+    before = lock()
+    port = free_port()
+    prefix = DROP_WRITE if os.geteuid() == 0 else []  # root: held to the file modes
+    with (
+        FakeSlack() as fake,
+        serve(serve_env(tmp_path, fake, folder / "ro.db", port), prefix=prefix) as web,
+    ):
+        web.wait_for_line("listening on")
+        web.wait_for_line("is ready")
+        status, body = http(f"http://127.0.0.1:{port}/healthz")
+        assert web.stop() == 0
+    report = json.loads(body)
+    assert (status, report["status"]) == (200, "read-only"), report
+    assert report["database"] == "ok" and report["writable"] is False
+    assert report["papers"] > 0
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before

@@ -50,6 +50,17 @@ class NoDatabase(DatabaseError):
     """Nothing at the path, and the caller asked not to create a database there."""
 
 
+class StorageError(DatabaseError, click.ClickException):
+    """The database cannot take a write (disk full, another writer for too long).
+
+    The message is one sentence for the operator. Also a ``ClickException`` so that every
+    ``paperboy`` command prints it as such (``Error: ...``, exit status 1), not a traceback.
+    """
+
+    def __init__(self, message: str) -> None:
+        click.ClickException.__init__(self, message)
+
+
 def is_writable(path: str | Path) -> bool:
     """Whether this process may write the database: the file and its folder (WAL keeps its
     ``-wal`` and ``-shm`` files beside it), or, for a new one, the nearest existing folder."""
@@ -122,14 +133,6 @@ def open_database(path: str | Path, *, read_only: bool = False, create: bool = T
 #: How long a writer waits for another to finish before giving up: longer than the largest
 #: ingest takes (872k papers: about 6 minutes), so two ingests simply run one after the other.
 WRITER_WAIT_SECONDS = 1800
-
-
-class StorageError(click.ClickException):
-    """The database cannot take a write (disk full, another writer for too long).
-
-    The message is one sentence for the operator. A ``ClickException`` so that every
-    ``paperboy`` command prints it as such (``Error: ...``, exit status 1), not a traceback.
-    """
 
 
 def storage_error(error: sqlite3.Error, path: str | Path) -> StorageError | None:

@@ -13,16 +13,26 @@ by binary search, so no multi-million-entry dict has to be rebuilt at start-up.
 
 The index records the ``corpus_version`` it was built from; ``Engine`` refuses to serve an
 index whose version differs from the database's and rebuilds it instead.
+
+Its ``meta.json`` is also a manifest: every file's size and CRC-32. A file that is shorter
+than its manifest says would kill the process with SIGBUS when a lookup touches the missing
+pages (it is mmapped), and one overwritten in place would be served as garbage, so an index
+is checked when it is opened (sizes, and the checksums the first time a process opens it)
+and before every lookup (sizes, inodes and modification times: a few ``stat`` calls), and
+rebuilt instead of being served when it fails.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
+import logging
 import mmap
 import os
 import shutil
 import time
+import zlib
 from array import array
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
@@ -32,21 +42,55 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .corpus import Corpus
+from .corpus import Corpus, StorageError
 from .text import words
 
 #: A title word counts this many times as much as the same word in the abstract.
 TITLE_WEIGHT = 2
 #: Author-given keywords summarise the paper: weighted like the title.
 KEYWORD_WEIGHT = 3
-# Bump whenever analysis or weighting changes: an index built the old way is then rebuilt.
-FORMAT_VERSION = 2
+# Bump whenever analysis, weighting or the files change: an index built the old way is then
+# rebuilt. 3: meta.json lists every file's size and CRC-32.
+FORMAT_VERSION = 3
 #: Pivoted length normalization (Singhal et al., 1996): a document's vector is divided by
 #: ``(1 - slope) * mean_norm + slope * norm`` instead of its own L2 norm, so long abstracts are
 #: penalised a little less than by plain cosine. 0.6 measured best on the dev queries
 #: (nDCG@10 0.333 against 0.323 for plain cosine; bench/README.md).
 PIVOT_SLOPE = 0.6
 _ARRAYS = ("xt_data", "xt_indices", "xt_indptr", "x_data", "x_indices", "x_indptr")
+_ALL_ARRAYS = (*_ARRAYS, "idf", "rowids", "years", "venue_codes", "vocab_offsets")
+_FILES = (*(f"{name}.npy" for name in _ALL_ARRAYS), "vocab.bin")
+
+log = logging.getLogger(__name__)
+
+
+class IndexBuildError(StorageError):
+    """The index could not be written (disk full, folder not writable); one sentence."""
+
+
+class IndexDamaged(ValueError):
+    """An index on disk that does not match its manifest; the message says how."""
+
+
+def stored_version(directory: Path) -> int | None:
+    """The corpus version of the index at ``directory`` (its meta.json only), or None."""
+    try:
+        return int(json.loads((Path(directory) / "meta.json").read_text())["corpus_version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def file_checksum(path: Path, chunk: int = 1 << 24) -> int:
+    """CRC-32 of a file: 3 GB/s here, so ~0.1 s for the 87k-paper index (see bench/hardening.py)."""
+    crc = 0
+    with open(path, "rb", buffering=0) as handle:
+        buffer = bytearray(chunk)
+        view = memoryview(buffer)
+        while True:
+            n = handle.readinto(buffer)
+            if not n:
+                return crc
+            crc = zlib.crc32(view[:n], crc)
 
 
 def index_dir_for(db_path: str | Path) -> Path:
@@ -230,13 +274,6 @@ def build_index(corpus: Corpus, directory: Path, progress=None) -> BuildStats:
     np.cumsum(lengths + 1, out=offsets[1:])
     arrays["vocab_offsets"] = offsets
 
-    directory = Path(directory)
-    tmp = directory.with_name(f"{directory.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for name, values in arrays.items():
-        np.save(tmp / f"{name}.npy", np.ascontiguousarray(values))
-    (tmp / "vocab.bin").write_bytes(blob + b"\n")
     meta = {
         "format": FORMAT_VERSION,
         "corpus_version": version,
@@ -246,14 +283,104 @@ def build_index(corpus: Corpus, directory: Path, progress=None) -> BuildStats:
         "title_weight": TITLE_WEIGHT,
         "built_at": time.time(),
     }
-    (tmp / "meta.json").write_text(json.dumps(meta))
-    # Swap in the new index; readers holding the old files keep their mmaps until they reload.
-    old = directory.with_name(f"{directory.name}.old-{os.getpid()}")
-    if directory.exists():
-        directory.rename(old)
-    tmp.rename(directory)
-    shutil.rmtree(old, ignore_errors=True)
+    _write_index(Path(directory), arrays, blob + b"\n", meta)
     return BuildStats(documents=n, terms=len(vocabulary), seconds=time.perf_counter() - started)
+
+
+def _write_index(directory: Path, arrays: dict, vocab: bytes, meta: dict) -> None:
+    """Write the files to a temporary folder beside ``directory``, then swap it in.
+
+    Any failure (a full disk, most likely) removes the temporary folder and leaves the index
+    that was there untouched; an ``OSError`` comes back as one ``IndexBuildError`` sentence.
+    Leftovers of builders that died (``*.tmp-<pid>`` whose process is gone) are removed first.
+    """
+    _remove_leftovers(directory)
+    tmp = directory.with_name(f"{directory.name}.tmp-{os.getpid()}")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        files = {}
+        for name, values in arrays.items():
+            files[f"{name}.npy"] = _write_file(tmp / f"{name}.npy", np.ascontiguousarray(values))
+        files["vocab.bin"] = _write_file(tmp / "vocab.bin", vocab)
+        meta = {**meta, "files": files}
+        _write_file(tmp / "meta.json", json.dumps(meta).encode())
+        # Swap in the new index; readers holding the old files keep their mmaps until they
+        # reload.
+        old = directory.with_name(f"{directory.name}.old-{os.getpid()}")
+        if directory.exists():
+            directory.rename(old)
+        tmp.rename(directory)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException as error:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(error, OSError):
+            raise IndexBuildError(_build_error(directory, error)) from None
+        raise
+
+
+def _write_file(path: Path, data) -> dict:
+    """Write ``data`` (an array or bytes) and flush it to disk; its manifest entry.
+
+    The flush is where a full disk shows on filesystems that allocate lazily; without it a
+    short file could be swapped in (the checksum on opening would catch it, too late).
+    """
+    with open(path, "wb") as handle:
+        writer = _ChecksumWriter(handle)
+        if isinstance(data, np.ndarray):
+            np.lib.format.write_array(writer, data, allow_pickle=False)
+        else:
+            writer.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return {"size": writer.size, "crc32": writer.crc}
+
+
+class _ChecksumWriter:
+    """A file that keeps the CRC-32 and size of what goes through it (no second read)."""
+
+    def __init__(self, handle) -> None:
+        self.handle, self.crc, self.size = handle, 0, 0
+
+    def write(self, data) -> int:
+        self.crc = zlib.crc32(data, self.crc)
+        self.size += len(memoryview(data).cast("B"))
+        return self.handle.write(data)
+
+
+def _build_error(directory: Path, error: OSError) -> str:
+    where = directory.parent.absolute()
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"The search index could not be written because the disk holding {where} is full; "
+            "lookups use the previous index, if there is one, until there is space again."
+        )
+    reason = (error.strerror or str(error)).lower()
+    return f"The search index could not be written in {where} ({reason})."
+
+
+def _remove_leftovers(directory: Path) -> None:
+    """Remove ``<index>.tmp-<pid>`` and ``<index>.old-<pid>`` folders whose process is gone."""
+    parent = directory.parent
+    if not parent.is_dir():
+        return
+    for path in parent.glob(f"{directory.name}.*-*"):
+        kind, _, pid = path.name[len(directory.name) + 1 :].partition("-")
+        if kind not in ("tmp", "old") or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        if _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @contextmanager
@@ -325,16 +452,26 @@ class Vocabulary:
 class Index:
     """An opened index. Read-only and thread-safe: every query allocates its own buffers."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, verify: bool = True, version: int | None = None):
+        """Open the index at ``directory``; raises ``IndexDamaged`` when it fails its manifest.
+
+        Sizes are always checked; ``verify`` also compares every file's CRC-32 (reading the
+        whole index once, which also warms the page cache the mmaps will use). With
+        ``version``, an index of another corpus version is refused before any of that.
+        """
         self.directory = Path(directory)
         self.meta = json.loads((self.directory / "meta.json").read_text())
         if self.meta.get("format") != FORMAT_VERSION:
             raise ValueError("index format changed")
+        if version is not None and self.meta.get("corpus_version") != version:
+            raise ValueError("index of another corpus version")
+        self._stats = self._check(verify)
+        self._paths = [os.path.join(self.directory, name) for name in _FILES]
         # Plain ndarray views of the mmaps: numpy.memmap's Python-level __getitem__ costs more
         # than a lookup's own work.
         arrays = {
             name: np.asarray(np.load(self.directory / f"{name}.npy", mmap_mode="r"))
-            for name in (*_ARRAYS, "idf", "rowids", "years", "venue_codes", "vocab_offsets")
+            for name in _ALL_ARRAYS
         }
         self.n_docs = int(self.meta["documents"])
         self.n_terms = int(self.meta["terms"])
@@ -352,12 +489,63 @@ class Index:
         self.vocab = Vocabulary(blob, arrays["vocab_offsets"])
         self._xt = self.matrix_xt()
 
-    @classmethod
-    def load(cls, directory: Path) -> Index | None:
-        """The index at ``directory``, or None if there is none (or it is unreadable)."""
+    def _check(self, verify: bool) -> list[tuple[int, int, int]]:
+        """Each file's (inode, size, mtime), after checking it against the manifest."""
+        manifest = self.meta.get("files")
+        if not isinstance(manifest, dict) or set(manifest) != set(_FILES):
+            raise IndexDamaged("its manifest is missing or incomplete")
+        stats = []
+        for name in _FILES:
+            path = self.directory / name
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                raise IndexDamaged(f"{name} is missing") from None
+            expected = manifest[name]
+            if st.st_size != expected["size"]:
+                raise IndexDamaged(
+                    f"{name} is {st.st_size:,} bytes, its manifest says {expected['size']:,}"
+                )
+            if verify and file_checksum(path) != expected["crc32"]:
+                raise IndexDamaged(f"{name} does not match its checksum")
+            stats.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        return stats
+
+    def intact(self) -> bool:
+        """Whether the files are still the ones opened: same inode, size and mtime each.
+
+        A few ``stat`` calls, made before every lookup: a file truncated under the mmap
+        would otherwise kill the process (SIGBUS) when the lookup reads past its new end.
+        False also when another process swapped in a new index (reopen it then).
+        """
+        stat = os.stat
         try:
-            return cls(directory)
-        except (OSError, ValueError, KeyError):
+            for path, (inode, size, mtime) in zip(self._paths, self._stats, strict=True):
+                st = stat(path)
+                if st.st_ino != inode or st.st_size != size or st.st_mtime_ns != mtime:
+                    return False
+        except OSError:
+            return False
+        return True
+
+    @classmethod
+    def load(
+        cls, directory: Path, verify: bool = True, version: int | None = None, quiet: bool = False
+    ) -> Index | None:
+        """The index at ``directory``, or None if there is none, it is unreadable, damaged or
+        (with ``version``) of another corpus version.
+
+        A damaged index (see ``_check``) is logged, one line, for the caller rebuilds it.
+        """
+        try:
+            return cls(directory, verify=verify, version=version)
+        except IndexDamaged as damage:
+            if not quiet:
+                log.warning(
+                    "The search index at %s is damaged (%s); rebuilding it.", directory, damage
+                )
+            return None
+        except (OSError, ValueError, KeyError, TypeError):
             return None
 
     @property

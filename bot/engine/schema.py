@@ -115,6 +115,13 @@ def m005_clock_heartbeat(db: Database) -> None:
 
 
 @migrations()
+def m006_member_dm_channel(db: Database) -> None:
+    """Each member's direct-message channel with the bot, remembered so a digest needs no
+    ``conversations.open`` (rate-limited to about 50 a minute) once the first one went out."""
+    db["members"].add_column("dm_channel", str)
+
+
+@migrations()
 def m010_author_names(db: Database) -> None:
     """Folded author names for ``author:`` (case, accents, whole tokens; see text.authors_key)."""
     import json

@@ -7,13 +7,16 @@ and each front end renders them its own way.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
+import json
 import logging
 import os
 import sqlite3
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,15 +35,25 @@ from .corpus import (
     write_transaction,
 )
 from .formats import CorpusFileError, open_corpus_file
-from .index import BuildStats, Index, build_index, build_lock, index_dir_for
+from .index import (
+    BuildStats,
+    Index,
+    IndexBuildError,
+    build_index,
+    build_lock,
+    index_dir_for,
+    stored_version,
+)
 from .paper import Paper, Rejected
 from .query import Query, QueryError, parse_query
 from .text import analyze, surface_words, words
 
 SNIPPET_WORDS = 40
-SNIPPET_SCAN_CHARS = 100_000  # a snippet is looked for in this much of the text at most
+SNIPPET_SCAN_CHARS = 20_000  # a snippet is looked for in this much of the text at most
 WHY_TERMS = 3
 SIMILAR_TERMS = 40
+BUILD_RETRY = 30.0  # seconds before a failed index build is tried again; doubles each time
+BUILD_RETRY_MAX = 900.0
 PHRASE_CHECK_LIMIT = 2000  # papers whose text is read to confirm a phrase too rare to index  # a paper's strongest terms stand for it in "similar papers"
 
 
@@ -150,6 +163,8 @@ class Engine:
         self._local = threading.local()
         self._index: Index | None = None
         self._index_lock = threading.Lock()
+        self._failure: tuple[float, float, str] | None = None  # (retry after, delay, message)
+        self.clock: Callable[[], float] = time.time  # tests inject their own
         self.read_only = self.db_path.exists() and not is_writable(self.db_path)
         # Create and migrate once, up front (read-only: only check that no migration is due).
         open_database(self.db_path, read_only=self.read_only, create=create).close()
@@ -169,7 +184,11 @@ class Engine:
             if engine.seed_dir.is_dir():
                 engine.ingest(seed_files(engine.seed_dir))
             else:
-                log.warning("The seed folder %s does not exist; the corpus is empty.", seed_dir)
+                log.warning(
+                    "The seed folder %s does not exist, so the corpus is empty: "
+                    "add papers with `paperboy ingest FILE`.",
+                    seed_dir,
+                )
         return engine
 
     @property
@@ -212,7 +231,13 @@ class Engine:
         except sqlite3.OperationalError as error:
             raise (storage_error(error, self.db_path) or error) from None
         if report.counts.changed or self._load_index() is None:
-            report.index = self.rebuild_index()
+            try:
+                report.index = self.rebuild_index()
+            except IndexBuildError as error:
+                raise IndexBuildError(
+                    f"The papers were saved ({report.summary()}), but {error.message[0].lower()}"
+                    f"{error.message[1:]}"
+                ) from None
         return report
 
     def _ingest_files(self, paths, corpus: Corpus, report: IngestReport, progress) -> None:
@@ -239,40 +264,96 @@ class Engine:
     # -- the index, kept in step with the corpus --------------------------------------------
 
     def rebuild_index(self) -> BuildStats:
+        """Build the index now (after an ingest); raises IndexBuildError, one sentence."""
         with self._index_lock, build_lock(self.index_dir):
-            stats = build_index(self.corpus, self.index_dir)
-            self._index = Index.load(self.index_dir)
+            stats = self._build()
+            self._index = Index.load(self.index_dir, verify=False)  # just written
         return stats
 
-    def _load_index(self) -> Index | None:
-        index = Index.load(self.index_dir)
-        if index is not None and index.corpus_version == self.corpus.version:
-            return index
-        return None
+    def _build(self) -> BuildStats:
+        """Build under the build lock, keeping track of failures for the back-off."""
+        try:
+            stats = build_index(self.corpus, self.index_dir)
+        except IndexBuildError as error:
+            previous = self._backoff()
+            delay = min(2 * previous[1], BUILD_RETRY_MAX) if previous else BUILD_RETRY
+            self._failure = (self.clock() + delay, delay, error.message)
+            self._failed_marker().write_failure(self._failure)
+            raise
+        self._failure = None
+        self._failed_marker().clear()
+        return stats
+
+    def _failed_marker(self) -> _FailedBuild:
+        return _FailedBuild(Path(f"{self.index_dir}.failed"))
+
+    def _backoff(self) -> tuple[float, float, str] | None:
+        """The last failed build (retry after, delay, message), from this process or another.
+
+        Other processes (a CLI lookup, the scheduler) learn of it from a small file beside
+        the index, so none of them starts a build bound to fail either; on a disk too full
+        to write even that, each process backs off on its own.
+        """
+        return self._failure or self._failed_marker().read()
+
+    def _load_index(self, quiet: bool = False) -> Index | None:
+        return Index.load(self.index_dir, version=self.corpus.version, quiet=quiet)
 
     @property
     def index(self) -> Index:
         """The index for the corpus as it is now: reloaded or rebuilt when the corpus changed.
 
-        Costs one small SQL query per call; another process's ingest is picked up on the
-        next lookup and a stale index is never served.
+        Costs one small SQL query and a few ``stat`` calls per call; another process's ingest
+        is picked up on the next lookup, a stale index is never served while a fresh one can
+        be built, and a damaged one never (it is rebuilt). When a build fails (a full disk),
+        the index there was keeps serving and the build is retried only after a back-off
+        (``BUILD_RETRY`` doubling up to ``BUILD_RETRY_MAX`` seconds), not on every lookup; with
+        no index to fall back on, lookups raise the build's one-sentence IndexBuildError.
         """
         version = self.corpus.version
         index = self._index
-        if index is not None and index.corpus_version == version:
+        if index is not None and index.corpus_version == version and index.intact():
             return index
         with self._index_lock:
             index = self._index
-            if index is None or index.corpus_version != version:
-                index = self._load_index()
-                if index is None:
-                    with build_lock(self.index_dir):
-                        index = self._load_index()  # another process may have just built it
-                        if index is None:
-                            build_index(self.corpus, self.index_dir)
-                            index = Index.load(self.index_dir)
+            if index is None or index.corpus_version != version or not index.intact():
+                index = self._refresh(index)
                 self._index = index
-        assert index is not None
+        return index
+
+    def _refresh(self, current: Index | None) -> Index:
+        """A fresh index: reopened from disk, else built; a previous one while builds fail."""
+        if current is not None and not current.intact():
+            current = None  # changed under us: never read it again
+        failure = self._backoff()
+        if failure and self.clock() < failure[0]:
+            if stored_version(self.index_dir) == self.corpus.version:
+                fresh = self._load_index()  # another process built it meanwhile
+                if fresh is not None:
+                    self._failure = None
+                    return fresh
+            fallback = current or Index.load(self.index_dir)
+            if fallback is not None:
+                return fallback
+            raise IndexBuildError(failure[2])
+        index = self._load_index()
+        if index is not None:
+            return index
+        try:
+            with build_lock(self.index_dir):
+                index = self._load_index(quiet=True)  # another process may have just built it
+                if index is None:
+                    self._build()
+                    index = Index.load(self.index_dir, verify=False)
+        except IndexBuildError as error:
+            fallback = current or Index.load(self.index_dir)
+            if fallback is None:
+                raise
+            retry = self._failure[1] if self._failure else BUILD_RETRY
+            log.error("%s Next attempt in %d s at the earliest.", error.message, retry)
+            return fallback
+        if index is None:
+            raise IndexBuildError("The search index could not be opened after it was built.")
         return index
 
     # -- lookups ---------------------------------------------------------------------------
@@ -538,6 +619,31 @@ class Engine:
         if query.phrases and not query.has_filters:
             out.append(" ".join(query.words + query.phrases))
         return [s for s in dict.fromkeys(out) if s and s != query.text]
+
+
+@dataclass
+class _FailedBuild:
+    """``<index>.failed``: when the last index build failed, so no process retries too soon."""
+
+    path: Path
+
+    def read(self) -> tuple[float, float, str] | None:
+        try:
+            data = json.loads(self.path.read_text())
+            return float(data["retry_after"]), float(data["delay"]), str(data["message"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write_failure(self, failure: tuple[float, float, str]) -> None:
+        retry_after, delay, message = failure
+        with contextlib.suppress(OSError):  # a disk too full: this process still backs off
+            self.path.write_text(
+                json.dumps({"retry_after": retry_after, "delay": delay, "message": message})
+            )
+
+    def clear(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)
 
 
 def _best(scores: np.ndarray, k: int) -> np.ndarray:

@@ -40,6 +40,8 @@ BLOCK_TYPES = frozenset(
     {"actions", "call", "context", "divider", "file", "header", "image", "input", "markdown"}
     | {"rich_text", "section", "table", "video"}
 )
+#: Calls per minute per method before HTTP 429 (Slack's tier for the method).
+RATE_LIMITS = {"conversations.open": 50}
 _JSON_PARAMS = ("blocks", "metadata", "view", "attachments")
 _BOT_AUTHOR = {"user": BOT_USER_ID, "bot_id": BOT_ID, "app_id": APP_ID, "team": TEAM_ID}
 # Methods that take an app-level token (xapp-) and nothing else; every other method refuses one.
@@ -310,6 +312,14 @@ class FakeSlack:
         self._last_micros = 0
         self._socket_mode_url: Callable[[], str] | str | None = None
         self._revoked: set[str] = set()  # tokens (or "*": every token) answered token_revoked
+        # Conversations the bot is a member of (joined or invited; DMs it opened are always
+        # its own), and the private ones. Any other C... id is a public channel it is not in.
+        self._joined: set[str] = set()
+        self._private: set[str] = set()
+        # Per-method limits (calls per minute, by the fake's clock), as Slack's tiers impose
+        # them; conversations.open is Tier 3.
+        self._limits: dict[str, int] = dict(RATE_LIMITS)
+        self._recent: dict[str, list[float]] = {}
 
     # lifecycle
 
@@ -384,6 +394,27 @@ class FakeSlack:
         failure = _Failure(method, times, status, error, retry_after, user, channel)
         with self._cond:
             self._failures.append(failure)
+
+    def add_channel(self, channel: str, *, private: bool = False, member: bool = False) -> None:
+        """Declare a channel: ``private`` ones refuse a bot that is not a ``member`` (as Slack
+        does even with chat:write.public); ``member`` is the bot invited already."""
+        with self._cond:
+            (self._private.add if private else self._private.discard)(channel)
+            (self._joined.add if member else self._joined.discard)(channel)
+
+    def is_member(self, channel: str) -> bool:
+        """Whether the bot is in the conversation (what conversations.history requires)."""
+        with self._cond:
+            return self._is_member(channel)
+
+    def rate_limit(self, method: str, per_minute: int | None) -> None:
+        """Answer ``method`` with 429 (Retry-After: until the oldest call in the last minute
+        ages out) beyond ``per_minute`` calls in a minute of the fake's clock; None: no limit."""
+        with self._cond:
+            if per_minute is None:
+                self._limits.pop(method, None)
+            else:
+                self._limits[method] = per_minute
 
     def set_socket_mode_url(self, url: Callable[[], str] | str | None) -> None:
         """Where ``apps.connections.open`` sends a Socket Mode app: a ``ws://`` URL, or a
@@ -497,8 +528,24 @@ class FakeSlack:
                     return None
                 headers = {"Retry-After": str(failure.retry_after)} if failure.status == 429 else {}
                 return _Reply(failure.status, _error(failure.error), headers)
+            if (limited := self._over_limit(method)) is not None:
+                return limited
             handler = getattr(self, "_api_" + method.replace(".", "_"), None)
             return _Reply(200, handler(params) if handler else _error("unknown_method"))
+
+    def _over_limit(self, method: str) -> _Reply | None:
+        """A 429 when ``method`` already had its minute's worth of calls (callers hold the lock)."""
+        limit = self._limits.get(method)
+        if limit is None:
+            return None
+        now = self._clock()
+        recent = [t for t in self._recent.get(method, []) if t > now - 60]
+        if len(recent) >= limit:
+            self._recent[method] = recent
+            wait = max(1, int(recent[0] + 60 - now + 0.999))
+            return _Reply(429, _error("ratelimited"), {"Retry-After": str(wait)})
+        self._recent[method] = [*recent, now]
+        return None
 
     def _handle_response(self, token: str, payload: Any) -> _Reply:
         """Answer a response_url POST the way Slack does: 200 "ok", or 4xx with a bare error."""
@@ -558,6 +605,9 @@ class FakeSlack:
     def _store(self, channel: str, message: dict[str, Any]) -> None:
         self._channels.setdefault(channel, []).append(message)
 
+    def _is_member(self, channel: str) -> bool:
+        return channel.startswith("D") or channel in self._joined
+
     def _find(self, channel: Any, ts: Any) -> dict[str, Any] | None:
         return next((m for m in self._channels.get(str(channel), []) if m["ts"] == ts), None)
 
@@ -587,6 +637,10 @@ class FakeSlack:
             return _error("channel_not_found")
         if channel[0] in "UW":  # posting to a user id lands in the DM with them, as on Slack
             channel = "D" + channel
+        elif channel.startswith("D") and channel not in self._channels:
+            return _error("channel_not_found")  # a DM nobody opened (or one that is gone)
+        if channel in self._private and not self._is_member(channel):
+            return _error("not_in_channel")  # chat:write.public covers public channels only
         if problem := _check_message(p):
             return problem
         message = self._message(self._next_ts(), p)
@@ -649,10 +703,29 @@ class FakeSlack:
         self._channels.setdefault(channel, [])
         return _ok(no_op=existed, already_open=existed, channel={"id": channel})
 
+    def _api_conversations_join(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Join a public channel (``channels:join``); DMs and private channels cannot be joined."""
+        channel = str(p.get("channel") or "")
+        if not channel.startswith("C"):
+            return _error(
+                "method_not_supported_for_channel_type" if channel else "channel_not_found"
+            )
+        if channel in self._private:
+            return _error("method_not_supported_for_channel_type")
+        already = channel in self._joined
+        self._joined.add(channel)
+        extra = {"warning": "already_in_channel"} if already else {}
+        info = {"id": channel, "is_channel": True, "is_private": False, "is_member": True}
+        return _ok(channel=info, **extra)
+
     def _api_conversations_history(self, p: dict[str, Any]) -> dict[str, Any]:
-        """Top-level messages newest first, honouring oldest/latest/inclusive/limit/cursor."""
+        """Top-level messages newest first, honouring oldest/latest/inclusive/limit/cursor.
+        Only for conversations the bot is in (``not_in_channel`` otherwise), as on Slack: a
+        message posted with chat:write.public cannot be read back without joining."""
         if not p.get("channel"):
             return _error("channel_not_found")
+        if not self._is_member(str(p["channel"])):
+            return _error("not_in_channel")
         cursor = str(p.get("cursor") or 0)
         if not cursor.isdigit():
             return _error("invalid_cursor")
@@ -719,6 +792,11 @@ class FakeSlack:
             return _error("invalid_trigger_id")
         if trigger in self._used_triggers:
             return _error("exchanged_trigger_id")
+        issued = trigger.split(".")[0]
+        if issued.isdigit() and int(issued) > 10**9 and self._clock() - int(issued) > 3 + 1:
+            # Trigger ids made like Slack's test harness makes them lead with the second they
+            # were issued (+1: that second is truncated); Slack expires them after 3 seconds.
+            return _error("expired_trigger_id")
         if not isinstance(view, dict) or view.get("type") != "modal":
             return _error("invalid_arguments")
         if errors := _check_modal(view):

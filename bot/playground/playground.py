@@ -13,8 +13,8 @@ from the stand-in, a button click is a signed ``block_actions`` payload, and a m
 opens (``views.open``) is drawn by the page, whose Submit is a signed ``view_submission``.
 
 The playground also runs the digest scheduler in-process (a ``BackgroundScheduler`` posting
-through the stand-in), so digests arrive in the page's Paperboy DM at their time. Only here:
-the production web process never schedules (that is the Procfile's ``clock:`` process).
+through the stand-in), so digests arrive in the page's Paperboy DM at their time. In
+production that is the Procfile's ``clock:`` process, or ``paperboy serve --with-scheduler``.
 """
 
 from __future__ import annotations

@@ -73,9 +73,15 @@ def is_local_api(api_url: str) -> bool:
 
 
 def make_client(settings: Settings) -> WebClient:
-    """A Web API client that waits out rate limits (HTTP 429, Retry-After) and retries
-    dropped connections, so a busy workspace delays a message instead of losing it."""
-    client = WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
+    """A Web API client for the bot token at ``SLACK_API_URL`` (see :func:`configure_client`)."""
+    return configure_client(WebClient(token=settings.slack_bot_token), settings)
+
+
+def configure_client(client: WebClient, settings: Settings) -> WebClient:
+    """Point ``client`` at ``SLACK_API_URL``; let it wait out rate limits (HTTP 429,
+    Retry-After) and retry dropped connections, so a busy workspace delays a message instead
+    of losing it."""
+    client.base_url = settings.slack_api_url
     handlers = [h for h in client.retry_handlers if not isinstance(h, ConnectionErrorRetryHandler)]
     client.retry_handlers = [
         *handlers,
@@ -95,30 +101,49 @@ def build_app(
 ) -> App:
     """The Bolt app with every Paperboy listener registered.
 
-    ``client`` defaults to :func:`make_client`; ``executor`` (the pool for work after
-    ``ack()``) defaults to a private thread pool. ``verify_token``: Bolt's ``auth.test`` at
+    ``client``: one to use instead of Bolt's own (tests); ``executor`` (the pool for work
+    after ``ack()``) defaults to a private thread pool. ``verify_token``: ``auth.test`` at
     construction (default: against Slack itself, not the local stand-in); ``paperboy serve``
     turns it off because it has just checked the token, with retries.
     """
     from . import listeners
 
-    client = client or make_client(settings)
     services = Services(engine, settings, **({"executor": executor} if executor else {}))
+    if verify_token is None:
+        # The stand-in has no real tokens; against Slack, a bad token fails at startup.
+        verify_token = not is_local_api(settings.slack_api_url)
     app = App(
-        # The token travels in the client; passing it twice only makes Bolt warn.
-        client=client,
+        # Bolt takes the token (and, when none is given, reads SLACK_BOT_TOKEN itself) and
+        # builds its client from it; handed a client as well, it warns that the token goes
+        # unused. So it gets the token, and its client is then pointed at SLACK_API_URL.
+        # (Its own auth.test would run before that, against slack.com: ours runs after.)
+        **({"client": client} if client else {"token": settings.slack_bot_token or ""}),
         signing_secret=settings.slack_signing_secret or "",  # Socket Mode needs none
         process_before_response=False,
-        # The stand-in has no real tokens; against Slack, a bad token fails at startup.
-        token_verification_enabled=(
-            not is_local_api(settings.slack_api_url) if verify_token is None else verify_token
-        ),
+        token_verification_enabled=False,
         listener_executor=ThreadPoolExecutor(ACK_THREADS, thread_name_prefix="paperboy-ack"),
         name="paperboy",
     )
+    if client is None:
+        configure_client(app.client, settings)
+    if verify_token:
+        verify(app.client)
     app.middleware(log_request)
     listeners.register(app, services)
     return app
+
+
+def verify(client: WebClient) -> None:
+    """Bolt's check of the token at start (``token_verification_enabled``), with the same
+    error, made once the client points at the right Slack."""
+    from slack_bolt.error import BoltError
+    from slack_bolt.logger.messages import error_auth_test_failure
+    from slack_sdk.errors import SlackApiError
+
+    try:
+        client.auth_test()
+    except SlackApiError as error:
+        raise BoltError(error_auth_test_failure(error.response)) from None
 
 
 def log_request(context: BoltContext, body: dict[str, Any], next: Callable[[], None]) -> None:

@@ -38,6 +38,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from bot.engine.search import Hit, SearchResult
+from bot.english import empty_corpus
 
 # Slack's limits (https://docs.slack.dev/reference/block-kit/blocks).
 MAX_BLOCKS = 50
@@ -436,6 +437,12 @@ def _no_results(result: SearchResult, shown_query: str) -> dict[str, Any]:
     if result.suggestions:
         text += " Try: " + "; ".join(escape_plain(s) for s in result.suggestions[:5])
     return as_message(text, blocks)
+
+
+def empty_corpus_message() -> dict[str, Any]:
+    """A lookup over a corpus with no papers: what to run (the CLI's sentence too)."""
+    sentence = empty_corpus()
+    return as_message(sentence, [section(f":inbox_tray: {escape(sentence)}")])
 
 
 def similar_message(result: SearchResult, *, paper: dict[str, Any] | None) -> dict[str, Any]:

@@ -26,15 +26,15 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.error import URLError
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs
 
 import waitress
 from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
-from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry import (
@@ -47,9 +47,9 @@ from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 from slack_sdk.signature import SignatureVerifier
 from waitress import wasyncore
 
-from bot.engine.corpus import DatabaseError, is_writable
+from bot.engine.corpus import DatabaseError, connect, is_writable
 from bot.engine.search import Engine
-from bot.logs import configure_logging
+from bot.logs import configure_logging, say
 from bot.settings import Settings, SettingsError
 
 from .app import build_app
@@ -232,25 +232,41 @@ class WebApp(Router):
         return as_json(start_response, status, body)
 
 
-def health_report(db_path: Path) -> dict[str, Any]:
-    """What ``/healthz`` says about the database, read through a connection of its own.
+def health_report(db_path: Path, now: datetime | None = None) -> dict[str, Any]:
+    """What ``/healthz`` says (see the README): the database, the corpus and the digest clock.
 
-    A fresh read-only connection each time: the app's own connections keep working on a
-    database file that was deleted or replaced underneath them, and would hide it.
+    Read through a fresh read-only connection each time: the app's own connections keep
+    working on a database file that was deleted or replaced underneath them, and would hide
+    it. ``status`` is ``unhealthy`` (HTTP 503) when the database cannot be read or the clock's
+    heartbeat is older than three ticks while digests are on; ``read-only`` (200) when this
+    process may not write the database (lookups work, subscriptions cannot be saved).
     """
+    from digest.clock import clock_health
+
     body: dict[str, Any] = {"status": "ok"}
     try:
-        uri = f"file:{quote(str(Path(db_path).resolve()))}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=2)) as db:
+        # The engine's own read-only open: a WAL database in a folder this process may not
+        # write has no -shm file and cannot get one, which a bare mode=ro would fail on.
+        db = connect(db_path, read_only=True)
+        with contextlib.closing(db.conn):
+            db.execute("PRAGMA busy_timeout = 2000")
             papers = db.execute("select count(*) from papers").fetchone()[0]
             row = db.execute("select value from meta where key = 'corpus_version'").fetchone()
+            clock = clock_health(db, now or datetime.now(UTC))
     except sqlite3.Error as error:
         return {"status": "unhealthy", "database": f"{error}"}
     body["database"] = "ok"
     body["writable"] = is_writable(db_path)
     body["papers"] = papers
     body["corpus_version"] = int(row[0]) if row else None
-    if not body["writable"]:
+    body["scheduler"] = {
+        "last_tick": clock.last_tick.isoformat() if clock.last_tick else None,
+        "digests_on": clock.digests_on,
+        "stale": clock.stale,
+    }
+    if clock.stale:
+        body["status"] = "unhealthy"
+    elif not body["writable"]:
         body["status"] = "read-only"
     return body
 
@@ -308,6 +324,9 @@ class HttpServer:
             wsgi_app, host=host, port=port, ident="paperboy", **options
         )
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Lock()
+        self._stopped = False
+        self._running = False  # waitress's loop is running (on a thread or in the foreground)
 
     @property
     def host(self) -> str:
@@ -323,12 +342,24 @@ class HttpServer:
         return f"http://{host}:{self.port}"
 
     def serve_forever(self) -> None:
-        self._server.run()
+        self._run()
 
     def start(self) -> HttpServer:
-        self._thread = threading.Thread(target=self._server.run, name="paperboy-http", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="paperboy-http", daemon=True)
+        self._running = True  # before the thread starts: a stop() right away must see it
         self._thread.start()
         return self
+
+    def _run(self) -> None:
+        self._running = True
+        try:
+            self._server.run()
+        finally:
+            self._running = False
+
+    def request_stop(self) -> None:
+        """Stop serving (from any thread but the server's own); ``wait()`` then returns."""
+        self._shut_down()
 
     def wait(self) -> None:
         """Block until the server stops (signals still reach the calling main thread)."""
@@ -336,14 +367,53 @@ class HttpServer:
             self._thread.join(timeout=1)
 
     def stop(self) -> None:
-        """Close the listening socket and connections from the server's own loop, then wait."""
-        server = self._server
-        if self._thread is None:
-            return
-        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
-        self._thread.join(timeout=10)
-        server.task_dispatcher.shutdown(timeout=5)
-        self._thread = None
+        """Stop serving and wait for the server's thread. Safe to call again, after
+        ``request_stop()``, or once the server has ended."""
+        self._shut_down()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    def _shut_down(self) -> None:
+        """Close the server once, in an order that never writes to a closed trigger.
+
+        Waitress's request threads wake its loop through a pipe (the "trigger") when they
+        finish; ``close_all`` closes that pipe. So: stop accepting, let the requests in
+        flight finish while the loop still runs, and only then close everything from the
+        loop. A second caller waits for the first and does nothing: writing to the closed
+        pipe fails with EBADF, or, once its descriptor number was reused, writes into
+        whatever file now has it.
+        """
+        with self._stopping:
+            if self._stopped:
+                return
+            self._stopped = True
+            server = self._server
+            if not self._running:
+                server.task_dispatcher.shutdown(timeout=5)
+                wasyncore.close_all(server._map)  # no loop runs: close it here
+                return
+            # The listening socket only (the server's own close() would close the trigger).
+            woken = self._wake(lambda: wasyncore.dispatcher.close(server))
+            server.task_dispatcher.shutdown(timeout=5)
+            if not (woken and self._wake(lambda: wasyncore.close_all(server._map))):
+                # The loop can no longer be woken: close everything from here; it ends at
+                # its next poll, when it finds nothing left to serve.
+                wasyncore.close_all(server._map, ignore_all=True)
+
+    def _wake(self, thunk: Callable[[], Any]) -> bool:
+        """Run ``thunk`` on the server's loop; False when its trigger is broken. Waitress
+        closes the trigger itself when its pipe reports a hang-up (its write end closed under
+        it by someone else): writing then would hit EBADF, or a file that reused the number."""
+        trigger = self._server.trigger
+        if getattr(trigger, "_closed", False):
+            log.warning("the HTTP server's wake-up pipe was closed under it; closing directly")
+            return False
+        try:
+            trigger.pull_trigger(thunk)
+        except OSError as error:
+            log.warning("could not wake the HTTP server's loop (%s); closing directly", error)
+            return False
+        return True
 
     def __enter__(self) -> HttpServer:
         return self.start()
@@ -415,14 +485,21 @@ class _ServerErrors(ServerErrorRetryHandler):
 
 
 def open_engine(settings: Settings) -> Engine:
-    """The engine, warm: database opened (seeded when new) and the index loaded or built."""
+    """The engine, warm: database opened (seeded when new) and the index loaded or built.
+
+    A database that cannot be opened stops the start (one sentence); an index that cannot be
+    built now (a full disk, say) is logged, and lookups try again and say why meanwhile.
+    """
     try:
         engine = Engine.open(settings.db_path, seed_dir=settings.seed_dir)
-        engine.index  # noqa: B018 - load or build it now, not on the first lookup
     except DatabaseError as error:
         raise StartupError(str(error)) from None
     except (sqlite3.Error, OSError) as error:
         raise StartupError(f"Could not open the database {settings.db_path} ({error}).") from None
+    try:
+        engine.index  # noqa: B018 - load or build it now, not on the first lookup
+    except Exception as error:  # the engine says what went wrong in one sentence
+        log.error("The index could not be loaded or built now: %s", error)
     log.info("corpus: %s papers in %s", f"{engine.corpus.count():,}", settings.db_path)
     return engine
 
@@ -440,17 +517,28 @@ def _raise_file_limit(connections: int) -> None:
 # --- paperboy serve -----------------------------------------------------------------------------
 
 
-def run(settings: Settings, *, with_scheduler: bool = False) -> None:
+#: ``paperboy worker`` is ``paperboy serve`` held to Socket Mode: without an app token it says so.
+WORKER_NEEDS_APP_TOKEN = (
+    "SLACK_APP_TOKEN is missing: `paperboy worker` runs Socket Mode with an app-level token "
+    "(xapp-...) from your app's Basic Information page; `paperboy serve` runs over HTTP instead."
+)
+
+
+def run(settings: Settings, *, with_scheduler: bool = False, socket_only: bool = False) -> None:
     """Serve until interrupted. A configuration problem ends it with one sentence and exit 2.
 
     Socket Mode with SLACK_APP_TOKEN, else HTTP, else (no Slack credentials) the playground;
-    ``with_scheduler`` runs the digest clock in this process too.
+    ``with_scheduler`` runs the digest clock in this process too. ``socket_only`` is
+    ``paperboy worker``: Socket Mode or nothing, started exactly as ``serve`` starts it.
     """
     configure_logging(settings)
+    name = "worker" if socket_only else "serve"
     try:
+        if socket_only and not settings.slack_app_token:
+            raise SettingsError(WORKER_NEEDS_APP_TOKEN)
         settings.check_slack()
     except SettingsError as error:
-        _fail(str(error), status=2)
+        _fail(str(error), status=2, settings=settings, name=name)
     if not settings.has_slack_credentials:
         mode = "playground"
     else:
@@ -459,9 +547,9 @@ def run(settings: Settings, *, with_scheduler: bool = False) -> None:
         try:
             _serve(settings, mode, with_scheduler)
         except StartupError as error:
-            _fail(str(error), status=error.status)
+            _fail(str(error), status=error.status, settings=settings, name=name)
         except KeyboardInterrupt:
-            print("paperboy serve: stopped.", file=sys.stderr)
+            say(settings, f"paperboy {name}: stopped.")
 
 
 def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
@@ -473,21 +561,36 @@ def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
     if mode == "http":
         _run_http(settings, with_scheduler)
         return
+    _run_socket_mode(settings, with_scheduler)
+
+
+def _run_socket_mode(settings: Settings, with_scheduler: bool) -> None:
+    """Check the token (with retries), open the database (a read-only one still answers
+    lookups), start the clock if asked, then serve over Socket Mode until SIGTERM."""
+    from .socket_mode import run_socket_mode
+
     check_slack_token(settings)
     engine = open_engine(settings)
-    clock = _start_clock(settings, engine) if with_scheduler else None
+    main = threading.main_thread()
+    clock = None
     try:
-        from .socket_mode import run_socket_mode
-
-        run_socket_mode(settings, engine)
-    except BoltError as error:  # Bolt's own auth.test, just after ours: Slack is flaky
-        raise StartupError(f"Slack did not answer auth.test ({error}).") from None
+        if with_scheduler:
+            # A token revoked while running stops the clock, which stops Socket Mode as
+            # SIGTERM does; then we exit 1.
+            stop = lambda: signal.pthread_kill(main.ident or 0, signal.SIGTERM)  # noqa: E731
+            clock = _start_clock(settings, engine, stop)
+        # The token was just checked, with retries: Bolt need not check it again.
+        run_socket_mode(settings, engine, verify_token=False)
     except URLError as error:
         where = settings.slack_api_url
         raise StartupError(f"Could not reach Slack at {where} ({error.reason}).") from None
+    except SystemExit:  # the clock's SIGTERM came before Socket Mode took the signal over
+        if clock is None or clock.fatal is None:
+            raise
     finally:
         if clock is not None:
             clock.shutdown()
+    _raise_if_fatal(clock)
 
 
 def _run_http(settings: Settings, with_scheduler: bool) -> None:
@@ -495,10 +598,10 @@ def _run_http(settings: Settings, with_scheduler: bool) -> None:
     _raise_file_limit(settings.http_connection_limit)
     web = WebApp(settings)
     server = HttpServer(web, host=settings.host, port=settings.port, **server_options(settings))
-    print(
+    say(
+        settings,
         f"Paperboy is listening on {server.url} for Slack ({EVENTS_PATH}) and health checks "
         f"({HEALTH_PATH}). Slack's Request URLs must be https://<your public host>{EVENTS_PATH}.",
-        file=sys.stderr,
     )
     server.start()
     try:
@@ -507,18 +610,33 @@ def _run_http(settings: Settings, with_scheduler: bool) -> None:
         # The token was just checked, with retries: Bolt need not check it again.
         app = build_app(settings, engine, verify_token=False)
         if with_scheduler:
-            web.clock = _start_clock(settings, engine)
+            # A token revoked while running stops the clock, then the server, then we exit 1.
+            web.clock = _start_clock(settings, engine, server.request_stop)
         web.ready(engine, app)
-        log.info("Paperboy is ready.")
+        log.info("Paperboy is ready%s.", " (digests are sent from this process)" * with_scheduler)
         server.wait()
     finally:
         if web.clock is not None:
             web.clock.shutdown()
         server.stop()
+    _raise_if_fatal(web.clock)
 
 
-def _start_clock(settings: Settings, engine: Engine) -> Any:
-    raise StartupError("--with-scheduler is not available yet.", status=2)
+def _start_clock(settings: Settings, engine: Engine, stop: Callable[[], Any]) -> Any:
+    """``--with-scheduler``: the digest clock on a background thread of this process (its
+    token was checked just before). ``stop`` is called when it dies for a refused token."""
+    from digest.clock import Clock
+
+    if settings.log_level != "DEBUG":  # a line per tick, every minute, is noise
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    clock = Clock(engine, settings, on_fatal=lambda error: stop())
+    clock.start_background()
+    return clock
+
+
+def _raise_if_fatal(clock: Any) -> None:
+    if clock is not None and clock.fatal is not None:
+        raise StartupError(str(clock.fatal), status=1)
 
 
 @contextlib.contextmanager
@@ -535,6 +653,6 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _fail(message: str, status: int) -> None:
-    print(f"paperboy serve: {message}", file=sys.stderr)
+def _fail(message: str, status: int, settings: Settings, name: str = "serve") -> None:
+    say(settings, f"paperboy {name}: {message}", logging.ERROR)
     raise SystemExit(status)

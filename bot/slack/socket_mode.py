@@ -1,5 +1,6 @@
 """Socket Mode: the Slack app over a websocket that Paperboy opens to Slack, so it needs no
-public URL and binds no port (the Procfile's ``worker:`` type, ``paperboy worker``).
+public URL and binds no port (the Procfile's ``worker:`` type: ``paperboy worker``, or
+``paperboy serve`` with ``SLACK_APP_TOKEN``; both start through ``bot.slack.server.run``).
 
 Bolt's built-in ``SocketModeHandler`` (no extra dependency) does the protocol: it asks
 ``apps.connections.open`` (at ``SLACK_API_URL``, with the ``xapp-`` token) for a websocket
@@ -16,17 +17,12 @@ import contextlib
 import logging
 import signal
 import struct
-import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Executor
-from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
-
-from bot.cli_options import db_option, load_settings, open_engine
+from bot.logs import say
 from bot.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -53,17 +49,19 @@ def make_handler(
     *,
     client: WebClient | None = None,
     executor: Executor | None = None,
+    verify_token: bool | None = None,
 ) -> SocketModeHandler:
     """The Bolt app (``build_app``) behind Bolt's built-in Socket Mode handler, not connected
     yet. ``apps.connections.open`` goes through the app's own client, so to ``SLACK_API_URL``
-    with its retry handlers; slack_sdk sends the ``xapp-`` token for that one call."""
+    with its retry handlers; slack_sdk sends the ``xapp-`` token for that one call.
+    ``verify_token``: as for ``build_app`` (False when the caller has just checked it)."""
     from slack_bolt.adapter.socket_mode import SocketModeHandler
 
     from .app import build_app
 
     if not settings.slack_app_token:
         raise SettingsError("SLACK_APP_TOKEN is not set.")
-    app = build_app(settings, engine, client=client, executor=executor)
+    app = build_app(settings, engine, client=client, executor=executor, verify_token=verify_token)
     return SocketModeHandler(app, settings.slack_app_token, web_client=app.client)
 
 
@@ -106,7 +104,9 @@ def _send_close_frame(session) -> None:  # slack_sdk.socket_mode.builtin.connect
             session.sock.sendall(frame)
 
 
-def run_socket_mode(settings: Settings, engine: Engine) -> None:
+def run_socket_mode(
+    settings: Settings, engine: Engine, *, verify_token: bool | None = None
+) -> None:
     """Serve Slack over Socket Mode until SIGTERM or Ctrl-C, then :func:`close` cleanly and
     return.
 
@@ -116,12 +116,12 @@ def run_socket_mode(settings: Settings, engine: Engine) -> None:
     """
     from slack_sdk.errors import SlackApiError
 
-    handler = make_handler(settings, engine)
+    handler = make_handler(settings, engine, verify_token=verify_token)
     refused: list[str] = []
     stopping = threading.Event()
     if _in_main_thread():  # the signal that wakes the main thread needs our SIGTERM handler
         _give_up_when_refused(handler, refused, stopping)
-    print("Paperboy is connecting to Slack over Socket Mode (no port is opened).", file=sys.stderr)
+    say(settings, "Paperboy is connecting to Slack over Socket Mode (no port is opened).")
     refused_at_start: str | None = None
     with _stop_on_sigterm():
         try:
@@ -136,6 +136,7 @@ def run_socket_mode(settings: Settings, engine: Engine) -> None:
     # The one sentence comes last, after close()'s log lines.
     if refused_at_start:
         _fail(
+            settings,
             f"Slack did not accept SLACK_APP_TOKEN ({refused_at_start}); create an app-level "
             "token with the connections:write scope on your app's Basic Information page, and "
             "turn Socket Mode on.",
@@ -143,6 +144,7 @@ def run_socket_mode(settings: Settings, engine: Engine) -> None:
         )
     if refused:
         _fail(
+            settings,
             f"Slack refused SLACK_APP_TOKEN when reconnecting ({refused[0]}); it was revoked or "
             "its app deleted: create a new app-level token and restart.",
             status=1,
@@ -207,50 +209,6 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _fail(message: str, status: int) -> None:
-    print(f"paperboy: {message}", file=sys.stderr)
+def _fail(settings: Settings, message: str, status: int) -> None:
+    say(settings, f"paperboy: {message}", logging.ERROR)
     raise SystemExit(status)
-
-
-# --- paperboy worker ----------------------------------------------------------------------------
-
-
-@click.command()
-@db_option
-@click.pass_context
-def worker(ctx: click.Context, db_path: Path | None) -> None:
-    """Run the Slack app over Socket Mode (SLACK_APP_TOKEN + SLACK_BOT_TOKEN): no public URL,
-    no port. The Procfile's `worker:` process; stops cleanly on SIGTERM."""
-    from urllib.error import URLError
-
-    from slack_bolt.error import BoltError
-
-    from bot.logs import configure_logging
-
-    settings = load_settings()
-    path = db_path or getattr(ctx.obj, "db_path", None) or settings.db_path
-    settings = replace(settings, db_path=path)
-    configure_logging(settings)
-    try:
-        if not settings.slack_app_token:
-            raise SettingsError(
-                "SLACK_APP_TOKEN is missing: `paperboy worker` runs Socket Mode with an "
-                "app-level token (xapp-...) from your app's Basic Information page; "
-                "`paperboy serve` runs over HTTP instead."
-            )
-        settings.check_slack()
-    except SettingsError as error:
-        _fail(str(error), status=2)
-    # Like serve: a fresh database is created and filled from the seed corpus.
-    engine = open_engine(settings, path, write=True)
-    log.info("corpus: %s papers in %s", f"{engine.corpus.count():,}", path)
-    try:
-        run_socket_mode(settings, engine)
-    except BoltError as error:  # Bolt checks the bot token with auth.test at startup
-        _fail(
-            f"Slack did not accept SLACK_BOT_TOKEN ({error}); copy it again from your app's "
-            "OAuth & Permissions page.",
-            status=2,
-        )
-    except URLError as error:
-        _fail(f"Could not reach Slack at {settings.slack_api_url} ({error.reason}).", status=1)

@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from slack_sdk.errors import SlackApiError
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.slack import render
 from bot.slack.listeners import reply
 
 if TYPE_CHECKING:
     from slack_bolt import Ack, App
-    from slack_sdk import WebClient
 
     from bot.slack.app import Services
 
@@ -41,12 +43,18 @@ SHARE_ELSEWHERE_ACTIONS = re.compile(rf"^{render.ACTION_SHARE_ELSEWHERE}:\d+$")
 # chat.postMessage errors that mean "the bot may not post there", where posting through the
 # response_url (as the clicking user's action) still works: private channels.
 CANNOT_POST = frozenset({"not_in_channel", "channel_not_found", "restricted_action"})
+#: Slack expires a trigger_id this many seconds after the click.
+TRIGGER_SECONDS = 3.0
+PICKER_THREADS = 4
+PICKER_BUSY = "Slack is busy right now and the channel picker could not open. Please click Share again in a moment."
 #: Deeper than anyone pages by hand; a larger offset in a button value is forged.
 MAX_OFFSET = 100_000
 EPHEMERAL = {"response_type": "ephemeral", "replace_original": False}
 
 
 def register(app: App, services: Services) -> None:
+    pickers = ThreadPoolExecutor(PICKER_THREADS, thread_name_prefix="paperboy-picker")
+
     @app.action(PAGE_ACTIONS)
     def page(ack: Ack, action: dict[str, Any], respond: Callable[..., Any]) -> None:
         ack()
@@ -69,9 +77,16 @@ def register(app: App, services: Services) -> None:
         ack()
         elsewhere = SHARE_ELSEWHERE_ACTIONS.match(action.get("action_id") or "")
         if elsewhere or share_channel(body) is None:
-            # Here rather than on the work pool: the trigger_id expires 3 seconds after the
-            # click, and views.open is one quick call.
-            open_share_picker(action, body, respond, client, services)
+            # Off Bolt's ack threads (a slow or rate-limited Slack must never hold up the
+            # acknowledgement of other requests), and not on the work pool either, where
+            # slow lookups could make the 3-second trigger_id expire while it waits.
+            clicked = time.monotonic()
+            pickers.submit(
+                services._guarded,
+                respond,
+                open_share_picker,
+                (action, body, respond, client, services, clicked),
+            )
         else:
             services.later(respond, share_paper, action, body, respond, client, services)
 
@@ -135,17 +150,40 @@ def open_share_picker(
     respond: Callable[..., Any],
     client: WebClient,
     services: Services,
+    clicked: float | None = None,
 ) -> None:
+    """``views.open`` once, within the trigger_id's life, with no retry: Slack expires a
+    trigger_id 3 seconds after the click, so waiting out a 429 (or a slow answer) could
+    never open the picker. The clicker is told to click again instead."""
     paper = shared_paper(action, respond, services)
     if paper is None:
         return
+    left = TRIGGER_SECONDS - (time.monotonic() - clicked if clicked is not None else 0.0)
+    if left <= 0.2:
+        log.warning("share picker not opened: the click waited %.1fs", TRIGGER_SECONDS - left)
+        reply(respond, render.error_message(PICKER_BUSY), **EPHEMERAL)
+        return
+    once = WebClient(
+        token=client.token,
+        base_url=client.base_url,
+        timeout=max(1, int(left)),
+        retry_handlers=[],  # no rate-limit or connection retries: the trigger would expire
+        logger=client.logger,
+    )
     try:
-        client.views_open(trigger_id=body.get("trigger_id") or "", view=render.share_view(paper))
+        once.views_open(trigger_id=body.get("trigger_id") or "", view=render.share_view(paper))
     except SlackApiError as error:
         code = error.response.get("error") if error.response is not None else None
+        status = getattr(error.response, "status_code", 200)
         log.error("views.open for the share picker failed: %s", code)
+        if status == 429 or code == "ratelimited":
+            reply(respond, render.error_message(PICKER_BUSY), **EPHEMERAL)
+            return
         text = f"Sorry, Slack would not open the channel picker ({code}). Please click again."
         reply(respond, render.error_message(text), **EPHEMERAL)
+    except (SlackClientError, OSError) as error:
+        log.error("views.open for the share picker failed: %s", error)
+        reply(respond, render.error_message(PICKER_BUSY), **EPHEMERAL)
 
 
 def share_paper(

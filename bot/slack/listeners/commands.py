@@ -74,6 +74,9 @@ def answer(
         subscriptions.handle(command, text, respond, client, services)
     else:
         result = services.engine.search(text, limit=render.PAGE_SIZE)
+        if not result.hits and services.engine.corpus.count() == 0:
+            reply(respond, render.empty_corpus_message(), response_type="ephemeral")
+            return
         reply(respond, render.search_message(result, query=text), response_type="ephemeral")
 
 

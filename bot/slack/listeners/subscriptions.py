@@ -19,7 +19,7 @@ from bot.engine.query import QueryError
 from bot.english import count
 from bot.slack import render
 from bot.slack.listeners import reply
-from digest.delivery import Dispatcher, refresh_time_zone
+from digest.delivery import Dispatcher, TokenRefused, refresh_time_zone
 from digest.message import digest_message
 from digest.schedule import next_digest
 from digest.selection import check_topic, match_topics
@@ -77,8 +77,11 @@ def handle(
     user_id = command.get("user_id") or ""
     word, rest = _split(args)
     subscriptions = Subscriptions(services.engine.db)
-    subscriptions.ensure_member(user_id, now, command.get("team_id"))
-    member = refresh_time_zone(client, subscriptions, user_id, now)
+    member = subscriptions.ensure_member(user_id, now, command.get("team_id"))
+    try:
+        member = refresh_time_zone(client, subscriptions, user_id, now)
+    except TokenRefused as error:  # topics need no Slack: answer with the zone we have
+        log.error("Slack refused the bot token (%s); the operator must replace it", error.code)
     try:
         if word == "subscribe":
             message = subscribe(services, subscriptions, member, rest, now)
@@ -238,7 +241,14 @@ def digest(
         message, _ = digest_message(services.engine, plan, local, preview=True)
         return message
     if action == "now":
-        outcome = dispatcher.send_now(user_id, now)
+        try:
+            outcome = dispatcher.send_now(user_id, now)
+        except TokenRefused as error:
+            log.error("Slack refused the bot token (%s); the operator must replace it", error.code)
+            return _message(
+                "Slack refused Paperboy's token, so no digest can be sent right now; please "
+                "tell whoever runs Paperboy."
+            )
         where = f"<#{outcome.channel}>" if member.digest_channel else "your direct messages"
         texts = {
             "sent": f":incoming_envelope: Sent: {count(outcome.papers, 'paper')}, in {where}.",
