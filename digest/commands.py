@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import sys
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import click
 
-from bot.cli_options import BadSettings, db_option, load_settings, open_engine
+from bot.cli_options import BadSettings, db_option, exit_on_sigterm, load_settings, open_engine
 from bot.logs import configure_logging
 
 
@@ -51,17 +48,6 @@ def _settings():
     except ClockError as error:
         raise BadSettings([str(error)]) from None
     return settings
-
-
-def _exit_on_sigterm() -> None:
-    """Platforms stop a process with SIGTERM: exit 0 at any moment, start-up included
-    (seeding a new database, building the index, waiting for Slack to answer auth.test)."""
-
-    def stop(signum: int, _frame: Any) -> None:
-        raise SystemExit(0)
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, stop)
 
 
 def _clock(engine, settings, **options):
@@ -92,7 +78,7 @@ def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
     """
     from .clock import ClockError
 
-    _exit_on_sigterm()  # first thing: a stop during start-up is a clean stop too
+    exit_on_sigterm()  # first thing: a stop during start-up is a clean stop too
     settings = _settings()
     configure_logging(settings)
     if settings.log_level != "DEBUG":  # a line per job run, every minute, is noise
@@ -167,7 +153,7 @@ def send(
     from .delivery import TokenRefused
     from .subscriptions import Subscriptions
 
-    _exit_on_sigterm()
+    exit_on_sigterm()
     settings = _settings()
     configure_logging(settings)
     engine = _engine(ctx, db_path, settings)
