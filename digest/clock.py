@@ -10,7 +10,10 @@ Faults an operator must fix are not retried: a token Slack refuses at start (``c
 revokes while running (``invalid_auth``, ``token_revoked``, ``not_authed``, ``account_inactive``
 from any call) stops the sending at once and raises ``ClockError``, whose text is one sentence;
 ``paperboy scheduler`` exits non-zero with it so the platform restarts the process and alerts.
-Transient faults (Slack's 5xx, a dropped connection) are retried with backoff first.
+Transient faults (Slack's 5xx, a dropped connection) are retried with backoff first. A running
+clock also asks ``auth.test`` every ``TOKEN_CHECK`` (five minutes, at the end of a tick), so a
+revoked token stops it soon even when no digest is due; a failed check that is not a refusal
+is logged and tried again next tick.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ HEARTBEAT = "digest-clock"
 STALE_TICKS = 3
 #: Waits between attempts at ``auth.test`` when Slack is unreachable or answers 5xx.
 CHECK_BACKOFF = (1.0, 2.0, 4.0, 8.0)
+#: How often a running clock asks ``auth.test`` whether the token still works, so a revoked
+#: token stops the process within minutes even on a day with no digest due. ``auth.test`` is
+#: cheap (Slack's "special" rate tier); a tick that fails to reach Slack just asks again next tick.
+TOKEN_CHECK = timedelta(minutes=5)
 
 
 class ClockError(Exception):
@@ -97,6 +104,7 @@ class Clock:
         self.fatal: ClockError | None = None
         self._lock = threading.Lock()
         self._background = False
+        self._token_checked: datetime | None = None  # the last auth.test Slack answered
 
     # -- checks and ticks -------------------------------------------------------------------
 
@@ -109,6 +117,7 @@ class Clock:
                 self.sleep(CHECK_BACKOFF[attempt - 1])
             try:
                 self.client.auth_test()
+                self._token_checked = datetime.now(UTC)
                 return
             except SlackApiError as error:
                 response = error.response
@@ -139,8 +148,33 @@ class Clock:
             outcomes = self.dispatcher.run_due(now)
         except TokenRefused as error:
             raise refused(error.code) from None
+        self._recheck_token(now)
         write_heartbeat(self.engine.db, now, self.tick_seconds, self.dispatcher.worker)
         return outcomes
+
+    def token_checked(self, when: datetime | None = None) -> None:
+        """The token was just checked elsewhere (``serve`` checks it at start): the next
+        ``auth.test`` is due ``TOKEN_CHECK`` later."""
+        self._token_checked = (when or datetime.now(UTC)).astimezone(UTC)
+
+    def _recheck_token(self, now: datetime) -> None:
+        """``auth.test`` every ``TOKEN_CHECK``: a refused token is a ``ClockError`` now, not
+        when the next digest falls due; Slack's own trouble is logged and asked again next
+        tick (it must not stop the clock)."""
+        if self._token_checked is not None and now - self._token_checked < TOKEN_CHECK:
+            return
+        try:
+            self.client.auth_test()
+        except SlackApiError as error:
+            code = str((error.response.get("error") if error.response is not None else "") or "")
+            if code in AUTH_ERRORS:
+                raise refused(code) from None
+            log.warning("checking the bot token failed (%s); trying again next tick", code)
+            return
+        except (SlackClientError, OSError) as error:
+            log.warning("checking the bot token failed (%s); trying again next tick", error)
+            return
+        self._token_checked = now
 
     def ingest(self) -> None:
         from .feeds import ingest_feeds

@@ -263,3 +263,29 @@ def test_digest_send_now_goes_at_once_after_a_post_refused_for_the_token(engine,
     assert ": sent, " in again.output
     assert fake.calls_to("conversations.history") == []  # certainly not posted: no lookup
     assert len(fake.messages_in("DU1")) == 1
+
+
+def test_a_token_revoked_on_a_quiet_day_stops_the_clock_within_five_minutes(engine, fake) -> None:
+    """No digest due at all: the clock still asks auth.test every TOKEN_CHECK, so a revoked
+    token is noticed within minutes, not when the next digest falls due."""
+    running = clock(engine, fake)
+    start = BERLIN_0900
+    assert running.tick(start) == [] and len(fake.calls_to("auth.test")) == 1
+    running.tick(start + timedelta(minutes=1))
+    assert len(fake.calls_to("auth.test")) == 1  # not every tick
+    fake.revoke_token()
+    running.tick(start + timedelta(minutes=4))
+    with pytest.raises(ClockError, match=r"Slack refused the bot token \(token_revoked\)"):
+        running.tick(start + timedelta(minutes=5))
+    assert clock_health(engine.db, start).last_tick == start + timedelta(minutes=4)
+
+
+def test_slack_failing_the_token_check_does_not_stop_the_clock(engine, fake) -> None:
+    running = clock(engine, fake)
+    fake.fail_next("auth.test", status=500)
+    running.tick(BERLIN_0900)  # logged, not raised; the heartbeat is written
+    assert clock_health(engine.db, BERLIN_0900).last_tick == BERLIN_0900
+    running.tick(BERLIN_0900 + timedelta(minutes=1))  # asked again at once, and answered
+    assert len(fake.calls_to("auth.test")) == 2
+    running.tick(BERLIN_0900 + timedelta(minutes=2))
+    assert len(fake.calls_to("auth.test")) == 2

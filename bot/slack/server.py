@@ -651,6 +651,7 @@ def _start_clock(settings: Settings, engine: Engine, stop: Callable[[], Any]) ->
     if settings.log_level != "DEBUG":  # a line per tick, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     clock = Clock(engine, settings, on_fatal=lambda error: stop())
+    clock.token_checked()  # it checks again every few minutes (digest.clock.TOKEN_CHECK)
     clock.start_background()
     return clock
 
