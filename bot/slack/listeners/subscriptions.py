@@ -77,13 +77,22 @@ def handle(
     user_id = command.get("user_id") or ""
     word, rest = _split(args)
     subscriptions = Subscriptions(services.engine.db)
-    member = subscriptions.ensure_member(user_id, now, command.get("team_id"))
+    if services.engine.read_only:
+        # Nothing can be saved: the member as stored (or a new one's defaults), so that
+        # reads (topics, digest preview) still answer; writes say why they cannot.
+        member = subscriptions.member(user_id) or Member(user_id, command.get("team_id"))
+    else:
+        member = subscriptions.ensure_member(user_id, now, command.get("team_id"))
+        try:
+            member = refresh_time_zone(client, subscriptions, user_id, now)
+        except TokenRefused as error:  # topics need no Slack: answer with the zone we have
+            log.error("Slack refused the bot token (%s); the operator must replace it", error.code)
     try:
-        member = refresh_time_zone(client, subscriptions, user_id, now)
-    except TokenRefused as error:  # topics need no Slack: answer with the zone we have
-        log.error("Slack refused the bot token (%s); the operator must replace it", error.code)
-    try:
-        if word == "subscribe":
+        if services.engine.read_only and _writes(word, rest):
+            # Refused before trying; a write that fails anyway (the file's mode changed
+            # under a running app) is told the same way by ``Services._guarded``.
+            message = render.read_only_message()
+        elif word == "subscribe":
             message = subscribe(services, subscriptions, member, rest, now)
         elif word == "unsubscribe":
             message = unsubscribe(services, subscriptions, member, rest)
@@ -96,6 +105,17 @@ def handle(
     except (SubscriptionError, QueryError) as error:
         message = render.error_message(str(error))
     reply(respond, message, **EPHEMERAL)
+
+
+#: ``digest`` actions that save something (``now`` records the digest it sends).
+DIGEST_WRITES = frozenset({"on", "off", "time", "days", "channel", "now"})
+
+
+def _writes(word: str, rest: str) -> bool:
+    """Whether the subcommand saves something (refused at once on a read-only database)."""
+    if word in ("subscribe", "unsubscribe"):
+        return True
+    return word == "digest" and rest.strip().partition(" ")[0].lower() in DIGEST_WRITES
 
 
 # --- subcommands -------------------------------------------------------------------------------
