@@ -10,11 +10,13 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -500,3 +502,45 @@ def test_stop_ends_the_server_even_when_its_wake_up_pipe_was_closed_under_it() -
     running.stop()
     assert _refuses(running.port)
     assert running._thread is not None and not running._thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"{", "application/json"),
+        (b"[]", "application/json"),
+        (b'"x"', "application/json"),
+        (b"{", "application/x-www-form-urlencoded"),
+        (b"payload=%7Bnot+json", "application/x-www-form-urlencoded"),
+        (b"payload=null", "application/x-www-form-urlencoded"),
+        (b"payload=%5B1%5D", "application/x-www-form-urlencoded"),
+    ],
+)
+def test_a_signed_but_malformed_body_is_a_400_and_one_log_line(
+    slack: SlackHarness, caplog: pytest.LogCaptureFixture, body: bytes, content_type: str
+) -> None:
+    with caplog.at_level("INFO"):
+        status, answer = slack.post(body, content_type=content_type)
+    assert (status, answer) == (400, "Malformed request body")
+    problems = [r for r in caplog.records if r.levelno >= 30]
+    assert [r.name for r in problems] == ["bot.slack.server"], caplog.text
+    assert "refused a signed request" in problems[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+
+
+def test_a_slash_command_without_a_response_url_is_acked_and_logged_once(
+    slack: SlackHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    form = {"command": "/papers", "text": "diffusion", "user_id": "U1", "team_id": "T1"}
+    with caplog.at_level("INFO"):
+        status, answer = slack.post(urlencode(form).encode())
+        # The listener runs on after the ack: wait for its first word, then for any work
+        # it queued.
+        deadline = time.monotonic() + 10
+        while not [r for r in caplog.records if r.levelno >= 30] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        slack.executor.shutdown(wait=True)
+    assert (status, answer) == (200, "")
+    problems = [r for r in caplog.records if r.levelno >= 30]
+    assert len(problems) == 1 and "no response_url" in problems[0].getMessage(), caplog.text
+    assert not [r for r in caplog.records if r.exc_info], caplog.text

@@ -52,7 +52,7 @@ from bot.engine.search import Engine
 from bot.logs import configure_logging, say
 from bot.settings import Settings, SettingsError
 
-from .app import build_app
+from .app import body_problem, build_app
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +163,12 @@ class WebApp(Router):
         if problem:
             log.warning("refused a request to %s: %s", EVENTS_PATH, problem)
             return plain(start_response, "401 Unauthorized", "Invalid request signature")
+        # Signed, so from Slack (or someone with the secret); still, a body Bolt cannot take
+        # would cost a traceback and a 500: its shape is checked first.
+        malformed = body_problem(body.decode("utf-8"), environ.get("CONTENT_TYPE"))
+        if malformed:
+            log.warning("refused a signed request to %s: %s", EVENTS_PATH, malformed)
+            return plain(start_response, "400 Bad Request", "Malformed request body")
         if self.bolt is None:
             return self._warming_up(body, environ, start_response)
         forwarded = {**environ, "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
