@@ -98,6 +98,12 @@ def is_read_only_error(error: BaseException) -> bool:
     return "readonly database" in str(error)
 
 
+def is_json_body(body: str, content_type: str | None) -> bool:
+    """Whether Bolt reads ``body`` as JSON (an event) rather than as a form."""
+    kind = (content_type or "").split(";")[0].strip().lower()
+    return kind == "application/json" or body.startswith("{")
+
+
 def body_problem(body: str, content_type: str | None) -> str | None:
     """Why a (signed) body is not a payload Bolt can take, or None when it is one.
 
@@ -105,10 +111,9 @@ def body_problem(body: str, content_type: str | None) -> str | None:
     sent as JSON or starting with ``{``, else a form whose ``payload`` field, if any, is
     JSON. Whatever is JSON must be an object; Bolt fails with a traceback on anything else.
     """
-    kind = (content_type or "").split(";")[0].strip().lower()
     if not body:
         return None
-    if kind == "application/json" or body.startswith("{"):
+    if is_json_body(body, content_type):
         raw, what = body, "the JSON body"
     elif "payload" in body:
         raw = dict(parse_qsl(body, keep_blank_values=True)).get("payload")
@@ -223,20 +228,37 @@ class _LoggedAck(Ack):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         answer = super().__call__(*args, **kwargs)
-        fields = {
-            **self.fields,
-            "latency_ms": round((time.perf_counter() - self.started) * 1000, 1),
-        }
-        what = fields.get("command") or fields.get("action_id") or fields.get("callback_id")
-        request_log.info(
-            "%s from %s in %s: acked in %.1f ms",
-            what or fields.get("type"),
-            fields.get("user"),
-            fields.get("team"),
-            fields["latency_ms"],
-            extra=fields,
-        )
+        log_acked(self.fields, self.started)
         return answer
+
+
+def log_acked(fields: dict[str, Any], started: float) -> None:
+    """The one ``paperboy.requests`` line for a request acknowledged now (``started``: its
+    ``time.perf_counter()`` on arrival)."""
+    fields = {**fields, "latency_ms": round((time.perf_counter() - started) * 1000, 1)}
+    what = fields.get("command") or fields.get("action_id") or fields.get("callback_id")
+    request_log.info(
+        "%s from %s in %s: acked in %.1f ms",
+        what or fields.get("type"),
+        fields.get("user"),
+        fields.get("team"),
+        fields["latency_ms"],
+        extra=fields,
+    )
+
+
+def raw_request_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """:func:`request_fields` from the parsed body alone (before Bolt, while warming up)."""
+    team = body.get("team")
+    user = body.get("user")
+    event = body.get("event")
+    context = BoltContext(
+        team_id=(team.get("id") if isinstance(team, dict) else None) or body.get("team_id"),
+        user_id=(user.get("id") if isinstance(user, dict) else None)
+        or body.get("user_id")
+        or (event.get("user") if isinstance(event, dict) else None),
+    )
+    return request_fields(context, body)
 
 
 def request_fields(context: BoltContext, body: dict[str, Any]) -> dict[str, Any]:
