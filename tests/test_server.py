@@ -10,11 +10,13 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -500,3 +502,99 @@ def test_stop_ends_the_server_even_when_its_wake_up_pipe_was_closed_under_it() -
     running.stop()
     assert _refuses(running.port)
     assert running._thread is not None and not running._thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"{", "application/json"),
+        (b"[]", "application/json"),
+        (b'"x"', "application/json"),
+        (b"{", "application/x-www-form-urlencoded"),
+        (b"payload=%7Bnot+json", "application/x-www-form-urlencoded"),
+        (b"payload=null", "application/x-www-form-urlencoded"),
+        (b"payload=%5B1%5D", "application/x-www-form-urlencoded"),
+    ],
+)
+def test_a_signed_but_malformed_body_is_a_400_and_one_log_line(
+    slack: SlackHarness, caplog: pytest.LogCaptureFixture, body: bytes, content_type: str
+) -> None:
+    with caplog.at_level("INFO"):
+        status, answer = slack.post(body, content_type=content_type)
+    assert (status, answer) == (400, "Malformed request body")
+    problems = [r for r in caplog.records if r.levelno >= 30]
+    assert [r.name for r in problems] == ["bot.slack.server"], caplog.text
+    assert "refused a signed request" in problems[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+
+
+def test_a_slash_command_without_a_response_url_is_acked_and_logged_once(
+    slack: SlackHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    form = {"command": "/papers", "text": "diffusion", "user_id": "U1", "team_id": "T1"}
+    with caplog.at_level("INFO"):
+        status, answer = slack.post(urlencode(form).encode())
+        # The listener runs on after the ack: wait for its first word, then for any work
+        # it queued.
+        deadline = time.monotonic() + 10
+        while not [r for r in caplog.records if r.levelno >= 30] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        slack.executor.shutdown(wait=True)
+    assert (status, answer) == (200, "")
+    problems = [r for r in caplog.records if r.levelno >= 30]
+    assert len(problems) == 1 and "no response_url" in problems[0].getMessage(), caplog.text
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+
+
+def test_requests_acked_while_warming_up_are_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Like every request Bolt acks, each one answered during warm-up is one
+    ``paperboy.requests`` line with team, user, what was asked and the ack latency; a
+    malformed one is refused as after warm-up."""
+    from tests.slack_harness import SIGNING_SECRET
+
+    settings = Settings(db_path=tmp_path / "w.db", slack_signing_secret=SIGNING_SECRET)
+    web = server.WebApp(settings)  # never made ready: warming up throughout
+    form = {"command": "/papers", "text": "secret plans", "user_id": "U7", "team_id": "T7"}
+    click = {
+        "type": "block_actions",
+        "team": {"id": "T7"},
+        "user": {"id": "U8"},
+        "actions": [{"action_id": "more"}],
+    }
+    with (
+        server.HttpServer(web, **server.server_options(settings)) as http,
+        caplog.at_level("INFO", logger="paperboy.requests"),
+    ):
+        posts = [
+            (urlencode(form).encode(), "application/x-www-form-urlencoded"),
+            (
+                urlencode({"payload": json.dumps(click)}).encode(),
+                "application/x-www-form-urlencoded",
+            ),
+            (b"payload=null", "application/x-www-form-urlencoded"),
+        ]
+        answers = []
+        for body, kind in posts:
+            ts = str(int(datetime.now(UTC).timestamp()))
+            headers = {
+                "Content-Type": kind,
+                "X-Slack-Request-Timestamp": ts,
+                "X-Slack-Signature": sign(SIGNING_SECRET, ts, body),
+            }
+            request = urllib.request.Request(http.url + "/slack/events", body, headers)
+            try:
+                with urllib.request.urlopen(request, timeout=10) as answer:
+                    answers.append((answer.status, json.loads(answer.read() or b"null")))
+            except urllib.error.HTTPError as error:
+                answers.append((error.code, None))
+    assert answers[0] == (200, {"response_type": "ephemeral", "text": server.WARMING_UP})
+    assert answers[1] == (200, None) and answers[2] == (400, None)
+    logged = [r for r in caplog.records if r.name == "paperboy.requests"]
+    assert len(logged) == 2, caplog.text
+    command, clicked = logged
+    assert (command.team, command.user, command.command) == ("T7", "U7", "/papers")
+    assert isinstance(command.latency_ms, float)
+    assert (clicked.team, clicked.user, clicked.action_id) == ("T7", "U8", "more")
+    assert "secret plans" not in caplog.text

@@ -615,3 +615,28 @@ def test_a_lookup_over_an_empty_corpus_says_what_to_run(tmp_path) -> None:
     assert empty_corpus() in blocks_text(answer)
     assert "No papers match" not in json.dumps(answer)
     assert "paperboy ingest FILE" in answer["text"]
+
+
+def test_subscriptions_and_digests_over_an_empty_corpus_say_what_to_run(tmp_path) -> None:
+    """With no papers at all, "digest now" and "digest preview" must not claim every paper was
+    already sent, and subscribing must not call the topic bad: the empty-corpus sentence."""
+    from bot.engine.search import Engine
+    from bot.english import empty_corpus
+
+    with SlackHarness(tmp_path, engine=Engine.open(tmp_path / "empty.db")) as slack:
+        slack.fake.set_user("U1", tz="UTC")
+        answers = {}
+        for text in ("subscribe diffusion models", "digest preview", "digest now"):
+            _, url = slack.slash(text)
+            answers[text] = slack.reply(url)
+        topics = slack.engine.db.execute("select query from topics").fetchall()
+        posted = slack.fake.calls_to("chat.postMessage")
+    for text, answer in answers.items():
+        assert_valid(answer)
+        assert empty_corpus() in blocks_text(answer), (text, answer)
+        assert "already been in your digests" not in json.dumps(answer), text
+        assert "nothing" not in blocks_text(answer).lower(), (text, answer)
+    assert answers["digest now"]["text"] == empty_corpus()
+    assert "Subscribed to" in answers["subscribe diffusion models"]["text"]
+    assert topics == [("diffusion models",)]  # the topic is kept for when papers come
+    assert not posted

@@ -32,7 +32,7 @@ from bot.engine.index import build_lock, index_dir_for
 from bot.engine.search import Engine
 from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
 from bot.settings import Settings
-from bot.slack import server
+from bot.slack import render, server
 from digest.clock import write_heartbeat
 from digest.message import DIGEST_EVENT
 from digest.subscriptions import Subscriptions
@@ -636,6 +636,54 @@ def test_health_says_read_only_for_a_database_in_a_read_only_folder(
     assert (status, report["status"]) == (200, "read-only"), report
     assert report["database"] == "ok" and report["writable"] is False
     assert report["papers"] > 0
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+
+
+def test_a_read_only_database_answers_reads_and_says_why_writes_cannot_be_saved(
+    tmp_path: Path,
+    read_only: tuple[Path, Any],  # noqa: F811 - the fixture imported above
+) -> None:
+    """Reads (topics, digest preview, help, lookups) answer as usual without writing; every
+    write says in one sentence that nothing can be saved, never "something went wrong"."""
+    folder, lock = read_only
+    engine = Engine.open(folder / "ro.db")
+    Subscriptions(engine.db).add_topic("U1", "diffusion models", datetime.now(UTC))
+    engine.db.close()
+    del engine
+    before = lock()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    prefix = DROP_WRITE if os.geteuid() == 0 else []  # root: held to the file modes
+    reads = {
+        "topics": "diffusion models",
+        "digest preview": "Preview",
+        "help": "/papers",
+        "diffusion": "papers match",
+        "digest": "Your digest",
+    }
+    writes = ["subscribe graph neural networks", "unsubscribe 1", "digest on", "digest off"]
+    writes += ["digest time 08:30", "digest days mon", "digest channel dm", "digest now"]
+    answers: dict[str, dict[str, Any]] = {}
+    with (
+        FakeSlack() as fake,
+        serve(serve_env(tmp_path, fake, folder / "ro.db", port), prefix=prefix) as web,
+    ):
+        web.wait_for_line("is ready")
+        for text in [*reads, *writes]:
+            form, response_url = slash_form(fake, text)
+            status, body = http(url + "/slack/events", form, signed(form))
+            assert (status, body) == (200, ""), text
+            token = response_url.rsplit("/", 1)[-1]
+            (reply,) = fake.wait_for(lambda t=token: [r for r in fake.responses if r.token == t])
+            answers[text] = reply.payload
+        assert web.stop() == 0
+    for text, expected in reads.items():
+        assert expected in json.dumps(answers[text]), (text, answers[text])
+        assert "went wrong" not in json.dumps(answers[text]), text
+    for text in writes:
+        assert answers[text]["text"] == render.READ_ONLY, (text, answers[text])
+    assert not fake.calls_to("chat.postMessage")  # digest now sent nothing
+    assert "Traceback" not in "".join(web.seen)
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
 
 

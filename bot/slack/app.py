@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from slack_bolt import Ack, App, BoltContext
 from slack_sdk import WebClient
@@ -49,22 +51,84 @@ class Services:
     def later(
         self, respond: Callable[..., Any] | None, work: Callable[..., Any], *args: Any
     ) -> None:
-        """Run ``work(*args)`` on the pool; if it fails, log it and apologise via ``respond``."""
+        """Run ``work(*args)`` on the pool; if it fails, log it and apologise via ``respond``.
+
+        A request that carries no response_url (``respond`` cannot answer) is only logged:
+        there is nothing to answer through, and the work's reply would fail."""
+        if respond is not None and getattr(respond, "response_url", "") is None:
+            log.warning(
+                "%s not done: the request has no response_url to answer through",
+                getattr(work, "__name__", work),
+            )
+            return
         self.executor.submit(self._guarded, respond, work, args)
 
     @staticmethod
     def _guarded(respond: Callable[..., Any] | None, work: Callable[..., Any], args: tuple) -> None:
+        """The one place a listener's failure is told: a write refused because the database
+        is read-only says so (the operator's fault, not the member's); anything else is
+        logged with its traceback and apologised for."""
+        from .render import apology_message, read_only_message
+
+        name = getattr(work, "__name__", work)
         try:
             work(*args)
-        except Exception:
-            log.exception("%s failed", getattr(work, "__name__", work))
-            if respond is not None:
-                from .render import apology_message
+            return
+        except Exception as error:
+            if is_read_only_error(error):
+                log.warning("%s: nothing saved, the database is read-only (%s)", name, error)
+                message = read_only_message()
+            else:
+                log.exception("%s failed", name)
+                message = apology_message()
+        if respond is not None:
+            try:
+                respond(**message, response_type="ephemeral", replace_original=False)
+            except Exception:
+                log.exception("could not send the apology either")
 
-                try:
-                    respond(**apology_message(), response_type="ephemeral", replace_original=False)
-                except Exception:
-                    log.exception("could not send the apology either")
+
+def is_read_only_error(error: BaseException) -> bool:
+    """Whether SQLite refused a write because the database (or its folder) is read-only."""
+    if not isinstance(error, sqlite3.OperationalError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF == sqlite3.SQLITE_READONLY
+    return "readonly database" in str(error)
+
+
+def is_json_body(body: str, content_type: str | None) -> bool:
+    """Whether Bolt reads ``body`` as JSON (an event) rather than as a form."""
+    kind = (content_type or "").split(";")[0].strip().lower()
+    return kind == "application/json" or body.startswith("{")
+
+
+def body_problem(body: str, content_type: str | None) -> str | None:
+    """Why a (signed) body is not a payload Bolt can take, or None when it is one.
+
+    Decided the way Bolt parses it (``slack_bolt.request.internals.parse_body``): JSON when
+    sent as JSON or starting with ``{``, else a form whose ``payload`` field, if any, is
+    JSON. Whatever is JSON must be an object; Bolt fails with a traceback on anything else.
+    """
+    if not body:
+        return None
+    if is_json_body(body, content_type):
+        raw, what = body, "the JSON body"
+    elif "payload" in body:
+        raw = dict(parse_qsl(body, keep_blank_values=True)).get("payload")
+        if raw is None:
+            return None
+        raw, what = raw, "the form's payload"
+    else:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return f"{what} is not valid JSON"
+    if not isinstance(data, dict):
+        return f"{what} is not a JSON object"
+    return None
 
 
 def is_local_api(api_url: str) -> bool:
@@ -164,20 +228,37 @@ class _LoggedAck(Ack):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         answer = super().__call__(*args, **kwargs)
-        fields = {
-            **self.fields,
-            "latency_ms": round((time.perf_counter() - self.started) * 1000, 1),
-        }
-        what = fields.get("command") or fields.get("action_id") or fields.get("callback_id")
-        request_log.info(
-            "%s from %s in %s: acked in %.1f ms",
-            what or fields.get("type"),
-            fields.get("user"),
-            fields.get("team"),
-            fields["latency_ms"],
-            extra=fields,
-        )
+        log_acked(self.fields, self.started)
         return answer
+
+
+def log_acked(fields: dict[str, Any], started: float) -> None:
+    """The one ``paperboy.requests`` line for a request acknowledged now (``started``: its
+    ``time.perf_counter()`` on arrival)."""
+    fields = {**fields, "latency_ms": round((time.perf_counter() - started) * 1000, 1)}
+    what = fields.get("command") or fields.get("action_id") or fields.get("callback_id")
+    request_log.info(
+        "%s from %s in %s: acked in %.1f ms",
+        what or fields.get("type"),
+        fields.get("user"),
+        fields.get("team"),
+        fields["latency_ms"],
+        extra=fields,
+    )
+
+
+def raw_request_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """:func:`request_fields` from the parsed body alone (before Bolt, while warming up)."""
+    team = body.get("team")
+    user = body.get("user")
+    event = body.get("event")
+    context = BoltContext(
+        team_id=(team.get("id") if isinstance(team, dict) else None) or body.get("team_id"),
+        user_id=(user.get("id") if isinstance(user, dict) else None)
+        or body.get("user_id")
+        or (event.get("user") if isinstance(event, dict) else None),
+    )
+    return request_fields(context, body)
 
 
 def request_fields(context: BoltContext, body: dict[str, Any]) -> dict[str, Any]:

@@ -565,6 +565,17 @@ def apology_message() -> dict[str, Any]:
     return as_message(text, [section(f":face_with_head_bandage: {text}")])
 
 
+#: A write (subscribe, digest settings, digest now) refused by a read-only database.
+READ_ONLY = (
+    "Paperboy cannot save changes right now because its database is read-only; please ask "
+    "whoever runs Paperboy to fix that. Lookups still work."
+)
+
+
+def read_only_message() -> dict[str, Any]:
+    return as_message(READ_ONLY, [section(f":warning: {escape(READ_ONLY)}")])
+
+
 HELP_SECTIONS = (
     (
         "*Look papers up* (only you see the results until you share one)\n"

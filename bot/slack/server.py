@@ -25,13 +25,14 @@ import signal
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.error import URLError
-from urllib.parse import parse_qs
+from urllib.parse import parse_qsl
 
 import waitress
 from slack_bolt import App
@@ -53,7 +54,7 @@ from bot.engine.search import Engine
 from bot.logs import configure_logging, say
 from bot.settings import Settings, SettingsError
 
-from .app import build_app
+from .app import body_problem, build_app, is_json_body, log_acked, raw_request_fields
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,7 @@ class WebApp(Router):
         if environ.get("REQUEST_METHOD") != "POST":
             start_response("405 Method Not Allowed", [("Allow", "POST"), ("Content-Length", "0")])
             return [b""]
+        started = time.perf_counter()
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -164,8 +166,14 @@ class WebApp(Router):
         if problem:
             log.warning("refused a request to %s: %s", EVENTS_PATH, problem)
             return plain(start_response, "401 Unauthorized", "Invalid request signature")
+        # Signed, so from Slack (or someone with the secret); still, a body Bolt cannot take
+        # would cost a traceback and a 500: its shape is checked first.
+        malformed = body_problem(body.decode("utf-8"), environ.get("CONTENT_TYPE"))
+        if malformed:
+            log.warning("refused a signed request to %s: %s", EVENTS_PATH, malformed)
+            return plain(start_response, "400 Bad Request", "Malformed request body")
         if self.bolt is None:
-            return self._warming_up(body, environ, start_response)
+            return self._warming_up(body, environ, start_response, started)
         forwarded = {**environ, "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
         return self.bolt(forwarded, start_response)
 
@@ -188,33 +196,42 @@ class WebApp(Router):
         return None
 
     def _warming_up(
-        self, body: bytes, environ: dict[str, Any], start_response: Callable[..., Any]
+        self,
+        body: bytes,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+        started: float | None = None,
     ) -> Iterable[bytes]:
         """Slack's request before the engine is ready: the ack itself says to try again.
 
         A slash command's ack body is shown to the user; a modal's submission gets the
         sentence under its first input; a click and an event are acknowledged (a click's
-        message stays as it is, so the user can click again).
+        message stays as it is, so the user can click again). Each is logged once, as Bolt's
+        acks are (``paperboy.requests``). The body's shape was checked (``body_problem``).
         """
-        if "json" in (environ.get("CONTENT_TYPE") or ""):
-            try:
-                event = json.loads(body)
-            except ValueError:
-                event = {}
-            if isinstance(event, dict) and event.get("type") == "url_verification":
+        started = time.perf_counter() if started is None else started
+        text = body.decode("utf-8")
+        if is_json_body(text, environ.get("CONTENT_TYPE")):
+            event = json.loads(text) if text else {}
+            if event.get("type") == "url_verification":
                 return as_json(start_response, "200 OK", {"challenge": event.get("challenge")})
+            log_acked(raw_request_fields(event), started)
             return plain(start_response, "200 OK", "")
-        form = parse_qs(body.decode("utf-8"))
+        form = dict(parse_qsl(text, keep_blank_values=True))
         if form.get("command"):
+            log_acked(raw_request_fields(form), started)
             reply = {"response_type": "ephemeral", "text": WARMING_UP}
             return as_json(start_response, "200 OK", reply)
-        try:
-            payload = json.loads(form.get("payload", ["{}"])[0])
-        except ValueError:
-            payload = {}
-        if isinstance(payload, dict) and payload.get("type") == "view_submission":
-            blocks = (payload.get("view") or {}).get("blocks") or []
-            inputs = [b.get("block_id") for b in blocks if b.get("type") == "input"]
+        payload = json.loads(form["payload"]) if "payload" in form else {}
+        log_acked(raw_request_fields(payload), started)
+        view = payload.get("view")
+        if payload.get("type") == "view_submission" and isinstance(view, dict):
+            blocks = view.get("blocks") or []
+            inputs = [
+                b.get("block_id")
+                for b in blocks
+                if isinstance(b, dict) and b.get("type") == "input"
+            ]
             if inputs and inputs[0]:
                 errors = {"response_action": "errors", "errors": {inputs[0]: WARMING_UP}}
                 return as_json(start_response, "200 OK", errors)

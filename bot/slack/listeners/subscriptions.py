@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk.models.blocks import Block
 
 from bot.engine.query import QueryError
-from bot.english import count
+from bot.english import count, empty_corpus
 from bot.slack import render
 from bot.slack.listeners import reply
 from digest.delivery import Dispatcher, TokenRefused, refresh_time_zone
@@ -77,13 +77,22 @@ def handle(
     user_id = command.get("user_id") or ""
     word, rest = _split(args)
     subscriptions = Subscriptions(services.engine.db)
-    member = subscriptions.ensure_member(user_id, now, command.get("team_id"))
+    if services.engine.read_only:
+        # Nothing can be saved: the member as stored (or a new one's defaults), so that
+        # reads (topics, digest preview) still answer; writes say why they cannot.
+        member = subscriptions.member(user_id) or Member(user_id, command.get("team_id"))
+    else:
+        member = subscriptions.ensure_member(user_id, now, command.get("team_id"))
+        try:
+            member = refresh_time_zone(client, subscriptions, user_id, now)
+        except TokenRefused as error:  # topics need no Slack: answer with the zone we have
+            log.error("Slack refused the bot token (%s); the operator must replace it", error.code)
     try:
-        member = refresh_time_zone(client, subscriptions, user_id, now)
-    except TokenRefused as error:  # topics need no Slack: answer with the zone we have
-        log.error("Slack refused the bot token (%s); the operator must replace it", error.code)
-    try:
-        if word == "subscribe":
+        if services.engine.read_only and _writes(word, rest):
+            # Refused before trying; a write that fails anyway (the file's mode changed
+            # under a running app) is told the same way by ``Services._guarded``.
+            message = render.read_only_message()
+        elif word == "subscribe":
             message = subscribe(services, subscriptions, member, rest, now)
         elif word == "unsubscribe":
             message = unsubscribe(services, subscriptions, member, rest)
@@ -96,6 +105,17 @@ def handle(
     except (SubscriptionError, QueryError) as error:
         message = render.error_message(str(error))
     reply(respond, message, **EPHEMERAL)
+
+
+#: ``digest`` actions that save something (``now`` records the digest it sends).
+DIGEST_WRITES = frozenset({"on", "off", "time", "days", "channel", "now"})
+
+
+def _writes(word: str, rest: str) -> bool:
+    """Whether the subcommand saves something (refused at once on a read-only database)."""
+    if word in ("subscribe", "unsubscribe"):
+        return True
+    return word == "digest" and rest.strip().partition(" ")[0].lower() in DIGEST_WRITES
 
 
 # --- subcommands -------------------------------------------------------------------------------
@@ -146,9 +166,13 @@ def subscribe(
     noun = "paper" if check.matches == 1 else "papers"
     found = f"It matches *{check.matches:,}* {noun} in the corpus now"
     found += ", the best:" if check.top else "."
+    # No papers at all: "matches nothing" would blame the topic; say what to run instead.
+    empty = not check.matches and services.engine.corpus.count() == 0
+    if empty:
+        found = render.escape(empty_corpus())
     blocks: list[Block] = [render.section(f"{head}\n{found}")]
     blocks += render.sections(_paper_line(h) for h in check.top)
-    if check.advice:
+    if check.advice and not empty:
         icon = ":warning:" if check.verdict in ("broad", "general") else ":information_source:"
         advice = render.clip_escaped(check.advice, render.MAX_SECTION_TEXT - 30, markup=True)
         blocks.append(render.section(f"{icon} {advice}"))
@@ -236,11 +260,13 @@ def digest(
     if action == "preview":
         plan = dispatcher.preview(user_id)
         if not plan.size:
-            return _message(_nothing(member))
+            return _nothing(services, member)
         local = now.astimezone(member.zone).date().isoformat()
         message, _ = digest_message(services.engine, plan, local, preview=True)
         return message
     if action == "now":
+        if member.topic_count and services.engine.corpus.count() == 0:
+            return render.empty_corpus_message()
         try:
             outcome = dispatcher.send_now(user_id, now)
         except TokenRefused as error:
@@ -249,10 +275,11 @@ def digest(
                 "Slack refused Paperboy's token, so no digest can be sent right now; please "
                 "tell whoever runs Paperboy."
             )
+        if outcome.status == "skipped":
+            return _nothing(services, member)
         where = f"<#{outcome.channel}>" if member.digest_channel else "your direct messages"
         texts = {
             "sent": f":incoming_envelope: Sent: {count(outcome.papers, 'paper')}, in {where}.",
-            "skipped": _nothing(member),
             "busy": "A digest for you is already on its way; it will be there in a moment.",
             "failed": f"Slack would not take your digest ({render.escape(outcome.error or '')}). "
             + (
@@ -268,10 +295,15 @@ def digest(
     raise SubscriptionError(f"I don't know `digest {action}`. {DIGEST_USAGE}")
 
 
-def _nothing(member: Member) -> str:
+def _nothing(services: Services, member: Member) -> dict[str, Any]:
+    """Why the member's digest is empty: no topics, no papers at all, or all sent already."""
     if not member.topic_count:
-        return "You follow no topics yet: `/papers subscribe &lt;topic&gt;` starts your digest."
-    return (
+        return _message(
+            "You follow no topics yet: `/papers subscribe &lt;topic&gt;` starts your digest."
+        )
+    if services.engine.corpus.count() == 0:
+        return render.empty_corpus_message()
+    return _message(
         "Nothing to send: every paper matching your topics has already been in your digests. "
         "New papers will come as they are added."
     )
