@@ -195,7 +195,9 @@ class Clock:
             if self.fatal is not None:
                 return
             self.fatal = error
-        if self._background:  # run_forever raises it instead, for the command to print once
+        # Said once: run_forever raises it for the command to print, and an ``on_fatal``
+        # owner (``serve --with-scheduler``) reports it as it ends the process.
+        if self._background and self.on_fatal is None:
             log.error("%s", error)
         if self.scheduler is not None and self.scheduler.running:
             self.scheduler.shutdown(wait=False)  # from the job's own thread: do not wait on it

@@ -474,6 +474,7 @@ def test_a_token_revoked_while_serving_with_the_scheduler_ends_the_process(
     last = [line for line in web.seen if line.strip()][-1]
     assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
     assert "Traceback" not in "".join(web.seen)
+    assert "".join(web.seen).count("Slack refused the bot token") == 1  # said once
 
 
 # --- JSON logs --------------------------------------------------------------------------------
@@ -612,6 +613,7 @@ def test_socket_mode_with_the_scheduler_ends_when_the_token_is_revoked(
     last = [line for line in web.seen if line.strip()][-1]
     assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
     assert "Traceback" not in "".join(web.seen)
+    assert "".join(web.seen).count("Slack refused the bot token") == 1  # said once
 
 
 def test_health_says_read_only_for_a_database_in_a_read_only_folder(
