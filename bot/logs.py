@@ -9,8 +9,10 @@ string, so a line is always one event.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -61,3 +63,20 @@ def say(settings: Settings, message: str, level: int = logging.INFO) -> None:
         import sys
 
         print(message, file=sys.stderr)
+
+
+@contextlib.contextmanager
+def quiet_slack_sdk() -> Iterator[None]:
+    """slack_sdk logs an ERROR and two INFO lines for every failed attempt; while Paperboy
+    checks the token at start (and says one warning per retry itself, then one sentence),
+    those are noise. Kept at ``PAPERBOY_LOG_LEVEL=DEBUG``."""
+    logger = logging.getLogger("slack_sdk.web.base_client")
+    if logging.getLogger().getEffectiveLevel() <= logging.DEBUG:
+        yield
+        return
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)

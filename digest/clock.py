@@ -30,6 +30,8 @@ from urllib.parse import urlsplit
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from bot.logs import quiet_slack_sdk
+
 from . import schedule
 from .delivery import AUTH_ERRORS, Dispatcher, Outcome, TokenRefused, make_client
 from .schedule import TICK_SECONDS
@@ -116,7 +118,8 @@ class Clock:
             if attempt:
                 self.sleep(CHECK_BACKOFF[attempt - 1])
             try:
-                self.client.auth_test()
+                with quiet_slack_sdk():  # our one warning per attempt, then one sentence
+                    self.client.auth_test()
                 self._token_checked = datetime.now(UTC)
                 return
             except SlackApiError as error:

@@ -289,3 +289,17 @@ def test_slack_failing_the_token_check_does_not_stop_the_clock(engine, fake) -> 
     assert len(fake.calls_to("auth.test")) == 2
     running.tick(BERLIN_0900 + timedelta(minutes=2))
     assert len(fake.calls_to("auth.test")) == 2
+
+
+def test_unreachable_slack_at_start_is_one_warning_per_attempt(engine, fake, caplog) -> None:
+    """Not slack_sdk's ERROR and INFO lines for every attempt: ours, one per retry."""
+    import logging
+
+    url = fake.api_url
+    fake.stop()
+    broken = Settings(slack_api_url=url, slack_bot_token="xoxb-test")
+    client = WebClient(token="xoxb-test", base_url=url, retry_handlers=[])
+    caplog.set_level(logging.INFO)
+    with pytest.raises(ClockError):
+        Clock(engine, broken, client=client, sleep=lambda _: None).check_token()
+    assert [r.name for r in caplog.records] == ["digest.clock"] * 4

@@ -51,7 +51,7 @@ from waitress import wasyncore
 
 from bot.engine.corpus import DatabaseError, connect, is_writable
 from bot.engine.search import Engine
-from bot.logs import configure_logging, say
+from bot.logs import configure_logging, quiet_slack_sdk, say
 from bot.settings import Settings, SettingsError
 
 from .app import body_problem, build_app, is_json_body, log_acked, raw_request_fields
@@ -486,14 +486,15 @@ def check_slack_token(settings: Settings) -> dict[str, Any]:
         base_url=settings.slack_api_url,
         timeout=10,
         retry_handlers=[
-            ConnectionErrorRetryHandler(STARTUP_RETRIES, STARTUP_INTERVAL),
+            _ConnectionErrors(STARTUP_RETRIES, STARTUP_INTERVAL),
             _ServerErrors(STARTUP_RETRIES, STARTUP_INTERVAL),
             RateLimitErrorRetryHandler(max_retry_count=2),
         ],
     )
     where = settings.slack_api_url
     try:
-        return client.auth_test().data  # type: ignore[return-value]
+        with quiet_slack_sdk():  # one warning per retry (_Retrying), then one sentence
+            return client.auth_test().data  # type: ignore[return-value]
     except SlackApiError as error:
         code = error.response.get("error") if isinstance(error.response.data, dict) else None
         status = error.response.status_code
@@ -514,7 +515,26 @@ def check_slack_token(settings: Settings) -> dict[str, Any]:
         raise StartupError(f"Could not reach Slack at {where} ({reason}).") from None
 
 
-class _ServerErrors(ServerErrorRetryHandler):
+class _Retrying:
+    """One warning of ours per retry of auth.test at start (slack_sdk's own are quieted)."""
+
+    def prepare_for_next_attempt(self, *, state, request, response=None, error=None) -> None:  # noqa: ANN001
+        cause = (
+            f"HTTP {response.status_code}"
+            if response is not None
+            else getattr(error, "reason", error)
+        )
+        log.warning("auth.test failed (%s); trying again", cause)
+        super().prepare_for_next_attempt(  # type: ignore[misc]
+            state=state, request=request, response=response, error=error
+        )
+
+
+class _ConnectionErrors(_Retrying, ConnectionErrorRetryHandler):
+    pass
+
+
+class _ServerErrors(_Retrying, ServerErrorRetryHandler):
     """slack_sdk's server-error retries cover 500 and 503; a proxy's 502 and 504 are as
     transient."""
 
