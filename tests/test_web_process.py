@@ -714,3 +714,13 @@ def test_a_port_in_use_or_a_bad_host_is_one_sentence(
     said = [line for line in web.seen if line.strip()]
     assert len(said) == 1 and said[0].startswith("paperboy serve: ") and sentence in said[0]
     assert not (tmp_path / "never.db").exists()
+
+
+def test_the_banner_says_what_is_bound(tmp_path: Path) -> None:
+    port = free_port()
+    with FakeSlack() as fake:
+        env = serve_env(tmp_path, fake, tmp_path / "b.db", port) | {"HOST": "0.0.0.0"}
+        with serve(env) as web:
+            line = web.wait_for_line("listening on")
+            assert web.stop() == 0
+    assert f"port {port} on every interface (0.0.0.0; http://127.0.0.1:{port} here)" in line

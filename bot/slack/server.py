@@ -658,7 +658,7 @@ def _run_http(settings: Settings, with_scheduler: bool) -> None:
     server = HttpServer(web, host=settings.host, port=settings.port, **server_options(settings))
     say(
         settings,
-        f"Paperboy is listening on {server.url} for Slack ({EVENTS_PATH}) and health checks "
+        f"Paperboy is listening on {_bound(server)} for Slack ({EVENTS_PATH}) and health checks "
         f"({HEALTH_PATH}). Slack's Request URLs must be https://<your public host>{EVENTS_PATH}.",
     )
     server.start()
@@ -678,6 +678,15 @@ def _run_http(settings: Settings, with_scheduler: bool) -> None:
             web.clock.shutdown()
         server.stop()
     _raise_if_fatal(web.clock)
+
+
+def _bound(server: HttpServer) -> str:
+    """What the server binds, as bound: every interface says so (and how to reach it here)."""
+    if server.host in ("0.0.0.0", "", "::"):
+        return (
+            f"port {server.port} on every interface ({server.host or '0.0.0.0'}; {server.url} here)"
+        )
+    return server.url
 
 
 def _start_clock(settings: Settings, engine: Engine, stop: Callable[[], Any]) -> Any:
