@@ -19,7 +19,7 @@ import click
 
 from digest.commands import digest, scheduler
 
-from .cli_options import db_option, load_settings, open_engine
+from .cli_options import db_option, exit_on_sigterm, load_settings, open_engine
 from .engine.query import QueryError
 from .english import count, empty_corpus
 from .logs import configure_logging
@@ -278,6 +278,7 @@ def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path
     The HTTP port answers at once; /healthz says 503 "warming up" until the database and
     index are ready.
     """
+    exit_on_sigterm()  # first thing: the imports and the start-up below take a while
     from dataclasses import replace
 
     from .slack.server import run
@@ -306,6 +307,7 @@ def worker(ctx, with_scheduler: bool, db_path) -> None:
     It starts as `serve` does with SLACK_APP_TOKEN (the same code): the token checked with
     Slack, with retries; a read-only database still answers lookups.
     """
+    exit_on_sigterm()
     from dataclasses import replace
 
     from .slack.server import run

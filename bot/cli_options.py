@@ -6,6 +6,8 @@ option without importing ``bot.cli``, which imports them.
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 
 import click
@@ -40,6 +42,20 @@ class BadSettings(click.ClickException):
     def show(self, file=None) -> None:
         for problem in self.problems:
             click.echo(problem, err=True)
+
+
+def exit_on_sigterm() -> None:
+    """Platforms (Heroku, systemd, Docker) stop a process with SIGTERM: a long-running command
+    calls this first thing, so a stop at any moment, start-up included (imports, seeding a new
+    database, building the index, waiting for Slack's auth.test), exits 0 rather than dying
+    by the signal (status 143). Only the main thread may set it (click's test runner may not
+    be on it)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_0)
+
+
+def _exit_0(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def load_settings() -> Settings:

@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import click
 
-from bot.cli_options import db_option, load_settings, open_engine
+from bot.cli_options import BadSettings, db_option, exit_on_sigterm, load_settings, open_engine
 from bot.logs import configure_logging
 
 
@@ -37,6 +35,19 @@ def _engine(ctx: click.Context, db_path: Path | None, settings, write: bool = Tr
     # `paperboy --db X digest ...` puts X on the group's context object.
     path = db_path or getattr(ctx.obj, "db_path", None) or settings.db_path
     return open_engine(settings, path, write=write)  # only writers create a database
+
+
+def _settings():
+    """Every setting checked, the bot token too, before anything is opened or created: a
+    missing or malformed SLACK_BOT_TOKEN is one sentence and exit 2, as for ``serve``."""
+    from .clock import ClockError, bot_token
+
+    settings = load_settings()
+    try:
+        bot_token(settings)
+    except ClockError as error:
+        raise BadSettings([str(error)]) from None
+    return settings
 
 
 def _clock(engine, settings, **options):
@@ -67,17 +78,13 @@ def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
     """
     from .clock import ClockError
 
-    settings = load_settings()
+    exit_on_sigterm()  # first thing: a stop during start-up is a clean stop too
+    settings = _settings()
     configure_logging(settings)
     if settings.log_level != "DEBUG":  # a line per job run, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     engine = _engine(ctx, db_path, settings)
     clock = _clock(engine, settings, tick_seconds=tick)
-
-    def stop(signum: int, _frame: Any) -> None:
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)  # platforms stop the clock process with SIGTERM
     feeds = f", {len(settings.feeds)} feed(s) daily" if settings.feeds else ""
     click.echo(f"paperboy scheduler: {engine.db_path}, every {tick}s{feeds}", err=True)
     try:
@@ -146,7 +153,8 @@ def send(
     from .delivery import TokenRefused
     from .subscriptions import Subscriptions
 
-    settings = load_settings()
+    exit_on_sigterm()
+    settings = _settings()
     configure_logging(settings)
     engine = _engine(ctx, db_path, settings)
     dispatcher = _clock(engine, settings).dispatcher

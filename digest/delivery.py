@@ -347,7 +347,18 @@ class Dispatcher:
             return Outcome(digest_id, member.user_id, "pending", error=_error_code(error))
 
     def _post(self, claim: Claim, now: datetime, member: Member | None = None) -> Outcome:
-        """Post a claimed digest and record it; a retaken claim is first looked up in Slack."""
+        """Post a claimed digest and record it; a retaken claim is first looked up in Slack.
+
+        When Slack refuses the token, nothing was posted by this attempt: the claim is
+        released at once (``Ledger.release``), so once the token is replaced the digest goes
+        on the next run, not after ``STALE_CLAIM``."""
+        try:
+            return self._post_claimed(claim, now, member)
+        except TokenRefused:
+            self.ledger.release(claim, now)
+            raise
+
+    def _post_claimed(self, claim: Claim, now: datetime, member: Member | None) -> Outcome:
         ledger = self.ledger
         outcome = Outcome(claim.digest_id, claim.user_id, "pending", papers=claim.plan.size)
         try:
@@ -382,7 +393,7 @@ class Dispatcher:
             log.info("digest %s sent: %d papers", claim.digest_id, claim.plan.size)
             return outcome
         except SlackApiError as error:
-            _check_auth(error)  # the claim stays; it is retaken once the token is replaced
+            _check_auth(error)  # the claim is released (see _post)
             code = _error_code(error)
             outcome.error = code
             if code in PERMANENT_ERRORS:

@@ -265,6 +265,25 @@ class Ledger:
             claim.channel = channel
         return cursor.rowcount == 1
 
+    def release(self, claim: Claim, now: datetime) -> None:
+        """Let the claim go at once, stale as if its worker had died, so the next run (a tick,
+        ``digest send --now``) retakes it instead of waiting ``STALE_CLAIM``: for a post Slack
+        refused because of the token, which an operator is about to replace. Retaking keeps it
+        exactly-once as after a crash; a claim this worker made itself (not retaken) was
+        certainly not posted, so it also forgets its channel and is posted without a lookup."""
+        self.db.execute(
+            "update digests set claimed_at = ?, channel = case when ? then channel end "
+            "where id = ? and status = 'claimed' and claimed_by = ?",
+            [
+                to_iso(now - STALE_CLAIM - timedelta(seconds=1)),
+                int(claim.retaken),
+                claim.digest_id,
+                self.worker,
+            ],
+        )
+        if self.db.conn.in_transaction:
+            self.db.conn.commit()
+
     def record_sent(self, claim: Claim, channel: str, ts: str, now: datetime) -> None:
         """The digest is in Slack: mark it sent and its papers as sent, in one transaction."""
         stamp = to_iso(now)

@@ -255,6 +255,7 @@ def _as_reader(folder: Path, *args: str) -> subprocess.CompletedProcess:
     if os.geteuid() == 0:
         command = DROP_WRITE + command
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERBOY_", "SLACK_"))}
+    env["SLACK_BOT_TOKEN"] = "xoxb-test"  # well-formed, so the database is what is refused
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
 
 
@@ -350,3 +351,21 @@ def test_batch_reports_a_line_that_is_not_utf8_and_answers_the_rest(run, tmp_pat
     assert lines[1]["error"] == (
         "Line 2 is not UTF-8 text (byte 0xff at position 5), so it was not searched."
     )
+
+
+@pytest.mark.parametrize("args", [["scheduler"], ["digest", "send"], ["digest", "send", "--now"]])
+@pytest.mark.parametrize("token", [None, "xoxp-user-token"], ids=["missing", "malformed"])
+def test_the_digest_commands_check_the_bot_token_before_creating_anything(
+    invoke, empty_folder, monkeypatch, args, token
+):
+    """A fresh folder, no usable SLACK_BOT_TOKEN: one sentence, exit 2, and nothing created
+    (no database seeded first, no index built)."""
+    for name in ("SLACK_BOT_TOKEN", "SLACK_API_URL", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    if token:
+        monkeypatch.setenv("SLACK_BOT_TOKEN", token)
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().startswith("SLACK_BOT_TOKEN must be set")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert list(empty_folder.iterdir()) == []

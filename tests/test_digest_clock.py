@@ -233,3 +233,33 @@ def test_a_real_scheduler_process_says_it_once_and_exits_1(engine, fake, tmp_pat
     assert done.stderr.count("Slack refused the bot token (token_revoked)") == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert fake.calls_to("chat.postMessage") == []
+
+
+def test_a_digest_refused_for_the_token_goes_on_the_next_tick_once_it_is_replaced(
+    engine, fake
+) -> None:
+    """Nothing was posted, so the claim is let go at once: no ten-minute wait for it to
+    go stale once the operator has put a valid token back; and it is still sent once."""
+    members(engine, fake, "U1", at=BERLIN_0900 - timedelta(days=1))
+    Subscriptions(engine.db).set_tz("U1", "Europe/Berlin", BERLIN_0900)  # no users.info first
+    fake.revoke_token()
+    with pytest.raises(ClockError):
+        clock(engine, fake).tick(BERLIN_0900)
+    assert [c.method for c in fake.calls] == ["conversations.open"]  # claimed, then refused
+    fake.restore_token()
+    (outcome,) = clock(engine, fake).tick(BERLIN_0900 + timedelta(minutes=1))
+    assert outcome.status == "sent"
+    assert len(fake.calls_to("chat.postMessage")) == 1
+    assert clock(engine, fake).tick(BERLIN_0900 + timedelta(minutes=2)) == []
+
+
+def test_digest_send_now_goes_at_once_after_a_post_refused_for_the_token(engine, fake) -> None:
+    members(engine, fake, "U1", at=datetime.now(UTC) - timedelta(days=1))
+    fake.fail_next("chat.postMessage", error="token_revoked")  # refused: nothing posted
+    refused = CliRunner().invoke(commands.digest, ["send", "--now"], env=cli_env(engine, fake))
+    assert refused.exit_code == 1 and "token_revoked" in refused.output
+    again = CliRunner().invoke(commands.digest, ["send", "--now"], env=cli_env(engine, fake))
+    assert again.exit_code == 0, again.output
+    assert ": sent, " in again.output
+    assert fake.calls_to("conversations.history") == []  # certainly not posted: no lookup
+    assert len(fake.messages_in("DU1")) == 1

@@ -685,3 +685,30 @@ def test_a_read_only_database_answers_reads_and_says_why_writes_cannot_be_saved(
     assert not fake.calls_to("chat.postMessage")  # digest now sent nothing
     assert "Traceback" not in "".join(web.seen)
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+
+
+# --- the port -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "host, code, sentence",
+    [
+        ("127.0.0.1", 1, "is already in use"),  # the port is taken (see below)
+        ("999.1.1.1", 2, "HOST '999.1.1.1' is not an address this machine can listen on"),
+        ("192.0.2.1", 2, "HOST '192.0.2.1' is not an address this machine can listen on"),
+    ],
+)
+def test_a_port_in_use_or_a_bad_host_is_one_sentence(
+    tmp_path: Path, host: str, code: int, sentence: str
+) -> None:
+    with socket.socket() as taken, FakeSlack() as fake:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = serve_env(tmp_path, fake, tmp_path / "never.db", port) | {"HOST": host}
+        with serve(env) as web:
+            assert web.exit_code() == code
+        assert fake.calls_to("auth.test") == []  # nothing else was tried
+    said = [line for line in web.seen if line.strip()]
+    assert len(said) == 1 and said[0].startswith("paperboy serve: ") and sentence in said[0]
+    assert not (tmp_path / "never.db").exists()

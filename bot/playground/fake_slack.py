@@ -429,6 +429,11 @@ class FakeSlack:
         with self._cond:
             self._revoked.add(token)
 
+    def restore_token(self, token: str = "*") -> None:
+        """Undo ``revoke_token``: the operator put a valid token back."""
+        with self._cond:
+            self._revoked.discard(token)
+
     def disconnect_next(self, method: str, times: int = 1) -> None:
         """Close the socket without answering, to exercise connection-error retries."""
         with self._cond:

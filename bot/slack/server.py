@@ -16,6 +16,7 @@ process and Slack never shows a timeout.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import logging
@@ -337,9 +338,12 @@ class HttpServer:
         **options: Any,
     ):
         options.setdefault("threads", threads)
-        self._server = waitress.create_server(
-            wsgi_app, host=host, port=port, ident="paperboy", **options
-        )
+        try:
+            self._server = waitress.create_server(
+                wsgi_app, host=host, port=port, ident="paperboy", **options
+            )
+        except (OSError, ValueError) as error:
+            raise _cannot_listen(error, host, port) from None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Lock()
         self._stopped = False
@@ -437,6 +441,23 @@ class HttpServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def _cannot_listen(error: OSError | ValueError, host: str, port: int) -> StartupError:
+    """Why the port cannot be bound, in one sentence: a port in use is exit 1 (something else
+    has it now), a HOST that is no address of this machine exit 2 (a setting to fix)."""
+    if isinstance(error, OSError) and error.errno == errno.EADDRINUSE:
+        return StartupError(
+            f"Port {port} on {host} is already in use (another Paperboy, or another program): "
+            "stop it, or set PORT to a free port."
+        )
+    if isinstance(error, ValueError) or error.errno == errno.EADDRNOTAVAIL:
+        return StartupError(
+            f"HOST {host!r} is not an address this machine can listen on: use 0.0.0.0 for "
+            "every interface, or 127.0.0.1 for this machine only.",
+            status=2,
+        )
+    return StartupError(f"Cannot listen on {host}:{port} ({error.strerror or error}).")
 
 
 def start_background(
