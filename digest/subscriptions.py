@@ -283,6 +283,12 @@ class Subscriptions:
         return members
 
     def ensure_member(self, user_id: str, now: datetime, team_id: str | None = None) -> Member:
+        """The member, created (with the default digest settings) if new. Writes nothing
+        when they exist and nothing changes: a write takes the database's write lock, and a
+        read-only database refuses it."""
+        member = self.member(user_id)
+        if member is not None and (not team_id or member.team_id):
+            return member
         self.db.execute(
             "insert or ignore into members (user_id, team_id, digest_time, digest_days, "
             "created_at) values (?, ?, ?, ?, ?)",

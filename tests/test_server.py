@@ -598,3 +598,14 @@ def test_requests_acked_while_warming_up_are_logged_once(
     assert isinstance(command.latency_ms, float)
     assert (clicked.team, clicked.user, clicked.action_id) == ("T7", "U8", "more")
     assert "secret plans" not in caplog.text
+
+
+@pytest.mark.parametrize("text", ["payload attacks", "adversarial payloads"])
+def test_a_slash_command_mentioning_payload_is_answered(slack: SlackHarness, text: str) -> None:
+    """Bolt alone reads any form containing the word "payload" as an interactive payload
+    form, finds none and answers 404: the lookup must be answered like any other."""
+    status, url = slack.slash(text)
+    assert status == 200
+    reply = slack.reply(url)
+    assert f"“{text}”" in blocks_text(reply)  # answered as the lookup it is
+    assert reply["response_type"] == "ephemeral"

@@ -321,3 +321,16 @@ def test_mistakes_are_escaped_once(slack: SlackHarness) -> None:
     reply = ask(slack, "digest <b>&")
     assert "`digest &lt;b&gt;&amp;`" in reply["text"]
     assert "&amp;lt;" not in reply["text"] + blocks_text(reply)
+
+
+def test_an_existing_member_is_read_without_writing(tmp_path) -> None:
+    """``ensure_member`` on someone already stored writes nothing: through a read-only
+    connection it answers instead of failing "attempt to write a readonly database"."""
+    from bot.engine.corpus import connect
+
+    path = tmp_path / "m.db"
+    Subscriptions(open_database(path)).ensure_member("U1", NOW, "T1")
+    reader = Subscriptions(connect(path, read_only=True))
+    member = reader.ensure_member("U1", NOW + timedelta(days=1), "T1")
+    assert (member.user_id, member.team_id) == ("U1", "T1")
+    assert reader.ensure_member("U1", NOW).user_id == "U1"

@@ -37,6 +37,10 @@ from urllib.parse import parse_qsl
 import waitress
 from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_bolt.context import BoltContext
+from slack_bolt.request import BoltRequest
+from slack_bolt.request.internals import build_context
+from slack_bolt.response import BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry import (
@@ -117,6 +121,29 @@ class Router:
         return handler(environ, start_response)
 
 
+class FormSafeRequestHandler(SlackRequestHandler):
+    """Bolt's WSGI handler, reading every form the way Slack means it.
+
+    Bolt takes any form body that merely *contains* the word "payload" for an interactive
+    ``payload=`` form (``slack_bolt.request.internals.parse_body``), so ``/papers payload
+    attacks`` (or a channel named "payload") parsed as ``{}``, matched no listener and got a
+    404. A form without a ``payload`` field is re-read here as the plain form it is; the raw
+    body (which Bolt's signature check hashes) is left as it came.
+    """
+
+    def dispatch(self, request: Any) -> BoltResponse:
+        bolt_request = BoltRequest(
+            body=request.get_body(), query=request.query_string, headers=request.get_headers()
+        )
+        raw = bolt_request.raw_body
+        if bolt_request.body == {} and raw and not is_json_body(raw, bolt_request.content_type):
+            form = dict(parse_qsl(raw, keep_blank_values=True))
+            if "payload" not in form:
+                bolt_request.body = form
+                bolt_request.context = build_context(BoltContext(), form)
+        return self.app.dispatch(bolt_request)
+
+
 class WebApp(Router):
     """The web process's WSGI app: ``POST /slack/events``, ``GET /healthz`` and extra routes.
 
@@ -140,7 +167,7 @@ class WebApp(Router):
 
     def ready(self, engine: Engine, app: App) -> None:
         self.engine = engine
-        self.bolt = SlackRequestHandler(app, path=EVENTS_PATH)
+        self.bolt = FormSafeRequestHandler(app, path=EVENTS_PATH)
 
     @property
     def is_ready(self) -> bool:
