@@ -259,16 +259,20 @@ def _with_papers(engine):
     return engine
 
 
+#: One box: the Slack app and the digest clock in one process (``serve`` and ``worker``).
+with_scheduler_option = click.option(
+    "--with-scheduler",
+    is_flag=True,
+    help="Also send the digests from this process (one box: no separate `paperboy scheduler`).",
+)
+
+
 @main.command()
 @click.option("--port", type=int, default=None, help="Port to listen on (default: $PORT or 3000).")
 @click.option(
     "--host", default=None, help="Address to bind (default: $HOST; the playground: 127.0.0.1)."
 )
-@click.option(
-    "--with-scheduler",
-    is_flag=True,
-    help="Also send the digests from this process (one box: no separate `paperboy scheduler`).",
-)
+@with_scheduler_option
 @db_option
 @click.pass_context
 def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path) -> None:
@@ -293,11 +297,7 @@ def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path
 
 
 @main.command()
-@click.option(
-    "--with-scheduler",
-    is_flag=True,
-    help="Also send the digests from this process (one box: no separate `paperboy scheduler`).",
-)
+@with_scheduler_option
 @db_option
 @click.pass_context
 def worker(ctx, with_scheduler: bool, db_path) -> None:
