@@ -4,7 +4,9 @@ Everything runs through public interfaces: the ``Engine`` API on real SQLite fil
 ``paperboy`` CLI (click's runner or a real subprocess), and the digest's topic matching.
 """
 
+import contextlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -584,3 +586,44 @@ def test_a_real_full_disk_one_sentence_each_and_lookups_keep_working(tmp_path, t
     ]
     status, out, _ = paperboy("stats", "--json")
     assert status == 0 and json.loads(out)["papers"] == 1030
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new database", "existing database"])
+def test_a_disk_with_no_byte_left_is_named_when_the_database_is_opened(
+    tmp_path, tiny_disk, existing
+):
+    """With nothing free SQLite cannot create its journal and says "disk I/O error"; the
+    operator is told the disk is full, as when it fills during an ingest."""
+    import subprocess
+    import sys
+
+    papers = write_jsonl(tmp_path / "p.jsonl", random_papers("s", 3, 1))
+    first = write_jsonl(tmp_path / "first.jsonl", random_papers("f", 3, 2))
+    db = tiny_disk / "c.db"
+    if existing:  # a database that was fine until the disk filled up
+        subprocess.run(
+            [sys.executable, "-c", "from bot.cli import main; main()"]
+            + ["--db", str(db), "ingest", str(first)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+    fd = os.open(tiny_disk / "filler", os.O_WRONLY | os.O_CREAT)
+    try:  # take every last byte: big writes, then single bytes
+        for size in (65536, 1):
+            with contextlib.suppress(OSError):
+                while os.write(fd, b"\0" * size):
+                    pass
+    finally:
+        os.close(fd)
+    run = subprocess.run(
+        [sys.executable, "-c", "from bot.cli import main; main()"]
+        + ["--db", str(db), "ingest", str(papers)],
+        capture_output=True,
+        timeout=120,
+    )
+    err = run.stderr.decode()
+    assert run.returncode == 1 and "Traceback" not in err
+    assert [line for line in err.splitlines() if line.startswith("Error:")] == [
+        "Error: The disk holding c.db is full, so nothing was saved: free some space and try again."
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -126,7 +127,8 @@ def open_database(path: str | Path, *, read_only: bool = False, create: bool = T
             db.enable_wal()
             migrate(db)
     except sqlite3.DatabaseError as error:
-        raise DatabaseError(f"Cannot open the database at {path}: {error}.") from None
+        problem = storage_error(error, path)
+        raise (problem or DatabaseError(f"Cannot open the database at {path}: {error}.")) from None
     return db
 
 
@@ -135,11 +137,22 @@ def open_database(path: str | Path, *, read_only: bool = False, create: bool = T
 WRITER_WAIT_SECONDS = 1800
 
 
+#: Free bytes below which a disk I/O error is taken for a full disk.
+NEARLY_FULL = 64 * 1024
+
+
 def storage_error(error: sqlite3.Error, path: str | Path) -> StorageError | None:
     """The one-sentence error for an operator fault SQLite reported, or None for other errors."""
     code = getattr(error, "sqlite_errorcode", None)
     name = Path(path).name
-    if code == sqlite3.SQLITE_FULL or "disk is full" in str(error):
+    # With no byte left at all, SQLite cannot even create its journal and says "disk I/O
+    # error" instead of "full": the free space tells which it is.
+    io_error = code == sqlite3.SQLITE_IOERR or "disk I/O error" in str(error)
+    if (
+        code == sqlite3.SQLITE_FULL
+        or "disk is full" in str(error)
+        or (io_error and _no_space(path))
+    ):
         return StorageError(
             f"The disk holding {name} is full, so nothing was saved: free some space and try again."
         )
@@ -148,6 +161,14 @@ def storage_error(error: sqlite3.Error, path: str | Path) -> StorageError | None
             f"Another process has been writing to {name} for too long; try again when it is done."
         )
     return None
+
+
+def _no_space(path: str | Path) -> bool:
+    """True when the filesystem holding ``path`` has (almost) no free space left."""
+    try:
+        return shutil.disk_usage(Path(path).resolve().parent).free < NEARLY_FULL
+    except OSError:
+        return False
 
 
 @contextmanager
