@@ -37,6 +37,8 @@ from bot.slack.server import HttpServer, start_background
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BOT_TOKEN = "xoxb-test-paperboy"
+#: The deprecated verification token Slack still sends in every payload (Bolt ignores it).
+VERIFICATION_TOKEN = "gIkuvaNzQIHg97ATvDxqgjtO"
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -160,24 +162,9 @@ class SlackHarness:
         ``text`` is what the user typed; like Slack (``should_escape: true`` in manifest.yml)
         it is sent with ``&``, ``<``, ``>`` as entities unless ``escape=False``.
         """
-        response_url = self.fake.response_url(channel=channel, user=user)
-        if escape:
-            text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        form = {
-            "token": "gIkuvaNzQIHg97ATvDxqgjtO",
-            "team_id": TEAM_ID,
-            "team_domain": "paperboy",
-            "channel_id": channel,
-            "channel_name": "general",
-            "user_id": user,
-            "user_name": user.lower(),
-            "command": command,
-            "text": text,
-            "api_app_id": APP_ID,
-            "is_enterprise_install": "false",
-            "response_url": response_url,
-            "trigger_id": trigger_id(),
-        }
+        form, response_url = slash_command(
+            self.fake, text, user=user, channel=channel, command=command, escape=escape
+        )
         status, _ = self.post(urlencode(form).encode(), **post_options)
         return status, response_url
 
@@ -207,7 +194,7 @@ class SlackHarness:
             "type": "block_actions",
             "user": _user(user),
             "api_app_id": APP_ID,
-            "token": "gIkuvaNzQIHg97ATvDxqgjtO",
+            "token": VERIFICATION_TOKEN,
             "container": {
                 "type": "message",
                 "message_ts": message_ts,
@@ -267,7 +254,7 @@ class SlackHarness:
             "team": {"id": TEAM_ID, "domain": "paperboy"},
             "user": _user(user),
             "api_app_id": APP_ID,
-            "token": "gIkuvaNzQIHg97ATvDxqgjtO",
+            "token": VERIFICATION_TOKEN,
             "trigger_id": trigger_id(),
             "view": {**view, "state": {"values": values}},
             "response_urls": [],
@@ -280,7 +267,7 @@ class SlackHarness:
     def event(self, event: dict[str, Any], **post_options: Any) -> tuple[int, str]:
         """Deliver an Events API callback (JSON), as Slack does."""
         envelope = {
-            "token": "gIkuvaNzQIHg97ATvDxqgjtO",
+            "token": VERIFICATION_TOKEN,
             "team_id": TEAM_ID,
             "api_app_id": APP_ID,
             "event": {"event_ts": f"{time.time():.6f}", **event},
@@ -306,6 +293,43 @@ class SlackHarness:
         payload = replies[n - 1]
         assert_valid(payload)
         return payload
+
+
+def slash_command(
+    fake: FakeSlack,
+    text: str,
+    *,
+    user: str = "U1",
+    channel: str = "C1",
+    command: str = "/papers",
+    escape: bool = True,
+    app_id: str = APP_ID,
+) -> tuple[dict[str, str], str]:
+    """The fields Slack sends for a slash command (as an HTTP form or a Socket Mode payload),
+    with a fresh response_url on ``fake``; returns (fields, response_url).
+
+    ``text`` is what the user typed; like Slack (``should_escape: true`` in manifest.yml)
+    it is sent with ``&``, ``<``, ``>`` as entities unless ``escape=False``.
+    """
+    response_url = fake.response_url(channel=channel, user=user)
+    if escape:
+        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    fields = {
+        "token": VERIFICATION_TOKEN,
+        "team_id": TEAM_ID,
+        "team_domain": "paperboy",
+        "channel_id": channel,
+        "channel_name": "general",
+        "user_id": user,
+        "user_name": user.lower(),
+        "command": command,
+        "text": text,
+        "api_app_id": app_id,
+        "is_enterprise_install": "false",
+        "response_url": response_url,
+        "trigger_id": trigger_id(),
+    }
+    return fields, response_url
 
 
 def trigger_id() -> str:

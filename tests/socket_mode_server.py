@@ -32,10 +32,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import Request, Response, ServerConnection, serve
 
 from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
-from tests.slack_harness import _user, trigger_id
+from tests.slack_harness import VERIFICATION_TOKEN, _user, slash_command, trigger_id
 
 T = TypeVar("T")
-VERIFICATION_TOKEN = "gIkuvaNzQIHg97ATvDxqgjtO"
 
 
 @dataclass
@@ -166,23 +165,9 @@ class SocketModeServer:
         command: str = "/papers",
     ) -> tuple[str, str]:
         """``/papers <text>`` typed in Slack; returns (envelope_id, its response_url)."""
-        response_url = fake.response_url(channel=channel, user=user)
-        escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        payload = {
-            "token": VERIFICATION_TOKEN,
-            "team_id": TEAM_ID,
-            "team_domain": "paperboy",
-            "channel_id": channel,
-            "channel_name": "general",
-            "user_id": user,
-            "user_name": user.lower(),
-            "command": command,
-            "text": escaped,
-            "api_app_id": self.app_id,
-            "is_enterprise_install": "false",
-            "response_url": response_url,
-            "trigger_id": trigger_id(),
-        }
+        payload, response_url = slash_command(
+            fake, text, user=user, channel=channel, command=command, app_id=self.app_id
+        )
         return self.push("slash_commands", payload, accepts_response_payload=True), response_url
 
     def click(
