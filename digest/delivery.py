@@ -37,8 +37,9 @@ from bot.settings import Settings
 
 from .ledger import Claim, Ledger, worker_name
 from .message import DIGEST_EVENT, digest_message
+from .plan import DigestPlan
 from .schedule import due
-from .selection import DIGEST_SIZE, DigestPlan, select_digests
+from .selection import DIGEST_SIZE, select_digests
 from .subscriptions import Member, Subscriptions, from_iso
 
 log = logging.getLogger(__name__)

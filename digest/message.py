@@ -30,7 +30,7 @@ from bot.engine.text import words
 from bot.english import count
 from bot.slack import render
 
-from .selection import DigestPlan
+from .plan import DigestPlan
 
 DIGEST_EVENT = "paperboy_digest"  # the message metadata's event_type
 TOPIC_CHARS = 120

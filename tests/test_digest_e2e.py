@@ -18,8 +18,8 @@ from bot.slack import render
 from digest import commands
 from digest.delivery import Dispatcher, make_client
 from digest.message import DIGEST_EVENT, digest_message
+from digest.plan import DigestItem, DigestPlan, DigestSection
 from digest.schedule import next_digest
-from digest.selection import DigestItem, DigestPlan, DigestSection
 from digest.subscriptions import Subscriptions
 from digest.testing import synthetic_papers, write_corpus
 from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons

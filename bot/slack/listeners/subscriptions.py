@@ -20,9 +20,9 @@ from bot.english import count, empty_corpus
 from bot.slack import render
 from bot.slack.listeners import reply
 from digest.delivery import Dispatcher, TokenRefused, refresh_time_zone
+from digest.matching import check_topic, match_topics
 from digest.message import digest_message
 from digest.schedule import next_digest
-from digest.selection import check_topic, match_topics
 from digest.subscriptions import (
     MAX_TOPICS,
     Member,
