@@ -12,13 +12,13 @@ from click.testing import CliRunner
 from slack_sdk import WebClient
 
 from bot.engine.search import Engine
-from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
 from digest import commands
 from digest.clock import Clock, ClockError, clock_health
 from digest.delivery import make_client
 from digest.subscriptions import Subscriptions
-from digest.testing import write_corpus
+from tests.digest_support import write_corpus
+from tests.fake_slack import FakeSlack
 
 BERLIN_0900 = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)  # a Monday, CET
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from bot.engine.search import Engine
-from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
 from digest.delivery import Dispatcher, make_client
 from digest.ledger import STALE_CLAIM, Ledger
 from digest.message import DIGEST_EVENT
 from digest.subscriptions import Subscriptions
-from digest.testing import ManualClock, write_corpus
+from tests.digest_support import ManualClock, write_corpus
+from tests.fake_slack import FakeSlack
 
 REPO = Path(__file__).resolve().parents[1]
 MONDAY_0700 = datetime(2024, 3, 4, 7, 0, tzinfo=UTC)

@@ -21,7 +21,7 @@ from digest.message import DIGEST_EVENT, digest_message
 from digest.plan import DigestItem, DigestPlan, DigestSection
 from digest.schedule import next_digest
 from digest.subscriptions import Subscriptions
-from digest.testing import synthetic_papers, write_corpus
+from tests.digest_support import synthetic_papers, write_corpus
 from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
 
 

@@ -13,7 +13,7 @@ from digest.matching import MATCH_THRESHOLD, TopicCheck, check_topic, match_topi
 from digest.plan import DigestPlan
 from digest.selection import select_digests
 from digest.subscriptions import Subscriptions
-from digest.testing import synthetic_papers, write_corpus
+from tests.digest_support import synthetic_papers, write_corpus
 from tests.matching_reference import match_topics_one_by_one
 
 NOW = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
