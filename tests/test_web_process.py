@@ -33,8 +33,8 @@ from bot.engine.search import Engine
 from bot.playground.fake_slack import APP_ID, TEAM_ID
 from bot.settings import Settings
 from bot.slack import render, server
+from bot.slack.render.digest import DIGEST_EVENT
 from digest.clock import write_heartbeat
-from digest.message import DIGEST_EVENT
 from digest.subscriptions import Subscriptions
 from tests.fake_slack import FakeSlack
 from tests.slack_harness import (
