@@ -54,9 +54,10 @@ def csv_items(
     shown: str,
     name: str,
     delimiter: str,
-    bad: dict[int, str] | None = None,
+    bad: dict[int, str],
 ) -> Iterator[Paper | Rejected]:
-    bad = {} if bad is None else bad
+    """One paper per row after the header; a row over a line in ``bad`` (``Source.bad_lines``,
+    filled in as ``lines`` is read) is rejected with its reason."""
     reader = csv.reader(lines, delimiter=delimiter)
     header: list[str] | None = None
     builder = RecordBuilder(shown, "line")

@@ -51,11 +51,12 @@ def json_items(records: list[Any], shown: str) -> Iterator[Paper | Rejected]:
 
 
 def jsonl_items(
-    lines: Iterable[str], shown: str, bad: dict[int, str] | None = None
+    lines: Iterable[str], shown: str, bad: dict[int, str]
 ) -> Iterator[Paper | Rejected]:
+    """One paper per line; a line in ``bad`` (``Source.bad_lines``, filled in as ``lines`` is
+    read) is rejected with its reason."""
     builder = RecordBuilder(shown, "line")
     decode = _JSON.decode
-    bad = {} if bad is None else bad
     for number, line in enumerate(lines, start=1):
         if line.isspace():  # every line has at least its "\n" but perhaps the last
             continue

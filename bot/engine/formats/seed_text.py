@@ -30,13 +30,16 @@ def seed_items(
     lines: Iterable[str],
     venue_year: tuple[str, int],
     shown: str,
-    bad: dict[int, str] | None = None,
+    bad: dict[int, str],
 ) -> Iterator[Paper | Rejected]:
-    """One paper per paragraph after the header line, yielded as each paragraph ends."""
+    """One paper per paragraph after the header line, yielded as each paragraph ends.
+
+    ``bad`` is ``Source.bad_lines``, filled in as ``lines`` is read: a paragraph holding a line
+    that is not UTF-8 is rejected, naming that line.
+    """
     venue, year = venue_year
     prefix = f"{slug(venue)}{year}"
     seen: dict[str, int] = {}
-    bad = {} if bad is None else bad
 
     def paragraph(line_no: int, chunk: list[str]) -> Paper | Rejected:
         broken = [n for n in range(line_no, line_no + len(chunk)) if n in bad] if bad else []

@@ -224,7 +224,8 @@ def _clean_title(text: str) -> str:
     return text.rstrip(" .,;:").strip()
 
 
-def _shorten(text: str, limit: int = MAX_TITLE_CHARS) -> str:
+def _shorten(text: str) -> str:
+    limit = MAX_TITLE_CHARS
     if len(text) <= limit:
         return text
     cut = text[: limit - 1]
