@@ -32,14 +32,7 @@ from digest.schedule import TICK_JOB
 from digest.subscriptions import Subscriptions
 from tests.fake_slack import FakeSlack
 from tests.slack_harness import SlackHarness, blocks_text, seeded_engine, sign
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+from tests.slack_harness import http as get
 
 
 def post_json(url: str, data: Any, content_type: str = "application/json") -> tuple[int, Any]:
