@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -391,8 +392,6 @@ def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path
     index are ready.
     """
     exit_on_sigterm()  # first thing: the imports and the start-up below take a while
-    from dataclasses import replace
-
     from .playground.playground import run as run_playground
     from .slack.server import run
 
@@ -417,8 +416,6 @@ def worker(ctx, with_scheduler: bool, db_path) -> None:
     Slack, with retries; a read-only database still answers lookups.
     """
     exit_on_sigterm()
-    from dataclasses import replace
-
     from .slack.server import run
 
     context = _ctx(ctx, db_path)
@@ -480,7 +477,7 @@ def _print_result(result) -> None:
             click.echo(f"  try: paperboy search {json.dumps(suggestion)}")
         return
     click.echo(
-        f"{result.total:,} {'paper matches' if result.total == 1 else 'papers match'}; showing {result.offset + 1}-"
+        f"{count(result.total, 'paper matches', 'papers match')}; showing {result.offset + 1}-"
         f"{result.offset + len(result.hits)}."
     )
     for rank, hit in enumerate(result.hits, start=result.offset + 1):
@@ -609,8 +606,9 @@ def preview(ctx: click.Context, user_id: str, as_json: bool, db_path: Path | Non
         click.echo(f"Nothing to send to {user_id} now: no unsent papers match their topics.")
         return
     papers = {p["id"]: p for p in engine.corpus.get_many(plan.paper_ids)}
-    size = f"{plan.size} paper{'s' if plan.size != 1 else ''}"
-    click.echo(f"{size} for {user_id} ({plan.new_count} new since the last digest)")
+    click.echo(
+        f"{count(plan.size, 'paper')} for {user_id} ({plan.new_count} new since the last digest)"
+    )
     for section in plan.sections:
         click.echo("")
         click.secho(section.query, bold=True)
@@ -656,7 +654,7 @@ def send(
         raise click.ClickException(str(refused(error.code))) from None
     for outcome in outcomes:
         detail = f" ({outcome.error})" if outcome.error else ""
-        size = f"{outcome.papers} paper{'s' if outcome.papers != 1 else ''}"
+        size = count(outcome.papers, "paper")
         click.echo(f"{outcome.digest_id}: {outcome.status}, {size}{detail}")
     counts: dict[str, int] = {}
     for outcome in outcomes:

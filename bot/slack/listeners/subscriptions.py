@@ -11,16 +11,17 @@ import logging
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from slack_sdk import WebClient
 from slack_sdk.models.blocks import Block
 
 from bot.engine.query import QueryError
-from bot.english import count, empty_corpus
+from bot.english import count, empty_corpus, noun_for
 from bot.slack import render
-from bot.slack.listeners.replies import reply
 from bot.slack.poster import SlackPoster
 from bot.slack.render.digest import digest_message
+from bot.slack.replies import EPHEMERAL, reply
 from bot.slack.services import Services
 from digest.delivery import Dispatcher, refresh_time_zone
 from digest.poster import TokenRefused
@@ -34,14 +35,9 @@ from digest.subscriptions import (
     describe_days,
 )
 
-if TYPE_CHECKING:
-    from slack_sdk import WebClient
-
-
 log = logging.getLogger(__name__)
 
 SUBCOMMANDS = ("subscribe", "unsubscribe", "topics", "digest")
-EPHEMERAL = {"response_type": "ephemeral"}
 DIGEST_USAGE = (
     "`/papers digest on` or `off` · `/papers digest time 08:30` · `/papers digest days mon-fri` · "
     "`/papers digest preview` · `/papers digest now` · `/papers digest channel #papers` "
@@ -166,8 +162,7 @@ def subscribe(
         )
     else:
         head = f"You already follow *{shown}* (topic {number}); nothing changed."
-    noun = "paper" if check.matches == 1 else "papers"
-    found = f"It matches *{check.matches:,}* {noun} in the corpus now"
+    found = f"It matches *{check.matches:,}* {noun_for(check.matches, 'paper')} in the corpus now"
     found += ", the best:" if check.top else "."
     # No papers at all: "matches nothing" would blame the topic; say what to run instead.
     empty = not check.matches and services.engine.corpus.count() == 0

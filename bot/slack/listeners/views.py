@@ -14,17 +14,14 @@ import logging
 import re
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from slack_bolt import Ack, App
+from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.slack import render
 from bot.slack.services import Services
-
-if TYPE_CHECKING:
-    from slack_bolt import Ack, App
-    from slack_sdk import WebClient
-
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from bot.engine.search import Hit, SearchResult
-from bot.english import empty_corpus
+from bot.english import empty_corpus, noun_for
 
 # Slack's limits (https://docs.slack.dev/reference/block-kit/blocks).
 MAX_BLOCKS = 50
@@ -395,7 +395,7 @@ def search_message(result: SearchResult, *, query: str) -> dict[str, Any]:
 
     first = result.offset + 1
     last = result.offset + len(result.hits)
-    noun = "paper matches" if result.total == 1 else "papers match"
+    noun = noun_for(result.total, "paper matches", "papers match")
     summary = f"*{result.total:,}* {noun} “{shown_query}”"
     if result.total > len(result.hits):
         summary += f" · showing {first}–{last}"
