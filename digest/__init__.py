@@ -3,6 +3,8 @@
 Data flows one way, each step in its own module:
 
 * ``subscriptions`` — members, their topics and digest preferences (SQLite);
+* ``matching`` — which papers match a topic, for all distinct topics at once;
+* ``plan`` — what one member's digest holds (plain data, stored with its claim);
 * ``selection`` — which papers go in each member's next digest, for all members at once;
 * ``schedule`` — whose digest is due now, in their own time zone, and the APScheduler jobs;
 * ``ledger`` — the exactly-once record of each digest: claimed, then sent (or skipped, failed);

@@ -27,9 +27,10 @@ from bot.engine.search import Engine
 from bot.settings import Settings
 
 from .ledger import Claim, Ledger, worker_name
+from .plan import DigestPlan
 from .poster import Poster, PostError, TokenRefused
 from .schedule import due
-from .selection import DIGEST_SIZE, DigestPlan, select_digests
+from .selection import DIGEST_SIZE, select_digests
 from .subscriptions import Member, Subscriptions, from_iso
 
 log = logging.getLogger(__name__)

@@ -13,13 +13,13 @@ from slack_sdk import WebClient
 
 from bot import cli as commands
 from bot.engine.search import Engine
-from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
 from bot.slack.client import make_client
 from bot.slack.poster import SlackPoster
 from digest.clock import Clock, ClockError, clock_health
 from digest.subscriptions import Subscriptions
-from digest.testing import write_corpus
+from tests.digest_support import write_corpus
+from tests.fake_slack import FakeSlack
 
 BERLIN_0900 = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)  # a Monday, CET
 

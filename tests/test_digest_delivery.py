@@ -13,7 +13,6 @@ import pytest
 from slack_sdk.http_retry import builtin_handlers
 
 from bot.engine.search import Engine
-from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
 from bot.slack.client import make_client
 from bot.slack.poster import SlackPoster
@@ -21,7 +20,8 @@ from bot.slack.render.digest import DIGEST_EVENT
 from digest.delivery import Dispatcher
 from digest.ledger import STALE_CLAIM, Ledger
 from digest.subscriptions import Subscriptions
-from digest.testing import ManualClock, write_corpus
+from tests.digest_support import ManualClock, write_corpus
+from tests.fake_slack import FakeSlack
 
 REPO = Path(__file__).resolve().parents[1]
 MONDAY_0700 = datetime(2024, 3, 4, 7, 0, tzinfo=UTC)

@@ -20,10 +20,10 @@ from bot.slack.client import make_client
 from bot.slack.poster import SlackPoster
 from bot.slack.render.digest import DIGEST_EVENT, digest_message
 from digest.delivery import Dispatcher
+from digest.plan import DigestItem, DigestPlan, DigestSection
 from digest.schedule import next_digest
-from digest.selection import DigestItem, DigestPlan, DigestSection
 from digest.subscriptions import Subscriptions
-from digest.testing import synthetic_papers, write_corpus
+from tests.digest_support import synthetic_papers, write_corpus
 from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
 
 

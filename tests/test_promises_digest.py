@@ -21,13 +21,13 @@ from click.testing import CliRunner
 
 from bot.cli import main
 from bot.engine.search import Engine
-from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
 from bot.slack.client import make_client
 from bot.slack.poster import SlackPoster
 from digest.delivery import Dispatcher
 from digest.schedule import FEEDS_JOB, TICK_JOB, build_scheduler, due_date, next_digest
 from digest.subscriptions import Member, Subscriptions
+from tests.fake_slack import FakeSlack
 from tests.slack_harness import BOT_TOKEN
 
 LONG_AGO = datetime(2024, 1, 1, tzinfo=UTC)

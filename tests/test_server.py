@@ -20,7 +20,6 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bot.playground.fake_slack import FakeSlack
 from bot.playground.playground import USER_ID, Playground, signature, slack_escape
 from bot.playground.playground import run as run_playground
 from bot.settings import Settings
@@ -31,6 +30,7 @@ from bot.slack.render.digest import DIGEST_EVENT
 from digest import schedule
 from digest.schedule import TICK_JOB
 from digest.subscriptions import Subscriptions
+from tests.fake_slack import FakeSlack
 from tests.slack_harness import SlackHarness, blocks_text, seeded_engine, sign
 
 
@@ -189,7 +189,7 @@ def test_no_credentials_starts_the_playground(
 @pytest.fixture
 def playground(tmp_path: Path, seeded_db_template: Path):
     engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
-    with Playground(Settings(db_path=tmp_path / "pg.db"), engine) as running:
+    with Playground(Settings(db_path=tmp_path / "pg.db"), engine, slack=FakeSlack()) as running:
         yield running
 
 
@@ -344,7 +344,9 @@ def test_playground_sends_scheduled_digests_to_the_paperboy_dm(
     tmp_path: Path, seeded_db_template: Path
 ) -> None:
     engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
-    with Playground(Settings(db_path=tmp_path / "pg.db"), engine, tick_seconds=1) as running:
+    with Playground(
+        Settings(db_path=tmp_path / "pg.db"), engine, tick_seconds=1, slack=FakeSlack()
+    ) as running:
         assert running.scheduler.get_job(TICK_JOB) is not None
         post_json(running.url + "playground/hello", {"tz": "UTC"})
         status, _ = post_json(

@@ -80,7 +80,8 @@ def slack_escape(text: str) -> str:
 
 class Playground:
     """FakeSlack + the Bolt app + the page, on ``host:port`` (loopback by default), and the
-    digest scheduler (every ``tick_seconds``; ``None`` runs no scheduler)."""
+    digest scheduler (every ``tick_seconds``; ``None`` runs no scheduler). ``slack`` is the
+    stand-in to post to (a fresh one by default; the tests pass one that records calls)."""
 
     def __init__(
         self,
@@ -90,8 +91,9 @@ class Playground:
         host: str = "127.0.0.1",
         port: int = 0,
         tick_seconds: int | None = schedule.TICK_SECONDS,
+        slack: FakeSlack | None = None,
     ) -> None:
-        self.fake = FakeSlack().start()
+        self.fake = (slack or FakeSlack()).start()
         self.signing_secret = secrets.token_hex(16)
         self.settings = dataclasses.replace(
             settings,

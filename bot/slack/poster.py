@@ -22,8 +22,8 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.engine.search import Engine
 from bot.logs import quiet_slack_sdk
+from digest.plan import DigestPlan
 from digest.poster import PostError, TokenRefused
-from digest.selection import DigestPlan
 
 from .render.digest import DIGEST_EVENT, digest_message
 

@@ -24,9 +24,9 @@ from bot.slack.render.digest import digest_message
 from bot.slack.replies import EPHEMERAL, reply
 from bot.slack.services import Services
 from digest.delivery import Dispatcher, refresh_time_zone
+from digest.matching import check_topic, match_topics
 from digest.poster import TokenRefused
 from digest.schedule import next_digest
-from digest.selection import check_topic, match_topics
 from digest.subscriptions import (
     MAX_TOPICS,
     Member,

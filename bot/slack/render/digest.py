@@ -30,7 +30,7 @@ from bot.engine.search import Engine, Hit, make_snippet
 from bot.engine.text import words
 from bot.english import count
 from bot.slack import render
-from digest.selection import DigestPlan
+from digest.plan import DigestPlan
 
 DIGEST_EVENT = "paperboy_digest"  # the message metadata's event_type
 TOPIC_CHARS = 120
