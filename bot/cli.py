@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -36,6 +37,7 @@ import click
 
 from .engine.query import QueryError
 from .english import count, empty_corpus
+from .help_text import QUERY_EXAMPLES, QUERY_SUMMARY
 from .logs import configure_logging
 from .settings import DEFAULT_DB, Settings, SettingsError
 
@@ -256,7 +258,14 @@ def _bar(papers: Iterable) -> Iterable:
         yield from bar
 
 
-@main.command()
+#: ``paperboy search --help``: the query language from ``bot.help_text`` (Slack's help too).
+SEARCH_HELP = f"Look papers up: {QUERY_SUMMARY}.\n\n\b\n" + "\n".join(
+    f"{u.does[0].upper()}{u.does[1:]}:\n  paperboy search {shlex.quote(u.args)}"
+    for u in QUERY_EXAMPLES
+)
+
+
+@main.command(help=SEARCH_HELP, short_help="Look papers up.")
 @click.argument("query", required=False, default="")
 @click.option(
     "--limit",
@@ -279,7 +288,7 @@ def _bar(papers: Iterable) -> Iterable:
 @db_option
 @click.pass_context
 def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_path) -> None:
-    """Look papers up: keywords, "quoted phrases", -excluded, venue:, year:, author:."""
+    # The help is written from bot/help_text.py, as Slack's is (see SEARCH_HELP).
     engine = _with_papers(_ctx(ctx, db_path).engine())
     if batch is not None:
         for answer in _batch(engine, batch, limit):

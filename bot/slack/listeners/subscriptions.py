@@ -38,11 +38,6 @@ from digest.subscriptions import (
 log = logging.getLogger(__name__)
 
 SUBCOMMANDS = ("subscribe", "unsubscribe", "topics", "digest")
-DIGEST_USAGE = (
-    "`/papers digest on` or `off` · `/papers digest time 08:30` · `/papers digest days mon-fri` · "
-    "`/papers digest preview` · `/papers digest now` · `/papers digest channel #papers` "
-    "(or `channel dm`)"
-)
 _CHANNEL = re.compile(r"^<#([CG][A-Z0-9]+)(?:\|[^>]*)?>$|^([CG][A-Z0-9]{6,})$")
 
 
@@ -234,7 +229,7 @@ def digest(
     action, value = action.lower(), value.strip()
     user_id = member.user_id
     if action in ("", "status"):
-        return _message(f"{_schedule_line(member, now)}\n{DIGEST_USAGE}")
+        return _message(f"{_schedule_line(member, now)}\n{render.DIGEST_USAGE}")
     if action in ("on", "off"):
         member = subscriptions.set_enabled(user_id, action == "on", now)
         if action == "on" and not member.topic_count:
@@ -287,7 +282,7 @@ def digest(
         }
         return _message(texts[outcome.status])
     # Not escaped here: error_message escapes the whole sentence (once).
-    raise SubscriptionError(f"I don't know `digest {action}`. {DIGEST_USAGE}")
+    raise SubscriptionError(f"I don't know `digest {action}`. {render.DIGEST_USAGE}")
 
 
 def _nothing(services: Services, member: Member) -> dict[str, Any]:
