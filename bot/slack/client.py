@@ -19,6 +19,12 @@ from bot.settings import Settings, SettingsError
 
 RATE_LIMIT_RETRIES = 3  # each waits Slack's Retry-After first
 CONNECTION_RETRIES = 2
+#: Slack's errors (from any method) that mean the token itself is refused: nothing more can be
+#: done with it until an operator replaces it. ``account_inactive`` with a bot token means the
+#: workspace or the bot's user was deleted.
+TOKEN_REFUSED = frozenset(
+    {"invalid_auth", "token_revoked", "not_authed", "account_inactive", "token_expired"}
+)
 LOCAL_TOKEN = "xoxb-local-playground"  # the local Slack stand-in accepts any bot-shaped token
 
 

@@ -32,6 +32,7 @@ from bot.logs import say
 from bot.settings import Settings, SettingsError
 
 from .app import build_app
+from .client import TOKEN_REFUSED
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,7 @@ log = logging.getLogger(__name__)
 CLOSE_TIMEOUT = 3.0
 NORMAL_CLOSURE = 1000
 #: apps.connections.open errors that no retry will fix: the app token is gone or wrong.
-REFUSED_TOKEN_ERRORS = frozenset(
-    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
-    | {"not_allowed_token_type", "access_denied"}
-)
+REFUSED_TOKEN_ERRORS = TOKEN_REFUSED | {"not_allowed_token_type", "access_denied"}
 
 
 def make_handler(

@@ -89,7 +89,7 @@ def handle(
         elif word == "subscribe":
             message = subscribe(services, subscriptions, member, rest, now)
         elif word == "unsubscribe":
-            message = unsubscribe(services, subscriptions, member, rest)
+            message = unsubscribe(subscriptions, member, rest)
         elif word == "topics":
             message = topics(services, subscriptions, member, now)
         elif word == "digest":
@@ -178,9 +178,7 @@ def subscribe(
     return _message(f"{head} {found}", blocks)
 
 
-def unsubscribe(
-    services: Services, subscriptions: Subscriptions, member: Member, text: str
-) -> dict[str, Any]:
+def unsubscribe(subscriptions: Subscriptions, member: Member, text: str) -> dict[str, Any]:
     topic = subscriptions.remove_topic(member.user_id, text)
     left = len(subscriptions.topics(member.user_id))
     rest = (
