@@ -26,7 +26,7 @@ from bot.settings import Settings
 from digest.plan import DigestPlan
 from digest.poster import PostError, TokenRefused
 
-from .client import TOKEN_REFUSED, bot_token, make_client
+from .client import TOKEN_REFUSED, bot_token, error_code, make_client
 from .render.digest import DIGEST_EVENT, digest_message
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def post_error(error: Exception) -> Exception:
     """The digest's exception for a Slack failure: ``TokenRefused`` or ``PostError``."""
     if isinstance(error, SlackApiError):
         response = error.response
-        code = str((response.get("error") if response is not None else "") or "slack_error")
+        code = error_code(error) or "slack_error"
         if code in TOKEN_REFUSED:  # the run stops at once: nothing more can be sent
             return TokenRefused(code)
         status = getattr(response, "status_code", 200) or 200

@@ -60,7 +60,7 @@ from bot.stopping import sigterm_exits
 from digest.clock import Clock, clock_health
 
 from .app import body_problem, build_app, is_json_body, log_acked, raw_request_fields
-from .client import TOKEN_REFUSED
+from .client import TOKEN_REFUSED, error_code
 from .poster import SlackPoster
 from .socket_mode import run_socket_mode
 
@@ -523,7 +523,7 @@ def check_slack_token(settings: Settings) -> dict[str, Any]:
         with quiet_slack_sdk():  # one warning per retry (_Retrying), then one sentence
             return client.auth_test().data  # type: ignore[return-value]
     except SlackApiError as error:
-        code = error.response.get("error") if isinstance(error.response.data, dict) else None
+        code = error_code(error)
         status = error.response.status_code
         if code in TOKEN_REFUSED:  # only these blame SLACK_BOT_TOKEN at start
             raise StartupError(

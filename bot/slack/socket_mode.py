@@ -32,7 +32,7 @@ from bot.logs import say
 from bot.settings import Settings, SettingsError
 
 from .app import build_app
-from .client import TOKEN_REFUSED
+from .client import TOKEN_REFUSED, error_code
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def run_socket_mode(
         try:
             handler.start()  # connect, then block until a signal
         except SlackApiError as error:
-            refused_at_start = str(error.response.get("error"))
+            refused_at_start = str(error_code(error))
         except (_Stop, KeyboardInterrupt):
             pass
         finally:
@@ -183,7 +183,7 @@ def _give_up_when_refused(
         try:
             return issue()
         except SlackApiError as error:
-            code = error.response.get("error")
+            code = error_code(error)
             if code not in REFUSED_TOKEN_ERRORS or threading.current_thread() is main:
                 raise  # at start, run_socket_mode reports it itself
             refused.append(str(code))

@@ -26,6 +26,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.slack import render
+from bot.slack.client import error_code
 from bot.slack.replies import EPHEMERAL_BELOW, reply
 from bot.slack.services import Services
 
@@ -169,7 +170,7 @@ def open_share_picker(
     try:
         once.views_open(trigger_id=body.get("trigger_id") or "", view=render.share_view(paper))
     except SlackApiError as error:
-        code = error.response.get("error") if error.response is not None else None
+        code = error_code(error)
         status = getattr(error.response, "status_code", 200)
         log.error("views.open for the share picker failed: %s", code)
         if status == 429 or code == "ratelimited":
@@ -199,7 +200,7 @@ def share_paper(
     try:
         client.chat_postMessage(channel=channel, unfurl_links=False, unfurl_media=False, **message)
     except SlackApiError as error:
-        code = error.response.get("error") if error.response is not None else None
+        code = error_code(error)
         if code not in CANNOT_POST:
             log.error("chat.postMessage to %s failed: %s", channel, code)
             text = (
