@@ -487,20 +487,6 @@ def _cannot_listen(error: OSError | ValueError, host: str, port: int) -> Startup
     return StartupError(f"Cannot listen on {host}:{port} ({error.strerror or error}).")
 
 
-def start_background(
-    settings: Settings,
-    engine: Engine,
-    *,
-    client: WebClient | None = None,
-    executor: Executor | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-) -> HttpServer:
-    """The HTTP app on a background thread (a free loopback port by default), for tests."""
-    wsgi = make_wsgi_app(settings, engine, client=client, executor=executor)
-    return HttpServer(wsgi, host=host, port=port, **server_options(settings)).start()
-
-
 # --- starting up --------------------------------------------------------------------------------
 
 
