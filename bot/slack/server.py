@@ -5,6 +5,9 @@ credentials at all, as a local playground in the browser.
     SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET       -> HTTP: POST /slack/events, GET /healthz
     none of them                                 -> playground at http://127.0.0.1:$PORT/
 
+The playground is ``bot.playground``'s, which is built on this module: ``paperboy serve`` hands
+it to :func:`run` (``playground=``), so this module never imports it.
+
 In HTTP mode the port is bound first and everything slow happens after: checking the token
 with Slack, opening the database (a fresh one is filled from the seed corpus), loading or
 building the index, starting the digest clock (``--with-scheduler``). Until then ``/healthz``
