@@ -40,7 +40,6 @@ from bot.engine.search import Engine
 from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
 from bot.settings import Settings
 from bot.slack.app import build_app
-from bot.slack.client import make_client
 from bot.slack.poster import SlackPoster
 from bot.slack.server import HttpServer, make_wsgi_app, plain
 from digest import schedule
@@ -114,7 +113,7 @@ class Playground:
         wsgi = make_wsgi_app(self.settings, engine, app=self.app, routes=routes)
         self.server = HttpServer(wsgi, host=host, port=port)
         self.tick_seconds = tick_seconds
-        poster = SlackPoster(make_client(self.settings), engine)
+        poster = SlackPoster.from_settings(self.settings, engine)
         self.clock = Clock(engine, self.settings, poster, tick_seconds=tick_seconds or TICK_SECONDS)
         self.scheduler: Any = None
 
