@@ -34,6 +34,7 @@ from bot.logs import quiet_slack_sdk
 
 from . import schedule
 from .delivery import AUTH_ERRORS, Dispatcher, Outcome, TokenRefused, make_client
+from .feeds import run_feeds
 from .schedule import TICK_SECONDS
 from .subscriptions import from_iso, to_iso
 
@@ -180,9 +181,8 @@ class Clock:
         self._token_checked = now
 
     def ingest(self) -> None:
-        from .feeds import ingest_feeds
-
-        ingest_feeds(self.engine, self.settings.feeds)
+        """The feed job (its own APScheduler job: a slow or failing feed never holds a tick)."""
+        run_feeds(self.engine, self.settings)
 
     # -- schedulers -------------------------------------------------------------------------
 
