@@ -29,6 +29,7 @@ from bot.engine.search import Engine
 from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings, SettingsError
 from digest.arxiv import ArxivClient
+from digest.clock import Clock, clock_health
 from digest.feeds import feed_status, ingest_feeds
 from tests.atom_server import Answer, AtomServer, recorded, refused_url
 from tests.slack_harness import BOT_TOKEN
@@ -395,6 +396,46 @@ def test_the_scheduler_process_ingests_an_arxiv_feed_and_stats_shows_it(
     as_json = json.loads(CliRunner().invoke(main, ["stats", "--json"], env=cli_env).output)
     [row] = as_json["feeds"]
     assert (row["feed"], row["papers"], row["error"]) == ("arxiv:stat.ML", 3, None)
+
+
+def test_a_feed_that_hangs_never_holds_the_digest_tick(server, fake, engine, tmp_path) -> None:
+    """The clock's feed job is its own APScheduler job and fetches holding no database lock:
+    while arXiv keeps a request waiting, the digest tick still runs and writes its heartbeat."""
+    fetching, release, ticked = threading.Event(), threading.Event(), threading.Event()
+
+    def hold(request: Any) -> None:
+        fetching.set()
+        release.wait(60)
+
+    server.on_request = hold
+    server.serve(STAT_QUERY, "stat-day1", DAY1)
+    settings = Settings(
+        db_path=engine.db_path,
+        slack_api_url=fake.api_url,
+        slack_bot_token=BOT_TOKEN,
+        feeds=(STAT,),
+        arxiv_api_url=server.url,
+        arxiv_max_pages=1,
+    )
+    clock = Clock(engine, settings, tick_seconds=1)
+    real_tick = clock.tick
+
+    def tick(now: datetime | None = None) -> Any:
+        outcomes = real_tick(now)
+        if fetching.is_set() and not release.is_set():
+            ticked.set()  # a whole tick, heartbeat written, while the feed is held
+        return outcomes
+
+    clock.tick = tick  # type: ignore[method-assign]
+    clock.start_background()
+    try:
+        assert fetching.wait(30), "the feed job did not start"
+        assert ticked.wait(30), "no digest tick ran while the feed was being fetched"
+    finally:
+        release.set()
+        clock.shutdown()
+    assert clock_health(engine.db, datetime.now(UTC)).last_tick is not None
+    assert arxiv_ids("2611.20555") <= ids(engine)
 
 
 class StderrLines:
