@@ -31,9 +31,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from bot.engine.search import Engine
-from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack, validate_blocks
+from bot.playground.fake_slack import APP_ID, TEAM_ID, validate_blocks
 from bot.settings import SEED_DIR, Settings
 from bot.slack.server import HttpServer, start_background
+from tests.fake_slack import FakeSlack
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BOT_TOKEN = "xoxb-test-paperboy"

@@ -26,12 +26,14 @@ from click.testing import CliRunner
 
 from bot.cli import main
 from bot.engine.search import Engine
-from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings, SettingsError
+from bot.slack.client import make_client
+from bot.slack.poster import SlackPoster
 from digest.arxiv import ArxivClient
 from digest.clock import Clock, clock_health
 from digest.feeds import feed_status, ingest_feeds
 from tests.atom_server import Answer, AtomServer, recorded, refused_url
+from tests.fake_slack import FakeSlack
 from tests.slack_harness import BOT_TOKEN
 
 CS = "arxiv:cs.CL,cs.LG"
@@ -346,12 +348,8 @@ def test_an_unreachable_api_and_arxivs_error_entry_are_reported(
 
 @pytest.fixture
 def fake() -> Iterator[FakeSlack]:
-    fake = FakeSlack()
-    fake.start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
+    with FakeSlack() as running:
+        yield running
 
 
 def test_the_scheduler_process_ingests_an_arxiv_feed_and_stats_shows_it(
@@ -417,7 +415,7 @@ def test_a_feed_that_hangs_never_holds_the_digest_tick(server, fake, engine, tmp
         arxiv_api_url=server.url,
         arxiv_max_pages=1,
     )
-    clock = Clock(engine, settings, tick_seconds=1)
+    clock = Clock(engine, settings, SlackPoster(make_client(settings), engine), tick_seconds=1)
     real_tick = clock.tick
 
     def tick(now: datetime | None = None) -> Any:

@@ -57,8 +57,12 @@ from bot.engine.corpus import DatabaseError, connect, is_writable
 from bot.engine.search import Engine
 from bot.logs import configure_logging, quiet_slack_sdk, say
 from bot.settings import Settings, SettingsError
+from digest.clock import Clock, clock_health
 
 from .app import body_problem, build_app, is_json_body, log_acked, raw_request_fields
+from .client import bot_token, make_client
+from .poster import SlackPoster
+from .socket_mode import run_socket_mode
 
 log = logging.getLogger(__name__)
 
@@ -286,8 +290,6 @@ def health_report(db_path: Path, now: datetime | None = None) -> dict[str, Any]:
     heartbeat is older than three ticks while digests are on; ``read-only`` (200) when this
     process may not write the database (lookups work, subscriptions cannot be saved).
     """
-    from digest.clock import clock_health
-
     body: dict[str, Any] = {"status": "ok"}
     try:
         # The engine's own read-only open: a WAL database in a folder this process may not
@@ -609,10 +611,26 @@ WORKER_NEEDS_APP_TOKEN = (
 )
 
 
-def run(settings: Settings, *, with_scheduler: bool = False, socket_only: bool = False) -> None:
+#: What ``run`` calls with no Slack credentials: ``bot.playground.playground.run``, chosen by
+#: the command line (this module does not import the playground, which imports it).
+Playground = Callable[[Settings, Engine], None]
+NO_CREDENTIALS = (
+    "No Slack credentials are set: set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (or "
+    "SLACK_APP_TOKEN for Socket Mode)."
+)
+
+
+def run(
+    settings: Settings,
+    *,
+    with_scheduler: bool = False,
+    socket_only: bool = False,
+    playground: Playground | None = None,
+) -> None:
     """Serve until interrupted. A configuration problem ends it with one sentence and exit 2.
 
-    Socket Mode with SLACK_APP_TOKEN, else HTTP, else (no Slack credentials) the playground;
+    Socket Mode with SLACK_APP_TOKEN, else HTTP, else (no Slack credentials) ``playground``
+    (``paperboy serve`` passes the local playground; without one it is a settings error);
     ``with_scheduler`` runs the digest clock in this process too. ``socket_only`` is
     ``paperboy worker``: Socket Mode or nothing, started exactly as ``serve`` starts it.
     """
@@ -630,18 +648,20 @@ def run(settings: Settings, *, with_scheduler: bool = False, socket_only: bool =
         mode = "socket" if settings.slack_app_token else "http"
     with _sigterm_exits():
         try:
-            _serve(settings, mode, with_scheduler)
+            _serve(settings, mode, with_scheduler, playground)
         except StartupError as error:
             _fail(str(error), status=error.status, settings=settings, name=name)
         except KeyboardInterrupt:
             say(settings, f"paperboy {name}: stopped.")
 
 
-def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
+def _serve(
+    settings: Settings, mode: str, with_scheduler: bool, playground: Playground | None
+) -> None:
     if mode == "playground":
-        from bot.playground.playground import run as run_playground
-
-        run_playground(settings, open_engine(settings))
+        if playground is None:
+            raise StartupError(NO_CREDENTIALS, status=2)
+        playground(settings, open_engine(settings))
         return
     if mode == "http":
         _run_http(settings, with_scheduler)
@@ -652,8 +672,6 @@ def _serve(settings: Settings, mode: str, with_scheduler: bool) -> None:
 def _run_socket_mode(settings: Settings, with_scheduler: bool) -> None:
     """Check the token (with retries), open the database (a read-only one still answers
     lookups), start the clock if asked, then serve over Socket Mode until SIGTERM."""
-    from .socket_mode import run_socket_mode
-
     check_slack_token(settings)
     engine = open_engine(settings)
     main = threading.main_thread()
@@ -719,11 +737,10 @@ def _bound(server: HttpServer) -> str:
 def _start_clock(settings: Settings, engine: Engine, stop: Callable[[], Any]) -> Any:
     """``--with-scheduler``: the digest clock on a background thread of this process (its
     token was checked just before). ``stop`` is called when it dies for a refused token."""
-    from digest.clock import Clock
-
     if settings.log_level != "DEBUG":  # a line per tick, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    clock = Clock(engine, settings, on_fatal=lambda error: stop())
+    poster = SlackPoster(make_client(settings, token=bot_token(settings)), engine)
+    clock = Clock(engine, settings, poster, on_fatal=lambda error: stop())
     clock.token_checked()  # it checks again every few minutes (digest.clock.TOKEN_CHECK)
     clock.start_background()
     return clock

@@ -25,12 +25,12 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.slack import render
-from bot.slack.listeners import reply
+from bot.slack.listeners.replies import reply
+from bot.slack.services import Services
 
 if TYPE_CHECKING:
     from slack_bolt import Ack, App
 
-    from bot.slack.app import Services
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def register(app: App, services: Services) -> None:
             # slow lookups could make the 3-second trigger_id expire while it waits.
             clicked = time.monotonic()
             pickers.submit(
-                services._guarded,
+                services.guarded,
                 respond,
                 open_share_picker,
                 (action, body, respond, client, services, clicked),

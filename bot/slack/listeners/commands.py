@@ -12,13 +12,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bot.slack import render
-from bot.slack.listeners import load_subscriptions, reply
+from bot.slack.listeners.replies import reply
+from bot.slack.services import Services
+
+from . import subscriptions
 
 if TYPE_CHECKING:
     from slack_bolt import Ack, App
     from slack_sdk import WebClient
 
-    from bot.slack.app import Services
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +38,6 @@ _MENTION = re.compile(r"<(?:![^<>]*|@[UW][A-Z0-9]+(?:\|[^<>]*)?)>")
 _CHANNEL_MENTION = re.compile(r"<#[CG][A-Z0-9]+(?:\|[^<>]*)?>")
 # Subcommands whose arguments name a channel (``digest channel #papers``).
 CHANNEL_WORDS = frozenset({"digest"})
-
-NOT_AVAILABLE = (
-    "Topic subscriptions and daily digests are not available yet in this Paperboy; "
-    "lookups work: try `/papers diffusion models`."
-)
 
 
 def register(app: App, services: Services) -> None:
@@ -67,10 +64,6 @@ def answer(
     if not text or (word in HELP_WORDS and alone):
         reply(respond, render.help_message(), response_type="ephemeral")
     elif word in SUBSCRIPTION_WORDS or (word in SUBSCRIPTION_ALONE and alone):
-        subscriptions = load_subscriptions()
-        if subscriptions is None:
-            reply(respond, render.error_message(NOT_AVAILABLE), response_type="ephemeral")
-            return
         subscriptions.handle(command, text, respond, client, services)
     else:
         result = services.engine.search(text, limit=render.PAGE_SIZE)

@@ -6,12 +6,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from bot.slack import render
+from bot.slack.services import Services
 
 if TYPE_CHECKING:
     from slack_bolt import App
     from slack_sdk import WebClient
 
-    from bot.slack.app import Services
 
 log = logging.getLogger(__name__)
 

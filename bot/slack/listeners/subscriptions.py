@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from slack_sdk.models.blocks import Block
@@ -18,11 +18,14 @@ from slack_sdk.models.blocks import Block
 from bot.engine.query import QueryError
 from bot.english import count, empty_corpus
 from bot.slack import render
-from bot.slack.listeners import reply
-from digest.delivery import Dispatcher, TokenRefused, refresh_time_zone
-from digest.message import digest_message
+from bot.slack.listeners.replies import reply
+from bot.slack.poster import SlackPoster
+from bot.slack.render.digest import digest_message
+from bot.slack.services import Services
+from digest.delivery import Dispatcher, refresh_time_zone
+from digest.matching import check_topic, match_topics
+from digest.poster import TokenRefused
 from digest.schedule import next_digest
-from digest.selection import check_topic, match_topics
 from digest.subscriptions import (
     MAX_TOPICS,
     Member,
@@ -34,7 +37,6 @@ from digest.subscriptions import (
 if TYPE_CHECKING:
     from slack_sdk import WebClient
 
-    from bot.slack.app import Services
 
 log = logging.getLogger(__name__)
 
@@ -84,13 +86,14 @@ def handle(
     else:
         member = subscriptions.ensure_member(user_id, now, command.get("team_id"))
         try:
-            member = refresh_time_zone(client, subscriptions, user_id, now)
+            poster = SlackPoster(client, services.engine)
+            member = refresh_time_zone(poster, subscriptions, user_id, now)
         except TokenRefused as error:  # topics need no Slack: answer with the zone we have
             log.error("Slack refused the bot token (%s); the operator must replace it", error.code)
     try:
         if services.engine.read_only and _writes(word, rest):
             # Refused before trying; a write that fails anyway (the file's mode changed
-            # under a running app) is told the same way by ``Services._guarded``.
+            # under a running app) is told the same way by ``Services.guarded``.
             message = render.read_only_message()
         elif word == "subscribe":
             message = subscribe(services, subscriptions, member, rest, now)
@@ -252,11 +255,8 @@ def digest(
         return _message(_schedule_line(member, now))
     if action == "channel":
         return _set_channel(subscriptions, member, value, now)
-    dispatcher = Dispatcher(
-        services.engine,
-        client,
-        grace=timedelta(seconds=services.settings.digest_grace_seconds),
-    )
+    poster = SlackPoster(client, services.engine)
+    dispatcher = Dispatcher.from_settings(services.engine, poster, services.settings)
     if action == "preview":
         plan = dispatcher.preview(user_id)
         if not plan.size:

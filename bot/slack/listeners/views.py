@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.slack import render
+from bot.slack.services import Services
 
 if TYPE_CHECKING:
     from slack_bolt import Ack, App
     from slack_sdk import WebClient
 
-    from bot.slack.app import Services
 
 log = logging.getLogger(__name__)
 
