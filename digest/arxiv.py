@@ -25,7 +25,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from importlib import metadata
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -54,7 +55,7 @@ ElementTree.register_namespace("opensearch", "http://a9.com/-/spec/opensearch/1.
 class FeedError(Exception):
     """A feed could not be read this run; str() says why in a few words (no traceback)."""
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, retry_after: int | None = None):
         super().__init__(message)
         self.retry_after = retry_after
 
@@ -231,9 +232,22 @@ class ArxivClient:
 def http_error(error: urllib.error.HTTPError) -> FeedError:
     """arXiv's 503/429 (busy, or too many requests) with the wait it asks for, or any other."""
     retry = (error.headers.get("Retry-After") or "").strip() if error.headers else ""
-    wait = float(retry) if retry.isdigit() else None
-    asks = f", asking to wait {retry} s" if wait is not None else ""
+    wait = retry_after_seconds(retry)
+    asks = f", asking to wait {wait} s" if wait is not None else ""
     return FeedError(f"arXiv answered HTTP {error.code} ({error.reason}){asks}", retry_after=wait)
+
+
+def retry_after_seconds(value: str) -> int | None:
+    """``Retry-After`` in seconds: it is either a number of seconds or an HTTP date."""
+    if value.isdigit():
+        return int(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0, round((when - datetime.now(UTC)).total_seconds()))
 
 
 def parse_page(body: bytes, start: int) -> tuple[list[ElementTree.Element], int]:

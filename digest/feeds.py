@@ -9,8 +9,8 @@ all: a page that fails half-way leaves nothing of that feed, and the other feeds
 What a run did is kept per feed in the ``feed_state`` table: where the next run resumes (the
 newest paper seen, the server's Last-Modified for ``If-Modified-Since``), the last success,
 the last error and how many runs failed in a row. A feed that failed is logged in one sentence,
-shown by ``paperboy stats`` (``feed_status``) and fetched again at the next run (daily, and at
-start-up), from where its last success left off.
+shown by ``paperboy stats`` (``feed_status``) and fetched again at the next run (daily, at
+start-up, and sooner after a failure: ``run_feeds``), from where its last success left off.
 
 URLs are downloaded keeping their name, whose extension helps choose the reader.
 """
@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 DOWNLOAD_TIMEOUT = 60
 STATE_TABLE = "feed_state"
 ARXIV_PREFIX = "arxiv:"
+RETRY_FIRST = timedelta(minutes=30)
+RETRY_LONGEST = timedelta(hours=6)
 
 
 class MissingFile(FeedError):
@@ -56,9 +58,21 @@ class _Fetched:
     remember: dict[str, Any] = field(default_factory=dict)
 
 
-def run_feeds(engine: Engine, settings: Any) -> IngestReport | None:
-    """The scheduler's feed job: every ``settings.feeds``, arXiv ones through the API."""
-    return ingest_feeds(engine, settings.feeds, arxiv=ArxivClient.from_settings(settings))
+def run_feeds(engine: Engine, settings: Any) -> timedelta | None:
+    """The scheduler's feed job: every ``settings.feeds``, arXiv ones through the API.
+
+    Returns how soon to run again when a feed failed (None when all went in): half an hour,
+    doubling with each failed run up to six hours, and never sooner than the server asked
+    (``Retry-After``). The daily run comes anyway; this only brings a failed feed back sooner.
+    """
+    ingest_feeds(engine, settings.feeds, arxiv=ArxivClient.from_settings(settings))
+    failed = [r for r in feed_status(engine.db) if r["feed"] in settings.feeds and r["error"]]
+    if not failed:
+        return None
+    worst = max(int(r["failures"] or 1) for r in failed)
+    wait = min(RETRY_FIRST * 2 ** (worst - 1), RETRY_LONGEST)
+    asked = max(int(r["retry_after"] or 0) for r in failed)
+    return max(wait, timedelta(seconds=asked))
 
 
 def ingest_feeds(
@@ -139,7 +153,7 @@ def _fetch_arxiv(
         since=newest,  # None on a first run: the newest max_pages pages
         if_modified_since=state.get("last_modified"),
     )
-    if got.not_modified:
+    if got.not_modified or not got.entries:
         return None
     if got.capped and newest is not None:
         log.warning(
@@ -200,7 +214,7 @@ def _state(db: Any, feed: str) -> dict[str, Any]:
 def _save(db: Any, feed: str, now: datetime, **values: Any) -> None:
     row: dict[str, Any] = {"feed": feed, "last_run": _iso(now), **values}
     if values.get("error") is None:
-        row.update(last_success=_iso(now), failures=0)
+        row.update(last_success=_iso(now), failures=0, retry_after=None)
     with write_transaction(db):
         db[STATE_TABLE].upsert(row, pk="feed")
 
@@ -213,7 +227,8 @@ def _failed(
     what = f": {error}" if isinstance(error, MissingFile) else f" could not be fetched: {error}"
     in_a_row = f" ({failures} runs failed in a row)" if failures > 1 else ""
     log.error("feed %s%s; it is tried again at the next run%s.", feed, what, in_a_row)
-    _save(db, feed, now, error=str(error), failures=failures)
+    retry_after = getattr(error, "retry_after", None)
+    _save(db, feed, now, error=str(error), failures=failures, retry_after=retry_after)
 
 
 def _iso(when: datetime | None) -> str | None:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,8 @@ from bot.slack.client import make_client
 from bot.slack.poster import SlackPoster
 from digest.arxiv import ArxivClient
 from digest.clock import Clock, clock_health
-from digest.feeds import feed_status, ingest_feeds
+from digest.feeds import feed_status, ingest_feeds, run_feeds
+from digest.schedule import FEEDS_HOUR_UTC, FEEDS_JOB
 from tests.atom_server import Answer, AtomServer, recorded, refused_url
 from tests.fake_slack import FakeSlack
 from tests.slack_harness import BOT_TOKEN
@@ -407,15 +408,7 @@ def test_a_feed_that_hangs_never_holds_the_digest_tick(server, fake, engine, tmp
 
     server.on_request = hold
     server.serve(STAT_QUERY, "stat-day1", DAY1)
-    settings = Settings(
-        db_path=engine.db_path,
-        slack_api_url=fake.api_url,
-        slack_bot_token=BOT_TOKEN,
-        feeds=(STAT,),
-        arxiv_api_url=server.url,
-        arxiv_max_pages=1,
-    )
-    clock = Clock(engine, settings, SlackPoster(make_client(settings), engine), tick_seconds=1)
+    clock = feed_clock(engine, fake, server.url)
     real_tick = clock.tick
 
     def tick(now: datetime | None = None) -> Any:
@@ -434,6 +427,66 @@ def test_a_feed_that_hangs_never_holds_the_digest_tick(server, fake, engine, tmp
         clock.shutdown()
     assert clock_health(engine.db, datetime.now(UTC)).last_tick is not None
     assert arxiv_ids("2611.20555") <= ids(engine)
+
+
+def feed_clock(engine: Engine, fake: FakeSlack, api_url: str) -> Clock:
+    """The digest clock with PAPERBOY_FEEDS=arxiv:stat.ML at ``api_url``, ticking every second."""
+    settings = Settings(
+        db_path=engine.db_path,
+        slack_api_url=fake.api_url,
+        slack_bot_token=BOT_TOKEN,
+        feeds=(STAT,),
+        arxiv_api_url=api_url,
+        arxiv_max_pages=1,
+    )
+    return Clock(engine, settings, SlackPoster(make_client(settings), engine), tick_seconds=1)
+
+
+def run_feed_job(clock: Clock) -> Any:
+    """Start the clock, wait for its feed job's run at start-up, and give that job back."""
+    done = threading.Event()
+    real_ingest = clock.ingest
+
+    def ingest() -> None:
+        real_ingest()
+        done.set()
+
+    clock.ingest = ingest  # type: ignore[method-assign]
+    clock.start_background()
+    assert done.wait(30), "the feed job did not run at start-up"
+    return clock.scheduler.get_job(FEEDS_JOB)
+
+
+def test_a_failed_feed_brings_the_feed_job_back_when_the_server_asks(server, fake, engine):
+    server.serve(STAT_QUERY, "stat-day1", DAY1)
+    server.then(Answer(503, b"busy\n", {"Retry-After": "7200"}))
+    clock = feed_clock(engine, fake, server.url)
+    before = datetime.now(UTC)
+    try:
+        job = run_feed_job(clock)
+        after = datetime.now(UTC)
+    finally:
+        clock.shutdown()
+    # Two hours (Retry-After), not the first back-off (30 min) nor tomorrow at 04:00.
+    assert before + timedelta(hours=2) <= job.next_run_time <= after + timedelta(hours=2)
+
+
+def test_the_feed_job_keeps_its_daily_time_when_every_feed_went_in(server, fake, engine):
+    server.serve(STAT_QUERY, "stat-day1", DAY1)
+    clock = feed_clock(engine, fake, server.url)
+    try:
+        job = run_feed_job(clock)
+    finally:
+        clock.shutdown()
+    assert (job.next_run_time.astimezone(UTC).hour, job.next_run_time.minute) == (FEEDS_HOUR_UTC, 0)
+    assert arxiv_ids("2611.20555") <= ids(engine)
+
+
+def test_failed_runs_come_back_sooner_and_back_off(engine) -> None:
+    settings = Settings(feeds=(STAT,), arxiv_api_url=refused_url())
+    waits = [run_feeds(engine, settings) for _ in range(6)]
+    assert waits == [timedelta(minutes=m) for m in (30, 60, 120, 240, 360, 360)]
+    assert state(engine, STAT)["failures"] == 6
 
 
 class StderrLines:

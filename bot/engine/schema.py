@@ -158,6 +158,7 @@ def m040_feed_state(db: Database) -> None:
             "papers": int,
             "error": str,
             "failures": int,
+            "retry_after": int,  # seconds the server asked to wait (Retry-After), if it did
         },
         pk="feed",
     )
