@@ -18,6 +18,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -342,6 +343,41 @@ def test_an_unreachable_api_and_arxivs_error_entry_are_reported(
     assert row["error"] == "arXiv refused the query: start must be non-negative"
     assert row["failures"] == 2
     assert any("(2 runs failed in a row)" in m for m in caplog.messages)
+
+
+def test_a_url_feed_asks_if_modified_since_and_a_304_is_nothing_new(engine, tmp_path, caplog):
+    served = tmp_path / "www"
+    served.mkdir()
+    (served / "accepted.jsonl").write_text(json.dumps({"id": "w-1", "title": "Accepted"}) + "\n")
+    seen: list[dict[str, str]] = []
+
+    class Handler(SimpleHTTPRequestHandler):  # answers 304 to a matching If-Modified-Since
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(served), **kwargs)
+
+        def do_GET(self) -> None:  # noqa: N802
+            seen.append(dict(self.headers.items()))
+            super().do_GET()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{http.server_address[1]}/accepted.jsonl"
+    caplog.set_level(logging.INFO, logger="digest.feeds")
+    try:
+        first = ingest_feeds(engine, [url])
+        again = ingest_feeds(engine, [url])
+    finally:
+        http.shutdown()
+        http.server_close()
+    assert first is not None and first.counts.added == 1 and again is None
+    assert "If-Modified-Since" not in seen[0] and "If-Modified-Since" in seen[1]
+    assert seen[0]["User-Agent"].startswith("Paperboy/")
+    assert f"feed {url}: nothing new since the last run" in caplog.messages
+    assert state(engine, url)["error"] is None
 
 
 # --- the scheduler's feed job, as an operator runs it ----------------------------------------
