@@ -645,6 +645,32 @@ class FakeSlack:
         self._emit("view", None, {}, view=opened)
         return _ok(view=copy.deepcopy(opened))
 
+    def _api_views_update(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Replace an open modal's content. A ``hash`` that is not the view's current one is
+        refused (``hash_conflict``), as Slack does to keep a stale update from winning."""
+        view, current = p.get("view"), self._modals.get(str(p.get("view_id") or ""))
+        if current is None:
+            return _error("not_found")
+        if p.get("hash") and p["hash"] != current["hash"]:
+            return _error("hash_conflict")
+        if not isinstance(view, dict) or view.get("type") != "modal":
+            return _error("invalid_arguments")
+        if errors := _check_modal(view):
+            return _error("invalid_arguments", response_metadata={"messages": errors})
+        if errors := validate_blocks(view.get("blocks", []), MAX_VIEW_BLOCKS):
+            return _error("invalid_blocks", errors=errors)
+        updated = {
+            **view,
+            **{k: current[k] for k in ("id", "team_id", "app_id", "bot_id")},
+            "hash": uuid.uuid4().hex[:16],
+            "private_metadata": view.get("private_metadata") or "",
+            "callback_id": view.get("callback_id") or "",
+            "state": {"values": {}},
+        }
+        self._modals[current["id"]] = updated
+        self._emit("view", None, {}, view=updated)
+        return _ok(view=copy.deepcopy(updated))
+
 
 # --- HTTP plumbing -----------------------------------------------------------------------------
 
