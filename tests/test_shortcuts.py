@@ -3,9 +3,14 @@ the Home tab's "Search papers", and the message shortcut answered in the thread,
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.slack import render
+from bot.slack.listeners.shortcuts import MESSAGE_SHORTCUT, SEARCH_SHORTCUT
 from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
 from tests.surfaces import (
     element,
@@ -123,3 +128,35 @@ def test_a_message_without_words_gets_a_private_hint(slack: SlackHarness) -> Non
     reply = slack.reply(url)
     assert reply["response_type"] == "ephemeral"
     assert "no words to look papers up with" in reply["text"]
+
+
+def test_the_manifest_declares_the_shortcuts_events_and_scopes_they_need() -> None:
+    manifest = (Path(__file__).parents[1] / "manifest.yml").read_text()
+    for callback_id, kind in ((SEARCH_SHORTCUT, "global"), (MESSAGE_SHORTCUT, "message")):
+        assert re.search(rf"type: {kind}\n\s+callback_id: {callback_id}\n", manifest)
+    events = re.search(r"bot_events:\n((?:\s+(?:- \S+|#.*)\n)+)", manifest).group(1)
+    assert {"app_home_opened", "app_mention", "message.im"} <= set(re.findall(r"- (\S+)", events))
+    scopes = re.search(r"bot:\n((?:\s+(?:- \S+|#.*)\n)+)", manifest).group(1)
+    assert {"app_mentions:read", "im:history", "chat:write"} <= set(re.findall(r"- (\S+)", scopes))
+    assert "messages_tab_read_only_enabled: false" in manifest
+
+
+def test_each_request_is_logged_with_its_surface(
+    slack: SlackHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="paperboy.requests")
+    open_search(slack)
+    slack.event({"type": "app_home_opened", "user": "U1", "channel": "D1", "tab": "home"})
+    payload, _ = message_shortcut(slack, MESSAGE_SHORTCUT, "diffusion")
+    post_payload(slack, payload)
+    slack.fake.wait_for(lambda: slack.fake.calls_to("chat.postEphemeral"))
+    slack.fake.wait_for(lambda: slack.fake.home_view("U1"))
+    logged = {r.surface: r for r in caplog.records if r.name == "paperboy.requests"}
+    assert {"global_shortcut", "home", "message_shortcut"} <= set(logged)
+    shortcut = logged["global_shortcut"]
+    assert (shortcut.team, shortcut.user, shortcut.callback_id) == (
+        "T0PAPERBOY",
+        "U1",
+        "search_papers",
+    )
+    assert isinstance(shortcut.latency_ms, float)

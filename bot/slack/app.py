@@ -250,6 +250,8 @@ def request_fields(context: BoltContext, body: dict[str, Any]) -> dict[str, Any]
     view = body.get("view")
     if isinstance(view, dict) and view.get("callback_id"):
         fields["callback_id"] = view["callback_id"]
+    elif isinstance(body.get("callback_id"), str):  # a shortcut
+        fields["callback_id"] = body["callback_id"]
     event = body.get("event")
     if isinstance(event, dict) and event.get("type"):
         fields["event"] = event["type"]
