@@ -8,10 +8,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 
 from bot.slack import render
 from bot.slack.listeners.shortcuts import MESSAGE_SHORTCUT, SEARCH_SHORTCUT
-from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
+from tests.slack_harness import (
+    BOT_TOKEN,
+    SlackHarness,
+    assert_valid,
+    blocks_text,
+    buttons,
+    trigger_id,
+)
 from tests.surfaces import (
     element,
     global_shortcut,
@@ -160,3 +169,18 @@ def test_each_request_is_logged_with_its_surface(
         "search_papers",
     )
     assert isinstance(shortcut.latency_ms, float)
+
+
+def test_the_stand_in_refuses_a_stale_views_update_as_slack_does(slack: SlackHarness) -> None:
+    client = WebClient(token=BOT_TOKEN, base_url=slack.fake.api_url)
+    opened = client.views_open(trigger_id=trigger_id(), view=render.search_view())["view"]
+    newer = client.views_update(
+        view_id=opened["id"], hash=opened["hash"], view=render.search_view("x")
+    )
+    with pytest.raises(SlackApiError) as stale:
+        client.views_update(view_id=opened["id"], hash=opened["hash"], view=render.search_view("y"))
+    assert stale.value.response["error"] == "hash_conflict"
+    assert slack.fake.modal(opened["id"])["hash"] == newer["view"]["hash"]
+    with pytest.raises(SlackApiError) as gone:
+        client.views_update(view_id="VM404", view=render.search_view("y"))
+    assert gone.value.response["error"] == "not_found"
