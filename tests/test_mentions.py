@@ -91,3 +91,29 @@ def test_a_listener_raising_before_its_ack_answers_200_not_dispatch_failed(
     assert (status, ack) == (200, "")  # Bolt's default is a 500, which Slack shows as an error
     (apology,) = slack.fake.wait_for(lambda: slack.fake.messages_in("DU4"))
     assert "Sorry, something went wrong on Paperboy's side" in apology["text"]
+
+
+def test_a_message_in_a_channel_without_a_mention_is_not_a_query(slack: SlackHarness) -> None:
+    channel = open_dm(slack, "U2")
+    slack.event(
+        {
+            "type": "message",
+            "channel_type": "channel",
+            "channel": "C5",
+            "user": "U2",
+            "text": "graph neural networks",
+            "ts": "1.3",
+        }
+    )
+    slack.event(
+        {
+            "type": "message",
+            "channel_type": "im",
+            "channel": channel,
+            "user": "U2",
+            "text": "diffusion",
+            "ts": "1.4",
+        }
+    )
+    slack.fake.wait_for(lambda: slack.fake.messages_in(channel))
+    assert not slack.fake.messages_in("C5")

@@ -33,7 +33,6 @@ def home_view(
     counts = [m.count for m in match_topics(engine, [t.query for t in topics])] if topics else []
     last = render.last_digest_line(Ledger(engine.db).latest(user_id), member.zone)
     return render.home_dashboard(
-        user_id=user_id,
         topics=[(t.query, c) for t, c in zip(topics, counts, strict=True)],
         max_topics=MAX_TOPICS,
         enabled=member.enabled,

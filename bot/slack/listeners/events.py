@@ -40,10 +40,12 @@ def register(app: App, services: Services) -> None:
         thread = event.get("thread_ts") or event.get("ts")
         services.later(None, answer_in, client, services, event, thread)
 
-    @app.event({"type": "message", "channel_type": "im"})
+    # Bolt matches on type and subtype only ("subtype": None: none, so no edits, deletions
+    # or joins); the conversation's kind is checked below.
+    @app.event({"type": "message", "subtype": None})
     def direct_message(event: dict[str, Any], client: WebClient) -> None:
-        # Not our own replies, other bots, edits, deletions or joins: only what a person typed.
-        if event.get("bot_id") or event.get("subtype") or not event.get("user"):
+        # Only what a person typed in their DM with Paperboy: not our own replies, other bots.
+        if event.get("channel_type") != "im" or event.get("bot_id") or not event.get("user"):
             return
         services.later(None, answer_in, client, services, event, event.get("thread_ts"))
 

@@ -49,7 +49,7 @@ from .escaping import (
     snippet_mrkdwn,
     unescape,
 )
-from .help import DIGEST_USAGE, HELP_HINT, HELP_SECTIONS, help_message, home_view
+from .help import DIGEST_USAGE, HELP_HINT, HELP_SECTIONS, help_message
 from .home import (
     HOME_ADD_TOPIC,
     HOME_CHANNEL,
@@ -170,7 +170,6 @@ __all__ = [
     "escape",
     "escape_plain",
     "help_message",
-    "home_view",
     "link",
     "mention",
     "mrkdwn",

@@ -97,7 +97,6 @@ def _ids(raw: Any) -> list[Any]:
 
 def home_dashboard(
     *,
-    user_id: str,
     topics: Sequence[tuple[str, int]],
     max_topics: int,
     enabled: bool,
