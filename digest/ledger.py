@@ -43,7 +43,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from .selection import DigestPlan
+from .plan import DigestPlan
 from .subscriptions import from_iso, to_iso
 
 #: A claim not renewed for this long belongs to a process that died; another may retake it.

@@ -102,7 +102,7 @@ def migrate(db: Database) -> None:
 @migrations()
 def m004_digest_content(db: Database) -> None:
     """The digest as claimed (topics, papers, why), so a retry after a crash posts the same one."""
-    db["digests"].add_column("content", str)  # JSON, see digest/selection.py DigestPlan
+    db["digests"].add_column("content", str)  # JSON, see digest/plan.py DigestPlan
     db["digests"].create_index(["status", "claimed_at"])
 
 
@@ -151,3 +151,24 @@ def m030_papers_changed_at_version(db: Database) -> None:
     Existing papers get 0: any index built before this migration already holds them."""
     db["papers"].add_column("changed_at_version", int, not_null_default=0)
     db["papers"].create_index(["changed_at_version"])
+
+
+@migrations()
+def m040_feed_state(db: Database) -> None:
+    """Each PAPERBOY_FEEDS feed's last run: where the next run resumes (the newest paper seen,
+    the server's Last-Modified) and what an operator sees in ``paperboy stats`` (the last
+    success, the last error and how many runs failed in a row)."""
+    db["feed_state"].create(
+        {
+            "feed": str,
+            "newest": str,
+            "last_modified": str,
+            "last_run": str,
+            "last_success": str,
+            "papers": int,
+            "error": str,
+            "failures": int,
+            "retry_after": int,  # seconds the server asked to wait (Retry-After), if it did
+        },
+        pk="feed",
+    )

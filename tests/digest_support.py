@@ -1,14 +1,13 @@
 """Test helpers for the digest: a small corpus with clear topics, and a clock to move by hand.
 
-Used by the test-suite (``tests/test_digest_*.py``) and handy in a shell; nothing in the app
-imports it.
+Used by the test-suite (``tests/test_digest_*.py``); not part of the installed package.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -124,10 +123,6 @@ class ManualClock:
     def __call__(self) -> datetime:
         return self.now
 
-    def advance(self, **delta: float) -> datetime:
-        self.now += timedelta(**delta)
-        return self.now
-
     def timestamp(self) -> float:
-        """For FakeSlack(clock=...), which wants epoch seconds."""
+        """For ``FakeSlack(clock=...)``, which wants epoch seconds."""
         return self.now.timestamp()
