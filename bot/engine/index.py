@@ -658,9 +658,15 @@ def build_lock(directory: Path, wait: bool = True):
 
 
 def writer_busy(directory: Path) -> bool:
-    """Whether another process holds the build lock (it will publish what it writes)."""
-    with build_lock(directory, wait=False) as held:
-        return not held
+    """Whether another process holds the build lock (it will publish what it writes).
+
+    False when the lock file cannot even be opened (a read-only folder): no writer there.
+    """
+    try:
+        with build_lock(directory, wait=False) as held:
+            return not held
+    except OSError:
+        return False
 
 
 class Vocabulary:
