@@ -5,6 +5,7 @@ The corpus is made from the seed papers in data/ (their sentences shuffled into 
 so the tests never read the shared corpus.
 """
 
+import contextlib
 import json
 import os
 import random
@@ -113,6 +114,41 @@ def test_deltas_rank_like_a_fresh_build(tmp_path, sentences, monkeypatch):
     other = Engine.open(tmp_path / "live.db")
     for query in queries_from(final, 10, seed=3):
         assert other.rank(query) == live.rank(query)
+
+
+def test_batch_scoring_over_segments_matches_lookups(tmp_path, sentences, monkeypatch):
+    """Digests score every topic at once through ``matrix_xt`` (or ``score_matrix``): over a
+    main segment, deltas and tombstones they give each paper the score a lookup gives it."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from bot.engine.text import analyze
+
+    monkeypatch.setattr(index_module, "MERGE_SHARE", 0.5)
+    live, _, final = build_live_and_fresh(tmp_path, sentences)
+    index = live.index
+    assert len(index.segments) == 3
+    queries = [index.vectorize(analyze(q)) for q in queries_from(final, 12, seed=14)]
+    queries = [(t, w) for t, w in queries if len(t)]
+    q = sp.csr_matrix(
+        (
+            np.concatenate([w for _, w in queries]),
+            np.concatenate([t for t, _ in queries]),
+            np.cumsum([0] + [len(t) for t, _ in queries]),
+        ),
+        shape=(len(queries), index.n_terms),
+    )
+    for batch in ((q @ index.matrix_xt()).tocsr(), index.score_matrix(q)):
+        for row, (terms, weights) in enumerate(queries):
+            docs, scores = index.score(terms, weights)
+            expected = dict(zip(docs.tolist(), scores.tolist(), strict=True))
+            start, end = batch.indptr[row], batch.indptr[row + 1]
+            got = dict(
+                zip(batch.indices[start:end].tolist(), batch.data[start:end].tolist(), strict=True)
+            )
+            assert got.keys() == expected.keys()
+            assert np.allclose([got[d] for d in expected], list(expected.values()), rtol=1e-5)
+            assert index.live[list(got)].all()  # no deleted copy
 
 
 def test_with_rare_bigrams_left_out_deltas_rank_almost_like_a_fresh_build(
@@ -275,7 +311,8 @@ def test_a_reader_process_never_waits_for_a_writer(tmp_path, sentences, monkeypa
         ingest.join(120)
         after = ask()
     finally:
-        reader.stdin.close()
+        with contextlib.suppress(BrokenPipeError):
+            reader.stdin.close()
         reader.wait(60)
     fresh = Engine.open(tmp_path / "f.db")
     fresh.ingest([write_jsonl(tmp_path / "all.jsonl", papers)])
