@@ -276,7 +276,7 @@ class FakeSlack:
         if self._server is not None:
             raise RuntimeError("FakeSlack is already running")
         self._server = _Server(("127.0.0.1", 0), self)
-        # A short poll interval keeps stop(), and so every test's teardown, fast.
+        # A short poll interval keeps stop() fast (the playground's Ctrl-C, a test's teardown).
         poll = {"poll_interval": 0.02}
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs=poll, daemon=True)
         self._thread.start()
@@ -317,7 +317,7 @@ class FakeSlack:
         real_name: str | None = None,
         deleted: bool = False,
     ) -> None:
-        ZoneInfo(tz)  # a typo fails here, in the test, not inside a request thread
+        ZoneInfo(tz)  # a typo fails here, in the caller, not inside a request thread
         with self._lock:
             self._users[user_id] = {"tz": tz, "real_name": real_name, "deleted": deleted}
 
@@ -669,7 +669,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
-        """Silence the per-request stderr lines; tests read ``FakeSlack.calls`` instead."""
+        """Silence the per-request stderr lines (the playground page shows what happened)."""
 
     def do_GET(self) -> None:
         self._serve()
