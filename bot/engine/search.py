@@ -293,7 +293,8 @@ class Engine:
         with what changed, or a full build when there is no (intact) index to add to.
         Failures are remembered for the back-off."""
         try:
-            if full or self._open_published(verify=False, quiet=True) is None:
+            # Checksums too (once per process): a delta is never added to a damaged segment.
+            if full or self._open_published(quiet=True) is None:
                 stats = build_index(self.corpus, self.index_dir)
             else:
                 stats = add_to_index(self.corpus, self.index_dir)
