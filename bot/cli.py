@@ -24,6 +24,7 @@ from .engine.query import QueryError
 from .english import count, empty_corpus
 from .logs import configure_logging
 from .settings import DEFAULT_DB, Settings
+from .state import StateError, StateStore, database_url, describe
 
 
 class Context:
@@ -399,6 +400,46 @@ def _print_result(result) -> None:
             click.echo(f"{'':11}" + click.style("why: " + ", ".join(hit.why), dim=True))
     if result.has_more:
         click.echo(f"\nmore: --offset {result.offset + len(result.hits)}")
+
+
+@main.command("migrate-state")
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    envvar="DATABASE_URL",
+    metavar="postgresql://...",
+    help="The PostgreSQL database to copy into (default: $DATABASE_URL).",
+)
+@db_option
+@click.pass_context
+def migrate_state(ctx, target: str, db_path) -> None:
+    """Copy this SQLite deployment's shared state (members, topics, digests, sent papers) into
+    PostgreSQL. Safe to run again: rows already there are written again, never doubled."""
+    path = _ctx(ctx, db_path).db_path
+    if not path.exists():
+        raise click.ClickException(f"There is no database at {path} to copy the state from.")
+    try:
+        target_store = StateStore(database_url(target))
+        if not target_store.is_postgres:
+            raise click.UsageError("--to must be a postgresql:// URL.")
+        copied = StateStore(path).copy_to(target_store)
+    except StateError as error:
+        raise click.ClickException(str(error)) from None
+    rows = ", ".join(f"{count(n, name)}" for name, n in _state_rows(copied))
+    click.echo(f"Copied the state of {path} into {describe(target_store.url)}: {rows}.")
+    click.echo("Now set DATABASE_URL to it for every Paperboy process.")
+
+
+def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
+    names = {
+        "members": "member",
+        "topics": "topic",
+        "digests": "digest",
+        "sent_papers": "sent paper",
+        "clock_heartbeat": "clock heartbeat",
+    }
+    return [(names[table], n) for table, n in copied.items()]
 
 
 # The digest's commands live with the digest; they import nothing heavy until they run.

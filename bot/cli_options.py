@@ -87,6 +87,7 @@ def open_engine(
     """
     from .engine.corpus import DatabaseError, NoDatabase
     from .engine.search import Engine
+    from .state import configure as configure_state
 
     seed_dir = settings.seed_dir if write and seed else None
     if seed_dir and not db_path.exists() and not seed_dir.is_dir():
@@ -97,6 +98,7 @@ def open_engine(
         )
         seed_dir = None
     try:
+        configure_state(settings.database_url)  # DATABASE_URL, when set, holds the state
         engine = Engine.open(db_path, seed_dir=seed_dir, create=write)
     except NoDatabase:
         raise click.ClickException(NO_DATABASE.format(path=db_path)) from None

@@ -9,15 +9,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from bot.engine.search import Engine
 from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
+from bot.state import state_for
+from bot.state.tables import digests
 from digest.delivery import Dispatcher, make_client
 from digest.ledger import STALE_CLAIM, Ledger
 from digest.message import DIGEST_EVENT
 from digest.subscriptions import Subscriptions
 from digest.testing import ManualClock, write_corpus
+from tests.postgres import state_env
 
 REPO = Path(__file__).resolve().parents[1]
 MONDAY_0700 = datetime(2024, 3, 4, 7, 0, tzinfo=UTC)
@@ -87,9 +91,16 @@ def digest_row(engine: Engine, digest_id: str) -> dict:
     return row
 
 
+def digests_of(engine: Engine, user: str) -> list[dict]:
+    """Every digest row of the member (through the state store: SQLite or PostgreSQL)."""
+    store = state_for(engine.db_path)
+    with store.read() as conn:
+        rows = conn.execute(select(digests).where(digests.c.user_id == user)).mappings()
+        return [dict(r) for r in rows]
+
+
 def sent_papers(engine: Engine, user: str) -> list[str]:
-    rows = engine.db.execute("select paper_id from sent_papers where user_id = ?", [user])
-    return sorted(r[0] for r in rows)
+    return sorted(state_for(engine.db_path).sent_papers([user]).get(user, []))
 
 
 # --- the happy path ----------------------------------------------------------------------------
@@ -256,8 +267,8 @@ def test_a_channel_digest_survives_a_crash_at_any_step(engine, fake, waits, step
     restarted.run_due(later + timedelta(minutes=1))
     [message] = fake.messages_in("CPAPERS")
     assert len(fake.calls_to("chat.postMessage")) == 1
-    rows = engine.db.execute("select status, ts from digests where user_id = 'U1'").fetchall()
-    assert rows == [("sent", message["ts"])]
+    [digest] = digests_of(engine, "U1")
+    assert (digest["status"], digest["ts"]) == ("sent", message["ts"])
     assert len(sent_papers(engine, "U1")) == GNN
     assert fake.is_member("CPAPERS")
 
@@ -322,7 +333,9 @@ def test_a_killed_process_between_post_and_record_is_finished_by_the_next(
         "from datetime import datetime\n"
         "from bot.engine.search import Engine\n"
         "from bot.settings import Settings\n"
+        "from bot.state import configure\n"
         "from digest.delivery import Dispatcher, make_client\n"
+        "configure(os.environ.get('DATABASE_URL'))\n"
         "db, api, now = sys.argv[1:4]\n"
         "def fault(step, digest_id):\n"
         "    if step == 'posted':\n"
@@ -334,7 +347,7 @@ def test_a_killed_process_between_post_and_record_is_finished_by_the_next(
     done = subprocess.run(
         [sys.executable, "-c", child, str(engine.db_path), fake.api_url, BERLIN_0900.isoformat()],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **state_env()},
         capture_output=True,
         timeout=120,
     )
@@ -421,7 +434,7 @@ def test_digest_now_with_nothing_to_send_uses_up_no_id(engine, fake, waits) -> N
     send = dispatcher(engine, fake, waits)
     at = MONDAY_0700 + timedelta(seconds=5)
     assert send.send_now("U1", at).status == "skipped"
-    assert engine.db.execute("select count(*) from digests").fetchone()[0] == 0
+    assert digests_of(engine, "U1") == []
     Subscriptions(engine.db).add_topic("U1", "protein design", at)
     assert send.preview("U1").size
     outcome = send.send_now("U1", at + timedelta(seconds=20))
