@@ -23,7 +23,7 @@ Threshold (``--threshold``): runs author keywords as topics against the 7,877-pa
 evaluation corpus, whose keywords are emptied so a paper's own tags cannot make it match, and
 counts a paper as on-topic when its authors tagged it with the keyword. Prints precision,
 recall and F1 per threshold and per topic length (1, 2, 3+ words), and how many papers a
-topic matches on the 87k corpus at each threshold. ``digest/selection.py`` documents the pick.
+topic matches on the 87k corpus at each threshold. ``digest/matching.py`` documents the pick.
 
 Results go to stdout (markdown); progress to stderr.
 """
@@ -102,7 +102,8 @@ def subscribe_members(engine, members: int, topics: int, filtered: float, seed: 
 
 
 def speed(args: argparse.Namespace) -> None:
-    from digest.selection import match_topics_one_by_one, select_digests
+    from digest.selection import select_digests
+    from tests.matching_reference import match_topics_one_by_one
 
     engine = open_engine(DIGEST_DIR / "paperboy.db", corpus_file(PAPERS_FILE), args.rebuild)
     index = engine.index
@@ -152,7 +153,7 @@ def speed(args: argparse.Namespace) -> None:
 
 def threshold(args: argparse.Namespace) -> None:
     from bot.engine.text import words
-    from digest.selection import match_topics
+    from digest.matching import match_topics
 
     tags: dict[str, set[str]] = collections.defaultdict(set)
     for paper in iter_papers(corpus_file(PAPERS_FILE)):

@@ -62,7 +62,8 @@ from urllib.parse import urlencode
 from bench import paperboy
 from bench.corpora import PAPERLISTS_SIZE, WORK_DIR, corpus_for_scale, sample_keyword_queries
 from bench.measure import log, markdown_table, median, percentile, run_child
-from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
+from bot.playground.fake_slack import APP_ID, TEAM_ID
+from tests.fake_slack import FakeSlack
 
 SIGNING_SECRET = "bench-5f1c0e7a9d2b4c6e8f0a1b3c5d7e9f10"
 BOT_TOKEN = "xoxb-bench"

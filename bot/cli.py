@@ -3,28 +3,125 @@
 Every command takes ``--db PATH`` (default: ``$PAPERBOY_DB``, else ``paperboy.db`` in the
 working directory). A fresh database is filled from the seed corpus in ``data/`` the first
 time a command other than ``ingest`` uses it.
+
+Examples::
+
+    $ paperboy search "diffusion models" venue:ICLR
+    $ paperboy serve                          # the Slack app (or the local playground)
+    $ paperboy scheduler                      # the Procfile's clock: process; runs until stopped
+    $ paperboy digest preview --user U123     # what U123's digest would hold now
+    $ paperboy digest send                    # one scheduler tick: the digests due now
+    $ paperboy digest send --now              # every member's digest right away
+
+The Slack app, the digest clock and numpy are imported inside the commands that use them
+(not to break a cycle: there is none), so ``paperboy --help`` and a lookup stay fast.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shlex
 import shutil
 import sys
 import tempfile
 from collections.abc import Iterable
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
-from digest.commands import digest, scheduler
-
-from .cli_options import db_option, exit_on_sigterm, load_settings, open_engine
 from .engine.query import QueryError
 from .english import count, empty_corpus
+from .help_text import QUERY_EXAMPLES, QUERY_SUMMARY
 from .logs import configure_logging
-from .settings import DEFAULT_DB, Settings
-from .state import StateError, StateStore, database_url, describe
+from .settings import DEFAULT_DB, Settings, SettingsError
+from .stopping import stops_on_sigterm
+
+NO_DATABASE = (
+    "There is no database at {path}: check the path, or create one with `paperboy ingest FILE` "
+    "(or `paperboy serve`, which starts it from the seed corpus)."
+)
+
+
+def db_option(func):
+    return click.option(
+        "--db",
+        "db_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="SQLite database (default: $PAPERBOY_DB or ./paperboy.db).",
+    )(func)
+
+
+class BadSettings(click.ClickException):
+    """Exit 2 with one line per bad setting, and no traceback."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str]):
+        super().__init__(" ".join(problems))
+        self.problems = problems
+
+    def show(self, file=None) -> None:
+        for problem in self.problems:
+            click.echo(problem, err=True)
+
+
+def load_settings() -> Settings:
+    """Settings from the environment, all checked: every bad value is named, then exit 2.
+
+    Every command calls this before doing anything, so they all fail alike.
+    """
+    try:
+        return Settings.from_env()
+    except SettingsError as error:
+        raise BadSettings(error.problems) from None
+
+
+def open_engine(
+    settings: Settings,
+    db_path: Path,
+    *,
+    write: bool,
+    seed: bool = True,
+    allow_read_only: bool = False,
+):
+    """The engine for a command; database problems end it with one sentence (exit 1).
+
+    Only commands that write (``write=True``: ingest, serve, worker, scheduler, digest send)
+    create a database, filling a new one from the seed corpus when ``seed``, and they refuse
+    one this user may not write, unless ``allow_read_only`` (a Slack app, which can still
+    answer lookups from it; see ``Engine.read_only``). The others never create a database,
+    say so when there is none, and read a read-only one.
+    """
+    from .engine.corpus import DatabaseError, NoDatabase  # numpy and scikit-learn: see above
+    from .engine.search import Engine
+    from .state import configure as configure_state
+
+    seed_dir = settings.seed_dir if write and seed else None
+    if seed_dir and not db_path.exists() and not seed_dir.is_dir():
+        click.echo(
+            f"The seed folder {seed_dir} does not exist, so the new database starts empty: "
+            "add papers with `paperboy ingest FILE`.",
+            err=True,
+        )
+        seed_dir = None
+    try:
+        configure_state(settings.database_url)  # DATABASE_URL, when set, holds the state
+        engine = Engine.open(db_path, seed_dir=seed_dir, create=write)
+    except NoDatabase:
+        raise click.ClickException(NO_DATABASE.format(path=db_path)) from None
+    except DatabaseError as error:
+        raise click.ClickException(str(error)) from None
+    if write and engine.read_only and not allow_read_only:
+        raise click.ClickException(
+            f"Cannot write to the database at {db_path}: this user may not write it or its "
+            "folder (run paperboy as the database's owner, or fix the permissions)."
+        )
+    return engine
 
 
 class Context:
@@ -148,7 +245,14 @@ def _bar(papers: Iterable) -> Iterable:
         yield from bar
 
 
-@main.command()
+#: ``paperboy search --help``: the query language from ``bot.help_text`` (Slack's help too).
+SEARCH_HELP = f"Look papers up: {QUERY_SUMMARY}.\n\n\b\n" + "\n".join(
+    f"{u.does[0].upper()}{u.does[1:]}:\n  paperboy search {shlex.quote(u.args)}"
+    for u in QUERY_EXAMPLES
+)
+
+
+@main.command(help=SEARCH_HELP, short_help="Look papers up.")
 @click.argument("query", required=False, default="")
 @click.option(
     "--limit",
@@ -171,7 +275,7 @@ def _bar(papers: Iterable) -> Iterable:
 @db_option
 @click.pass_context
 def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_path) -> None:
-    """Look papers up: keywords, "quoted phrases", -excluded, venue:, year:, author:."""
+    # The help is written from bot/help_text.py, as Slack's is (see SEARCH_HELP).
     engine = _with_papers(_ctx(ctx, db_path).engine())
     if batch is not None:
         for answer in _batch(engine, batch, limit):
@@ -276,6 +380,7 @@ with_scheduler_option = click.option(
 @with_scheduler_option
 @db_option
 @click.pass_context
+@stops_on_sigterm  # first thing: the imports and the start-up take a while
 def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path) -> None:
     """Run the Slack app: HTTP at /slack/events, Socket Mode with SLACK_APP_TOKEN, or, with no
     Slack credentials at all, the local playground at http://127.0.0.1:$PORT/.
@@ -283,9 +388,7 @@ def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path
     The HTTP port answers at once; /healthz says 503 "warming up" until the database and
     index are ready.
     """
-    exit_on_sigterm()  # first thing: the imports and the start-up below take a while
-    from dataclasses import replace
-
+    from .playground.playground import run as run_playground
     from .slack.server import run
 
     context = _ctx(ctx, db_path)
@@ -294,13 +397,14 @@ def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path
         settings = replace(settings, port=port)
     if host:
         settings = replace(settings, host=host)
-    run(settings, with_scheduler=with_scheduler)
+    run(settings, with_scheduler=with_scheduler, playground=run_playground)
 
 
 @main.command()
 @with_scheduler_option
 @db_option
 @click.pass_context
+@stops_on_sigterm  # first thing: the imports and the start-up take a while
 def worker(ctx, with_scheduler: bool, db_path) -> None:
     """Run the Slack app over Socket Mode (SLACK_APP_TOKEN + SLACK_BOT_TOKEN): no public URL,
     no port. The Procfile's `worker:` process; stops cleanly on SIGTERM.
@@ -308,9 +412,6 @@ def worker(ctx, with_scheduler: bool, db_path) -> None:
     It starts as `serve` does with SLACK_APP_TOKEN (the same code): the token checked with
     Slack, with retries; a read-only database still answers lookups.
     """
-    exit_on_sigterm()
-    from dataclasses import replace
-
     from .slack.server import run
 
     context = _ctx(ctx, db_path)
@@ -372,7 +473,7 @@ def _print_result(result) -> None:
             click.echo(f"  try: paperboy search {json.dumps(suggestion)}")
         return
     click.echo(
-        f"{result.total:,} {'paper matches' if result.total == 1 else 'papers match'}; showing {result.offset + 1}-"
+        f"{count(result.total, 'paper matches', 'papers match')}; showing {result.offset + 1}-"
         f"{result.offset + len(result.hits)}."
     )
     for rank, hit in enumerate(result.hits, start=result.offset + 1):
@@ -402,6 +503,165 @@ def _print_result(result) -> None:
         click.echo(f"\nmore: --offset {result.offset + len(result.hits)}")
 
 
+# --- the digest ------------------------------------------------------------------------------
+
+
+def _engine(ctx: click.Context, db_path: Path | None, settings, write: bool = True):
+    # `paperboy --db X digest ...` puts X on the group's context object.
+    path = db_path or getattr(ctx.obj, "db_path", None) or settings.db_path
+    return open_engine(settings, path, write=write)  # only writers create a database
+
+
+def _digest_settings():
+    """Every setting checked, the bot token too, before anything is opened or created: a
+    missing or malformed SLACK_BOT_TOKEN is one sentence and exit 2, as for ``serve``."""
+    from .slack.client import bot_token
+
+    settings = load_settings()
+    try:
+        bot_token(settings)
+    except SettingsError as error:
+        raise BadSettings(error.problems) from None
+    return settings
+
+
+def _clock(engine, settings, **options):
+    """The clock (its dispatcher posting through Slack), its token checked with
+    ``auth.test``: a refused token or an unreachable Slack is one sentence and exit 1,
+    before anything is sent."""
+    from digest.clock import Clock, ClockError
+
+    from .slack.poster import SlackPoster
+
+    try:
+        clock = Clock(engine, settings, SlackPoster.from_settings(settings, engine), **options)
+        clock.check_token()
+    except ClockError as error:
+        raise click.ClickException(str(error)) from None
+    return clock
+
+
+@main.command()
+@db_option
+@click.option("--tick", default=60, show_default=True, help="Seconds between due-checks.")
+@click.pass_context
+@stops_on_sigterm  # first thing: the imports and the start-up take a while
+def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
+    """Send each member's digest at their local time; ingest PAPERBOY_FEEDS daily.
+
+    Runs until stopped (the Procfile's `clock:` process). `serve` and `worker` send digests
+    only with `--with-scheduler`, the one-box layout that needs no separate scheduler.
+    Digests due while it was down are sent when it comes back, within
+    PAPERBOY_DIGEST_GRACE_SECONDS (default 6 hours), once. Exits 1 with one sentence when
+    Slack refuses the bot token, at start or later, so the platform restarts it and alerts.
+    """
+    from digest.clock import ClockError
+
+    settings = _digest_settings()
+    configure_logging(settings)
+    if settings.log_level != "DEBUG":  # a line per job run, every minute, is noise
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    engine = _engine(ctx, db_path, settings)
+    clock = _clock(engine, settings, tick_seconds=tick)
+    feeds = f", {len(settings.feeds)} feed(s) daily" if settings.feeds else ""
+    click.echo(f"paperboy scheduler: {engine.db_path}, every {tick}s{feeds}", err=True)
+    try:
+        clock.run_forever()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    except ClockError as error:
+        raise click.ClickException(str(error)) from None
+
+
+@main.group()
+def digest() -> None:
+    """Preview or send digests by hand (the scheduler does this by itself)."""
+
+
+@digest.command()
+@click.option("--user", "user_id", required=True, help="The member's Slack user id (U...).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@db_option
+@click.pass_context
+def preview(ctx: click.Context, user_id: str, as_json: bool, db_path: Path | None) -> None:
+    """What USER's digest would hold if it were sent now (nothing is sent or recorded)."""
+    from digest.selection import select_digests
+    from digest.subscriptions import Subscriptions
+
+    settings = load_settings()
+    engine = _engine(ctx, db_path, settings, write=False)
+    if Subscriptions(engine.db).member(user_id) is None:
+        raise click.ClickException(f"{user_id} has no subscriptions in {engine.db_path}.")
+    plan = select_digests(engine, [user_id])[user_id]
+    if as_json:
+        click.echo(json.dumps(json.loads(plan.to_json()), indent=2, ensure_ascii=False))
+        return
+    if not plan.size:
+        click.echo(f"Nothing to send to {user_id} now: no unsent papers match their topics.")
+        return
+    papers = {p["id"]: p for p in engine.corpus.get_many(plan.paper_ids)}
+    click.echo(
+        f"{count(plan.size, 'paper')} for {user_id} ({plan.new_count} new since the last digest)"
+    )
+    for section in plan.sections:
+        click.echo("")
+        click.secho(section.query, bold=True)
+        for item in section.items:
+            paper = papers.get(item.paper_id, {})
+            new = click.style(" new", fg="green") if item.new else ""
+            click.echo(f"  {item.score:.3f}{new}  {paper.get('title', item.paper_id)}")
+            venue = f"{paper.get('venue') or ''} {paper.get('year') or ''}".strip()
+            click.echo(f"         {venue}  id {item.paper_id}  why: {', '.join(item.why)}")
+
+
+@digest.command()
+@click.option(
+    "--now", "right_now", is_flag=True, help="Everyone's digest right away, whatever the time."
+)
+@click.option("--user", "user_ids", multiple=True, help="Only this member (repeatable).")
+@db_option
+@click.pass_context
+@stops_on_sigterm  # first thing: the imports and the start-up take a while
+def send(
+    ctx: click.Context, right_now: bool, user_ids: tuple[str, ...], db_path: Path | None
+) -> None:
+    """Send the digests that are due now (one scheduler tick), or with --now everyone's.
+
+    Safe beside a running scheduler: each digest is claimed first, so none goes twice.
+    """
+    from digest.clock import refused
+    from digest.poster import TokenRefused
+    from digest.subscriptions import Subscriptions
+
+    settings = _digest_settings()
+    configure_logging(settings)
+    engine = _engine(ctx, db_path, settings)
+    dispatcher = _clock(engine, settings).dispatcher
+    now = datetime.now(UTC)
+    try:
+        if right_now:
+            members = Subscriptions(engine.db).members(user_ids or None)
+            outcomes = [dispatcher.send_now(m.user_id, now) for m in members]
+        else:
+            outcomes = [o for o in dispatcher.run_due(now) if not user_ids or o.user_id in user_ids]
+    except TokenRefused as error:  # stop at once: no other member is attempted
+        raise click.ClickException(str(refused(error.code))) from None
+    for outcome in outcomes:
+        detail = f" ({outcome.error})" if outcome.error else ""
+        size = count(outcome.papers, "paper")
+        click.echo(f"{outcome.digest_id}: {outcome.status}, {size}{detail}")
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing due"
+    click.echo(summary)
+    if counts.get("failed") or counts.get("pending"):
+        sys.exit(1)
+
+
+# --- the shared state ------------------------------------------------------------------------
+
+
 @main.command("migrate-state")
 @click.option(
     "--to",
@@ -416,6 +676,8 @@ def _print_result(result) -> None:
 def migrate_state(ctx, target: str, db_path) -> None:
     """Copy this SQLite deployment's shared state (members, topics, digests, sent papers) into
     PostgreSQL. Safe to run again: rows already there are written again, never doubled."""
+    from .state import StateError, StateStore, database_url, describe
+
     path = _ctx(ctx, db_path).db_path
     if not path.exists():
         raise click.ClickException(f"There is no database at {path} to copy the state from.")
@@ -441,10 +703,6 @@ def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
     }
     return [(names[table], n) for table, n in copied.items()]
 
-
-# The digest's commands live with the digest; they import nothing heavy until they run.
-main.add_command(scheduler)
-main.add_command(digest)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -7,11 +7,11 @@ heartbeat row (``clock_heartbeat``), which ``clock_health`` reads for ``/healthz
 died, hangs or cannot write is *stale* after three missed ticks while any member's digest is on.
 
 Faults an operator must fix are not retried: a token Slack refuses at start (``check_token``) or
-revokes while running (``invalid_auth``, ``token_revoked``, ``not_authed``, ``account_inactive``
-from any call) stops the sending at once and raises ``ClockError``, whose text is one sentence;
+revokes while running (the poster's ``TokenRefused``, from any call) stops the sending at once
+and raises ``ClockError``, whose text is one sentence;
 ``paperboy scheduler`` exits non-zero with it so the platform restarts the process and alerts.
 Transient faults (Slack's 5xx, a dropped connection) are retried with backoff first. A running
-clock also asks ``auth.test`` every ``TOKEN_CHECK`` (five minutes, at the end of a tick), so a
+clock also checks the token (Slack's ``auth.test``, through the ``Poster``) every ``TOKEN_CHECK`` (five minutes, at the end of a tick), so a
 revoked token stops it soon even when no digest is due; a failed check that is not a refusal
 is logged and tried again next tick.
 """
@@ -25,22 +25,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError, SlackClientError
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.schedulers.blocking import BlockingScheduler
 
-from bot.logs import quiet_slack_sdk
 from bot.state import state_of
 
 from . import schedule
-from .delivery import AUTH_ERRORS, Dispatcher, Outcome, TokenRefused, make_client
+from .delivery import Dispatcher, Outcome
+from .feeds import ingest_feeds
+from .poster import Poster, PostError, TokenRefused
 from .schedule import TICK_SECONDS
 from .subscriptions import from_iso, to_iso
 
 log = logging.getLogger(__name__)
 
-LOCAL_TOKEN = "xoxb-local-playground"  # the local Slack stand-in accepts any bot-shaped token
 HEARTBEAT = "digest-clock"
 STALE_TICKS = 3
 #: Waits between attempts at ``auth.test`` when Slack is unreachable or answers 5xx.
@@ -53,20 +52,6 @@ TOKEN_CHECK = timedelta(minutes=5)
 
 class ClockError(Exception):
     """An operator must act (token refused/revoked, Slack unreachable); str() is one sentence."""
-
-
-def bot_token(settings: Any) -> str:
-    """The bot token from settings (a stand-in token when Slack is the local fake)."""
-    token = settings.slack_bot_token
-    local = urlsplit(settings.slack_api_url).hostname in ("127.0.0.1", "localhost", "::1")
-    if not token and local:
-        token = LOCAL_TOKEN
-    if not token or not token.startswith("xoxb-"):
-        raise ClockError(
-            "SLACK_BOT_TOKEN must be set to the bot token (xoxb-...) from your app's OAuth & "
-            "Permissions page: digests are posted to Slack with it."
-        )
-    return token
 
 
 def refused(code: str) -> ClockError:
@@ -87,8 +72,8 @@ class Clock:
         self,
         engine: Any,
         settings: Any,
+        poster: Poster,
         *,
-        client: WebClient | None = None,
         tick_seconds: int = TICK_SECONDS,
         scheduler: Any = None,
         on_fatal: Callable[[ClockError], Any] | None = None,
@@ -96,14 +81,12 @@ class Clock:
     ):
         self.engine = engine
         self.settings = settings
-        self.client = client or make_client(settings, token=bot_token(settings))
+        self.poster = poster
         self.tick_seconds = tick_seconds
         self.scheduler = scheduler
         self.on_fatal = on_fatal
         self.sleep = sleep
-        self.dispatcher = Dispatcher(
-            engine, self.client, grace=timedelta(seconds=settings.digest_grace_seconds)
-        )
+        self.dispatcher = Dispatcher.from_settings(engine, poster, settings)
         self.fatal: ClockError | None = None
         self._lock = threading.Lock()
         self._background = False
@@ -112,35 +95,29 @@ class Clock:
     # -- checks and ticks -------------------------------------------------------------------
 
     def check_token(self) -> None:
-        """``auth.test`` once: a refused token is a ``ClockError`` at once; Slack's 5xx and
+        """The token checked once: a refused token is a ``ClockError`` at once; Slack's 5xx and
         connection errors are retried with backoff, then reported as what they are."""
         cause = ""
         for attempt in range(len(CHECK_BACKOFF) + 1):
             if attempt:
                 self.sleep(CHECK_BACKOFF[attempt - 1])
             try:
-                with quiet_slack_sdk():  # our one warning per attempt, then one sentence
-                    self.client.auth_test()
+                self.poster.check_token()
                 self._token_checked = datetime.now(UTC)
                 return
-            except SlackApiError as error:
-                response = error.response
-                code = str((response.get("error") if response is not None else "") or "")
-                status = getattr(response, "status_code", 200) or 200
-                if code in AUTH_ERRORS:
-                    raise refused(code) from None
-                if status < 500 and code not in ("internal_error", "fatal_error", "ratelimited"):
+            except TokenRefused as error:
+                raise refused(error.code) from None
+            except PostError as error:
+                if not error.transient:
                     raise ClockError(
-                        f"Slack answered auth.test with {code or status}: check SLACK_BOT_TOKEN "
+                        f"Slack answered auth.test with {error.cause}: check SLACK_BOT_TOKEN "
                         "and the app's installation."
                     ) from None
-                cause = f"HTTP {status}" if status >= 500 else code
-            except (SlackClientError, OSError) as error:
-                cause = str(getattr(error, "reason", "") or error) or type(error).__name__
+                cause = error.cause
             if attempt < len(CHECK_BACKOFF):
                 log.warning("auth.test failed (%s); trying again", cause)
         raise ClockError(
-            f"Could not reach Slack at {self.client.base_url} ({cause}); digests cannot be sent "
+            f"Could not reach Slack at {self.poster.where} ({cause}); digests cannot be sent "
             "until it answers."
         )
 
@@ -168,21 +145,15 @@ class Clock:
         if self._token_checked is not None and now - self._token_checked < TOKEN_CHECK:
             return
         try:
-            self.client.auth_test()
-        except SlackApiError as error:
-            code = str((error.response.get("error") if error.response is not None else "") or "")
-            if code in AUTH_ERRORS:
-                raise refused(code) from None
-            log.warning("checking the bot token failed (%s); trying again next tick", code)
-            return
-        except (SlackClientError, OSError) as error:
-            log.warning("checking the bot token failed (%s); trying again next tick", error)
+            self.poster.check_token()
+        except TokenRefused as error:
+            raise refused(error.code) from None
+        except PostError as error:
+            log.warning("checking the bot token failed (%s); trying again next tick", error.cause)
             return
         self._token_checked = now
 
     def ingest(self) -> None:
-        from .feeds import ingest_feeds
-
         ingest_feeds(self.engine, self.settings.feeds)
 
     # -- schedulers -------------------------------------------------------------------------
@@ -219,16 +190,12 @@ class Clock:
 
     def start_background(self) -> None:
         """Tick on a background thread (``serve --with-scheduler``, the playground)."""
-        from apscheduler.schedulers.background import BackgroundScheduler
-
         self._background = True
         self._build(BackgroundScheduler(timezone=UTC)).start()
 
     def run_forever(self) -> None:
         """Tick in this thread until stopped (SIGTERM/SIGINT raise in it) or the token is
         refused, which raises ``ClockError``."""
-        from apscheduler.schedulers.blocking import BlockingScheduler
-
         scheduler = self._build(BlockingScheduler(timezone=UTC))
         try:
             scheduler.start()

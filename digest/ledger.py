@@ -45,7 +45,7 @@ from sqlite_utils import Database
 
 from bot.state import StateStore, state_of
 
-from .selection import DigestPlan
+from .plan import DigestPlan
 from .subscriptions import from_iso, to_iso
 
 #: A claim not renewed for this long belongs to a process that died; another may retake it.

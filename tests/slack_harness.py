@@ -31,9 +31,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from bot.engine.search import Engine
-from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack, validate_blocks
+from bot.playground.fake_slack import APP_ID, TEAM_ID, validate_blocks
 from bot.settings import SEED_DIR, Settings
-from bot.slack.server import HttpServer, start_background
+from bot.slack.server import HttpServer, make_wsgi_app, server_options
+from tests.fake_slack import FakeSlack
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BOT_TOKEN = "xoxb-test-paperboy"
@@ -96,9 +97,9 @@ class SlackHarness:
         self.settings = Settings(**{**fields, **settings})
         # The app's pool for work after ack(); shut down in close() so no lookup outlives a test.
         self.executor = ThreadPoolExecutor(8, thread_name_prefix="harness-work")
-        self.server: HttpServer = start_background(
-            self.settings, self.engine, executor=self.executor
-        )
+        # The app on a background thread, at a free loopback port.
+        wsgi = make_wsgi_app(self.settings, self.engine, executor=self.executor)
+        self.server = HttpServer(wsgi, port=0, **server_options(self.settings)).start()
         self.url = self.server.url
         self.trigger_ids: list[str] = []  # of the clicks, in order (views.open must use them)
 

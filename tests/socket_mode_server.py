@@ -31,7 +31,8 @@ from urllib.parse import parse_qs, urlsplit
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import Request, Response, ServerConnection, serve
 
-from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
+from bot.playground.fake_slack import APP_ID, TEAM_ID
+from tests.fake_slack import FakeSlack
 from tests.slack_harness import VERIFICATION_TOKEN, _user, slash_command, trigger_id
 
 T = TypeVar("T")

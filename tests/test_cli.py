@@ -110,7 +110,7 @@ def test_an_empty_corpus_says_what_to_run(invoke, tmp_path):
 
 
 def test_a_writing_command_says_when_the_seed_folder_is_missing(invoke, tmp_path):
-    from bot.playground.fake_slack import FakeSlack
+    from tests.fake_slack import FakeSlack
 
     db = tmp_path / "new.db"
     with FakeSlack() as slack:

@@ -11,14 +11,15 @@ import pytest
 from click.testing import CliRunner
 from slack_sdk import WebClient
 
+from bot import cli as commands
 from bot.engine.search import Engine
-from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
-from digest import commands
+from bot.slack.client import make_client
+from bot.slack.poster import SlackPoster
 from digest.clock import Clock, ClockError, clock_health
-from digest.delivery import make_client
 from digest.subscriptions import Subscriptions
-from digest.testing import write_corpus
+from tests.digest_support import write_corpus
+from tests.fake_slack import FakeSlack
 
 BERLIN_0900 = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)  # a Monday, CET
 
@@ -42,8 +43,8 @@ def settings(fake: FakeSlack) -> Settings:
 
 def clock(engine: Engine, fake: FakeSlack, sleeps: list[float] | None = None, **options) -> Clock:
     sleeps = [] if sleeps is None else sleeps
-    client = make_client(settings(fake), sleep=sleeps.append)
-    return Clock(engine, settings(fake), client=client, sleep=sleeps.append, **options)
+    poster = SlackPoster(make_client(settings(fake)), engine)
+    return Clock(engine, settings(fake), poster, sleep=sleeps.append, **options)
 
 
 def members(engine: Engine, fake: FakeSlack, *users: str, at: datetime) -> None:
@@ -147,7 +148,7 @@ def test_unreachable_slack_is_named_not_blamed_on_the_token(engine, fake) -> Non
     fake.stop()
     broken = Settings(slack_api_url=url, slack_bot_token="xoxb-test")
     client = WebClient(token="xoxb-test", base_url=url, retry_handlers=[])  # the clock retries
-    unreachable = Clock(engine, broken, client=client, sleep=lambda _: None)
+    unreachable = Clock(engine, broken, SlackPoster(client, engine), sleep=lambda _: None)
     with pytest.raises(ClockError) as raised:
         unreachable.check_token()
     assert str(raised.value).startswith(f"Could not reach Slack at {url}")
@@ -301,5 +302,5 @@ def test_unreachable_slack_at_start_is_one_warning_per_attempt(engine, fake, cap
     client = WebClient(token="xoxb-test", base_url=url, retry_handlers=[])
     caplog.set_level(logging.INFO)
     with pytest.raises(ClockError):
-        Clock(engine, broken, client=client, sleep=lambda _: None).check_token()
+        Clock(engine, broken, SlackPoster(client, engine), sleep=lambda _: None).check_token()
     assert [r.name for r in caplog.records] == ["digest.clock"] * 4

@@ -7,20 +7,24 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from slack_sdk.http_retry import builtin_handlers
 from sqlalchemy import select
 
 from bot.engine.search import Engine
-from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
+from bot.slack.client import make_client
+from bot.slack.poster import SlackPoster
+from bot.slack.render.digest import DIGEST_EVENT
 from bot.state import state_for
 from bot.state.tables import digests
-from digest.delivery import Dispatcher, make_client
+from digest.delivery import Dispatcher
 from digest.ledger import STALE_CLAIM, Ledger
-from digest.message import DIGEST_EVENT
 from digest.subscriptions import Subscriptions
-from digest.testing import ManualClock, write_corpus
+from tests.digest_support import ManualClock, write_corpus
+from tests.fake_slack import FakeSlack
 from tests.postgres import state_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,6 +32,9 @@ MONDAY_0700 = datetime(2024, 3, 4, 7, 0, tzinfo=UTC)
 BERLIN_0900 = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)  # CET
 STEPS = ("claimed", "opened", "posted", "recorded")
 GNN = 9  # papers matching "graph neural networks" in the test corpus
+
+# Every test here runs with the shared state in SQLite and in PostgreSQL (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("state_backend")
 
 
 class Crash(BaseException):
@@ -53,14 +60,50 @@ def engine(tmp_path: Path) -> Engine:
 
 
 @pytest.fixture
-def waits() -> list[float]:
-    return []
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The rate-limit waits of slack_sdk's ``RateLimitErrorRetryHandler``, recorded instead
+    of slept (and without its up-to-a-second jitter)."""
+    recorded: list[float] = []
+    monkeypatch.setattr(builtin_handlers, "time", SimpleNamespace(sleep=recorded.append))
+    monkeypatch.setattr(builtin_handlers, "random", SimpleNamespace(random=lambda: 0.0))
+    return recorded
 
 
 def dispatcher(engine: Engine, fake: FakeSlack, waits: list[float], **options) -> Dispatcher:
     settings = Settings(slack_api_url=fake.api_url, slack_bot_token="xoxb-test")
     options.setdefault("worker", "worker-1")
-    return Dispatcher(engine, make_client(settings, sleep=waits.append), **options)
+    return Dispatcher(engine, SlackPoster(make_client(settings), engine), **options)
+
+
+def killed_after_posting(db_path: Path, api_url: str, call: str) -> subprocess.CompletedProcess:
+    """Run ``Dispatcher(...).<call>`` in a real process that dies (``os._exit(17)``) once Slack
+    has the digest and before it is recorded."""
+    child = (
+        "import os, sys\n"
+        "from datetime import datetime\n"
+        "from bot.engine.search import Engine\n"
+        "from bot.settings import Settings\n"
+        "from bot.slack.client import make_client\n"
+        "from bot.slack.poster import SlackPoster\n"
+        "from bot.state import configure\n"
+        "from digest.delivery import Dispatcher\n"
+        "configure(os.environ.get('DATABASE_URL'))  # the parent's state, when in PostgreSQL\n"
+        "db, api = sys.argv[1:3]\n"
+        "def fault(step, digest_id):\n"
+        "    if step == 'posted':\n"
+        "        os._exit(17)\n"
+        "client = make_client(Settings(slack_api_url=api, slack_bot_token='xoxb-test'))\n"
+        "engine = Engine.open(db)\n"
+        "dispatcher = Dispatcher(engine, SlackPoster(client, engine), worker='doomed', faults=fault)\n"
+        f"dispatcher.{call}\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", child, str(db_path), api_url],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **state_env()},
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def join(
@@ -328,28 +371,10 @@ def test_a_killed_process_between_post_and_record_is_finished_by_the_next(
     """A real process dies (os._exit) after Slack has the message but before it is recorded."""
     join(engine, fake, "U1")
     Subscriptions(engine.db).set_tz("U1", "Europe/Berlin", MONDAY_0700)
-    child = (
-        "import os, sys\n"
-        "from datetime import datetime\n"
-        "from bot.engine.search import Engine\n"
-        "from bot.settings import Settings\n"
-        "from bot.state import configure\n"
-        "from digest.delivery import Dispatcher, make_client\n"
-        "configure(os.environ.get('DATABASE_URL'))\n"
-        "db, api, now = sys.argv[1:4]\n"
-        "def fault(step, digest_id):\n"
-        "    if step == 'posted':\n"
-        "        os._exit(17)\n"
-        "client = make_client(Settings(slack_api_url=api, slack_bot_token='xoxb-test'))\n"
-        "Dispatcher(Engine.open(db), client, worker='doomed', faults=fault)"
-        ".run_due(datetime.fromisoformat(now))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", child, str(engine.db_path), fake.api_url, BERLIN_0900.isoformat()],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), **state_env()},
-        capture_output=True,
-        timeout=120,
+    done = killed_after_posting(
+        engine.db_path,
+        fake.api_url,
+        f"run_due(datetime.fromisoformat({BERLIN_0900.isoformat()!r}))",
     )
     assert done.returncode == 17, done.stderr.decode()[-2000:]
     assert len(fake.messages_in("DU1")) == 1

@@ -12,17 +12,20 @@ from zoneinfo import ZoneInfo
 import pytest
 from click.testing import CliRunner
 
+from bot import cli as commands
 from bot.engine.search import Engine, Hit
 from bot.settings import Settings
 from bot.slack import render
-from digest import commands
-from digest.delivery import Dispatcher, make_client
-from digest.message import DIGEST_EVENT, digest_message
+from bot.slack.client import make_client
+from bot.slack.poster import SlackPoster
+from bot.slack.render.digest import DIGEST_EVENT, digest_message
+from digest.delivery import Dispatcher
+from digest.plan import DigestItem, DigestPlan, DigestSection
 from digest.schedule import next_digest
-from digest.selection import DigestItem, DigestPlan, DigestSection
 from digest.subscriptions import Subscriptions
-from digest.testing import synthetic_papers, write_corpus
+from tests.digest_support import synthetic_papers, write_corpus
 from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
+from tests.test_digest_delivery import killed_after_posting
 
 
 @pytest.fixture
@@ -53,7 +56,8 @@ def ask(slack: SlackHarness, text: str, user: str = "U1") -> dict[str, Any]:
 
 def scheduler(slack: SlackHarness) -> Dispatcher:
     settings = Settings(slack_api_url=slack.fake.api_url, slack_bot_token="xoxb-test")
-    return Dispatcher(slack.engine, make_client(settings, sleep=lambda _: None), worker="clock")
+    poster = SlackPoster(make_client(settings), slack.engine)
+    return Dispatcher(slack.engine, poster, worker="clock")
 
 
 def test_subscribe_shows_the_match_count_and_best_three_and_starts_the_digest(slack) -> None:
@@ -472,7 +476,10 @@ def test_digest_now_after_a_crash_and_an_expired_lease_sends_no_paper_twice(
     crashed_at = now - STALE_CLAIM - timedelta(minutes=1)
     settings = Settings(slack_api_url=slack.fake.api_url, slack_bot_token="xoxb-test")
     doomed = Dispatcher(
-        slack.engine, make_client(settings), worker="doomed", faults=crash_after(step)
+        slack.engine,
+        SlackPoster(make_client(settings), slack.engine),
+        worker="doomed",
+        faults=crash_after(step),
     )
     with pytest.raises(Crash):
         doomed.send_now("U1", crashed_at)
@@ -535,39 +542,17 @@ def test_a_killed_digest_now_into_a_channel_is_found_not_resent(slack, cli_env) 
     """A real process posts an on-demand digest into a public channel and dies (os._exit)
     before recording it; once its lease ran out, `paperboy digest send --now` finds it in the
     channel's history (the bot joined the channel before posting) and sends nothing twice."""
-    import os
-    import subprocess
-    import sys
-
     from digest.ledger import STALE_CLAIM
 
-    repo = Path(__file__).resolve().parents[1]
     now = datetime.now(UTC)
     subs = Subscriptions(slack.engine.db)
     subs.add_topic("U1", "diffusion models", now - timedelta(days=1))
     subs.set_channel("U1", "CREADING", now - timedelta(days=1))
-    child = (
-        "import os, sys\n"
-        "from datetime import datetime\n"
-        "from bot.engine.search import Engine\n"
-        "from bot.settings import Settings\n"
-        "from digest.delivery import Dispatcher, make_client\n"
-        "db, api, when = sys.argv[1:4]\n"
-        "def fault(step, digest_id):\n"
-        "    if step == 'posted':\n"
-        "        os._exit(17)\n"
-        "client = make_client(Settings(slack_api_url=api, slack_bot_token='xoxb-test'))\n"
-        "Dispatcher(Engine.open(db), client, worker='doomed', faults=fault)"
-        ".send_now('U1', datetime.fromisoformat(when))\n"
-    )
     crashed_at = now - STALE_CLAIM - timedelta(minutes=1)
-    done = subprocess.run(
-        [sys.executable, "-c", child, str(slack.engine.db_path), slack.fake.api_url]
-        + [crashed_at.isoformat()],
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(repo)},
-        capture_output=True,
-        timeout=120,
+    done = killed_after_posting(
+        slack.engine.db_path,
+        slack.fake.api_url,
+        f"send_now('U1', datetime.fromisoformat({crashed_at.isoformat()!r}))",
     )
     assert done.returncode == 17, done.stderr.decode()[-2000:]
     assert len(slack.fake.messages_in("CREADING")) == 1

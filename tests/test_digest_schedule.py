@@ -237,7 +237,7 @@ def test_feeds_from_files_and_urls_are_ingested_and_a_bad_one_is_skipped(tmp_pat
 
     from bot.engine.search import Engine
     from digest.feeds import ingest_feeds
-    from digest.testing import synthetic_papers, write_corpus
+    from tests.digest_support import synthetic_papers, write_corpus
 
     papers = synthetic_papers(per_theme=2)
     local = write_corpus(tmp_path / "local.jsonl", papers[:5])

@@ -1,4 +1,5 @@
-"""Choosing what goes in each digest (digest/selection.py): batch matching and ordering."""
+"""Choosing what goes in each digest: batch matching (digest/matching.py) and ordering
+(digest/selection.py)."""
 
 from datetime import UTC, datetime
 from pathlib import Path
@@ -8,17 +9,12 @@ import pytest
 
 from bot.engine.search import Engine
 from digest.ledger import Ledger
-from digest.selection import (
-    MATCH_THRESHOLD,
-    DigestPlan,
-    TopicCheck,
-    check_topic,
-    match_topics,
-    match_topics_one_by_one,
-    select_digests,
-)
+from digest.matching import MATCH_THRESHOLD, TopicCheck, check_topic, match_topics
+from digest.plan import DigestPlan
+from digest.selection import select_digests
 from digest.subscriptions import Subscriptions
-from digest.testing import synthetic_papers, write_corpus
+from tests.digest_support import synthetic_papers, write_corpus
+from tests.matching_reference import match_topics_one_by_one
 
 NOW = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
 OLD = "2024-01-01T00:00:00+00:00"
@@ -37,6 +33,10 @@ TOPICS = [
     "venue:Nowhere graph",  # an unknown venue: the lookup's error
     "the of",  # nothing to look for
 ]
+
+
+# Every test here runs with the shared state in SQLite and in PostgreSQL (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("state_backend")
 
 
 @pytest.fixture

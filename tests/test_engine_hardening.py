@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.engine.search import Engine
-from digest.selection import match_topics
+from digest.matching import match_topics
 
 
 def write_jsonl(path: Path, papers: list[dict]) -> Path:

@@ -14,6 +14,7 @@ import pytest
 
 from bot.playground.playground import USER_ID, Playground
 from bot.settings import Settings
+from tests.fake_slack import FakeSlack
 from tests.slack_harness import seeded_engine
 
 CHROMIUM = os.environ.get("PAPERBOY_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture
 def playground(tmp_path: Path, seeded_db_template: Path) -> Iterator[Playground]:
     engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
-    with Playground(Settings(db_path=tmp_path / "pg.db"), engine) as running:
+    with Playground(Settings(db_path=tmp_path / "pg.db"), engine, slack=FakeSlack()) as running:
         yield running
 
 

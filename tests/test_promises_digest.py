@@ -21,14 +21,22 @@ from click.testing import CliRunner
 
 from bot.cli import main
 from bot.engine.search import Engine
-from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
+from bot.slack.client import make_client
+from bot.slack.poster import SlackPoster
 from digest.delivery import Dispatcher
 from digest.schedule import FEEDS_JOB, TICK_JOB, build_scheduler, due_date, next_digest
 from digest.subscriptions import Member, Subscriptions
+from tests.fake_slack import FakeSlack
 from tests.slack_harness import BOT_TOKEN
 
 LONG_AGO = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def slack_poster(engine: Engine, settings: Settings) -> SlackPoster:
+    return SlackPoster(make_client(settings), engine)
+
+
 QUASARS = 25  # papers matching the member's topic: more than one digest holds
 
 
@@ -209,7 +217,7 @@ def test_ticks_every_ten_minutes_across_dst_and_downtime_send_each_days_digest_o
     settings = Settings(
         db_path=db, slack_api_url=fake.api_url, slack_bot_token=BOT_TOKEN, slack_signing_secret=""
     )
-    clock = Dispatcher.from_settings(engine, settings)
+    clock = Dispatcher.from_settings(engine, slack_poster(engine, settings), settings)
     down = (datetime(2024, 4, 1, 5, 0, tzinfo=UTC), datetime(2024, 4, 1, 10, 0, tzinfo=UTC))
     sent: list[tuple[datetime, str]] = []
     now = datetime(2024, 3, 29, tzinfo=UTC)
@@ -293,10 +301,11 @@ def test_a_scheduled_digest_waits_while_digest_now_is_in_flight(fake, db) -> Non
             raise RuntimeError("the worker died")
 
     now = datetime.now(UTC)
-    doomed = Dispatcher.from_settings(engine, settings, faults=die_after_the_claim)
+    poster = slack_poster(engine, settings)
+    doomed = Dispatcher.from_settings(engine, poster, settings, faults=die_after_the_claim)
     with pytest.raises(RuntimeError):
         doomed.send_now("U1", now)
-    clock = Dispatcher.from_settings(engine, settings)
+    clock = Dispatcher.from_settings(engine, slack_poster(engine, settings), settings)
     [scheduled] = clock.run_due(now + timedelta(minutes=1))
     assert scheduled.status == "busy"
     assert fake.messages_in("DU1") == []

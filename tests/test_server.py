@@ -20,15 +20,17 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bot.playground.fake_slack import FakeSlack
 from bot.playground.playground import USER_ID, Playground, signature, slack_escape
+from bot.playground.playground import run as run_playground
 from bot.settings import Settings
 from bot.slack import server
-from bot.slack.app import build_app, is_local_api, make_client
+from bot.slack.app import build_app
+from bot.slack.client import is_local_api, make_client
+from bot.slack.render.digest import DIGEST_EVENT
 from digest import schedule
-from digest.message import DIGEST_EVENT
 from digest.schedule import TICK_JOB
 from digest.subscriptions import Subscriptions
+from tests.fake_slack import FakeSlack
 from tests.slack_harness import SlackHarness, blocks_text, seeded_engine, sign
 
 
@@ -174,7 +176,7 @@ def test_no_credentials_starts_the_playground(
 
     monkeypatch.setattr(Playground, "serve_forever", serve_once)
     seeded_engine(tmp_path / "p.db", seeded_db_template)
-    server.run(Settings(db_path=tmp_path / "p.db", port=0))
+    server.run(Settings(db_path=tmp_path / "p.db", port=0), playground=run_playground)
     assert seen["host"] == "127.0.0.1"  # loopback by default: the playground has no login
     assert seen["page"][0] == 200 and "Local playground" in seen["page"][1]
     assert seen["health"][0] == 200
@@ -187,7 +189,7 @@ def test_no_credentials_starts_the_playground(
 @pytest.fixture
 def playground(tmp_path: Path, seeded_db_template: Path):
     engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
-    with Playground(Settings(db_path=tmp_path / "pg.db"), engine) as running:
+    with Playground(Settings(db_path=tmp_path / "pg.db"), engine, slack=FakeSlack()) as running:
         yield running
 
 
@@ -280,7 +282,11 @@ def test_serve_stops_cleanly_on_sigterm(tmp_path: Path, seeded_db_template: Path
     env = {**os.environ, "PAPERBOY_DB": str(tmp_path / "t.db"), "PORT": str(port)}
     for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"):
         env.pop(name, None)
-    code = "from bot.settings import Settings; from bot.slack.server import run; run(Settings.from_env())"
+    code = (
+        "from bot.settings import Settings; from bot.slack.server import run; "
+        "from bot.playground.playground import run as playground; "
+        "run(Settings.from_env(), playground=playground)"
+    )
     process = subprocess.Popen(
         [sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True
     )
@@ -338,7 +344,9 @@ def test_playground_sends_scheduled_digests_to_the_paperboy_dm(
     tmp_path: Path, seeded_db_template: Path
 ) -> None:
     engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
-    with Playground(Settings(db_path=tmp_path / "pg.db"), engine, tick_seconds=1) as running:
+    with Playground(
+        Settings(db_path=tmp_path / "pg.db"), engine, tick_seconds=1, slack=FakeSlack()
+    ) as running:
         assert running.scheduler.get_job(TICK_JOB) is not None
         post_json(running.url + "playground/hello", {"tz": "UTC"})
         status, _ = post_json(
@@ -386,7 +394,8 @@ def test_only_the_playground_runs_a_scheduler_in_the_web_process(
         server.run(http)  # HTTP mode
         server.run(dataclasses.replace(http, slack_app_token="xapp-1"))  # Socket Mode
     assert built == []
-    server.run(Settings(db_path=tmp_path / "w.db", port=0))  # no credentials: the playground
+    # No credentials: the playground.
+    server.run(Settings(db_path=tmp_path / "w.db", port=0), playground=run_playground)
     (options,) = built
     assert isinstance(options["scheduler"], BackgroundScheduler)
     assert options["tick_seconds"] == schedule.TICK_SECONDS

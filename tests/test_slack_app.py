@@ -175,14 +175,6 @@ def test_help(slack: SlackHarness, text: str) -> None:
         assert sub in body
 
 
-def test_subcommands_say_not_available_until_subscriptions_exist(
-    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("bot.slack.listeners.commands.load_subscriptions", lambda: None)
-    _, url = slack.slash("subscribe diffusion models")
-    assert "not available yet" in slack.reply(url)["text"]
-
-
 def test_subcommands_are_handed_to_the_subscriptions_listener(
     slack: SlackHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -193,7 +185,7 @@ def test_subcommands_are_handed_to_the_subscriptions_listener(
         respond(text=f"handled {args}")
 
     module = SimpleNamespace(handle=handle)
-    monkeypatch.setattr("bot.slack.listeners.commands.load_subscriptions", lambda: module)
+    monkeypatch.setattr("bot.slack.listeners.commands.subscriptions", module)
     for text in ("subscribe diffusion", "unsubscribe 2", "topics", "digest time 08:30"):
         _, url = slack.slash(text, user="U5")
         assert slack.reply(url)["text"] == f"handled {text}"
@@ -374,7 +366,7 @@ def test_channel_mentions_stay_where_a_subcommand_needs_them(
         respond(text="ok")
 
     module = SimpleNamespace(handle=handle)
-    monkeypatch.setattr("bot.slack.listeners.commands.load_subscriptions", lambda: module)
+    monkeypatch.setattr("bot.slack.listeners.commands.subscriptions", module)
     for sent in (
         "digest channel <#CPAPERS|papers>",
         "<!here> digest channel <#CPAPERS|papers>",

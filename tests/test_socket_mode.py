@@ -24,10 +24,10 @@ from slack_sdk.errors import SlackApiError
 
 from bot.cli import main
 from bot.engine.search import Engine
-from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
 from bot.slack import render
 from bot.slack.socket_mode import close, make_handler, run_socket_mode
+from tests.fake_slack import FakeSlack
 from tests.slack_harness import BOT_TOKEN, assert_valid, blocks_text, buttons, seeded_engine
 from tests.socket_mode_server import SocketModeServer
 from tests.test_cli import DROP_WRITE, read_only  # noqa: F401 - a fixture

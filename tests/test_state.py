@@ -19,7 +19,7 @@ from bot.state import StateStore, StateUnavailable, configure, open_state
 from bot.state.tables import ALL
 from digest.clock import clock_health, write_heartbeat
 from digest.ledger import STALE_CLAIM, Ledger
-from digest.selection import DigestItem, DigestPlan, DigestSection
+from digest.plan import DigestItem, DigestPlan, DigestSection
 from digest.subscriptions import MAX_TOPICS, SubscriptionError, Subscriptions
 
 NOW = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)

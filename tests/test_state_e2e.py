@@ -13,12 +13,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot.playground.fake_slack import FakeSlack
 from bot.settings import Settings
+from bot.slack.poster import SlackPoster
 from bot.state import StateStore, configure
-from digest.delivery import Dispatcher, make_client
+from digest.delivery import Dispatcher
 from digest.ledger import STALE_CLAIM
 from digest.subscriptions import Subscriptions
+from tests.fake_slack import FakeSlack
 from tests.slack_harness import seeded_engine
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,12 +100,10 @@ def test_two_clocks_on_two_hosts_killed_at_random_send_every_digest_once(
         # the next tick after that finishes it (here: one tick, by the test's clock).
         configure(postgres_url)
         try:
-            finisher = Dispatcher(
-                seeded_engine(tmp_path / "finisher.db", seeded_db_template),
-                make_client(Settings(slack_api_url=fake.api_url, slack_bot_token="xoxb-e2e")),
-                grace=timedelta(days=1),
-                worker="finisher",
-            )
+            engine = seeded_engine(tmp_path / "finisher.db", seeded_db_template)
+            settings = Settings(slack_api_url=fake.api_url, slack_bot_token="xoxb-e2e")
+            poster = SlackPoster.from_settings(settings, engine)
+            finisher = Dispatcher(engine, poster, grace=timedelta(days=1), worker="finisher")
             finisher.run_due(datetime.now(UTC) + STALE_CLAIM + timedelta(minutes=1))
         finally:
             configure(None)

@@ -286,8 +286,9 @@ def test_slash_command_topics_are_stored_unescaped_and_shown_escaped_once(
 
 def test_the_listener_reads_args_not_the_payload_text(slack: SlackHarness) -> None:
     """``handle`` gets the unescaped text as ``args``; the payload's (escaped) text is not read."""
-    from bot.slack.app import Services, make_client
+    from bot.slack.client import make_client
     from bot.slack.listeners import subscriptions
+    from bot.slack.services import Services
 
     sent: list[dict] = []
     command = {"user_id": "U2", "team_id": "T1", "text": "subscribe R&amp;D robots"}

@@ -30,12 +30,13 @@ from slack_sdk.http_retry import FixedValueRetryIntervalCalculator
 
 from bot.engine.index import build_lock, index_dir_for
 from bot.engine.search import Engine
-from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
+from bot.playground.fake_slack import APP_ID, TEAM_ID
 from bot.settings import Settings
 from bot.slack import render, server
+from bot.slack.render.digest import DIGEST_EVENT
 from digest.clock import write_heartbeat
-from digest.message import DIGEST_EVENT
 from digest.subscriptions import Subscriptions
+from tests.fake_slack import FakeSlack
 from tests.slack_harness import (
     BOT_TOKEN,
     SIGNING_SECRET,

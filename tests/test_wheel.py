@@ -10,6 +10,7 @@ own install.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -99,6 +100,50 @@ def test_the_wheel_holds_every_module_and_the_seed_corpus(wheel: Path):
                 assert source.relative_to(REPO).as_posix() in names, f"{source} is not in the wheel"
     seeds = [p.name for p in (REPO / "data").iterdir() if p.suffix == ".txt"]
     assert seeds and all(f"bot/seeds/{name}" in names for name in seeds)
+
+
+#: What only tests use of the Slack stand-in (tests/fake_slack.py): failure injection, waiting,
+#: recorded calls and inspection. The playground's stand-in must not carry any of it.
+TEST_ONLY_FAKE_SLACK = {
+    "Call",
+    "Response",
+    "_Failure",
+    "fail_next",
+    "disconnect_next",
+    "revoke_token",
+    "restore_token",
+    "add_channel",
+    "set_socket_mode_url",
+    "calls",
+    "calls_to",
+    "responses",
+    "is_member",
+    "home_view",
+    "modals",
+    "wait_for",
+}
+
+
+def _defined_names(source: str) -> set[str]:
+    """Every class, function and method name defined in a module's source."""
+    return {
+        node.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+
+
+def test_the_wheel_holds_no_test_support(wheel: Path):
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
+    assert not [n for n in names if n.startswith("tests/")], "the tests package is in the wheel"
+    assert not [n for n in names if n.rsplit("/", 1)[-1] in ("testing.py", "conftest.py")]
+    # The list above is what tests/fake_slack.py really adds (kept honest here) ...
+    in_tests = _defined_names((REPO / "tests" / "fake_slack.py").read_text())
+    assert not TEST_ONLY_FAKE_SLACK - in_tests
+    # ... and none of it is in the product's stand-in.
+    shipped = archive.read("bot/playground/fake_slack.py").decode()
+    assert not TEST_ONLY_FAKE_SLACK & _defined_names(shipped)
 
 
 def test_every_package_is_listed_in_pyproject():

@@ -102,7 +102,7 @@ def migrate(db: Database) -> None:
 @migrations()
 def m004_digest_content(db: Database) -> None:
     """The digest as claimed (topics, papers, why), so a retry after a crash posts the same one."""
-    db["digests"].add_column("content", str)  # JSON, see digest/selection.py DigestPlan
+    db["digests"].add_column("content", str)  # JSON, see digest/plan.py DigestPlan
     db["digests"].create_index(["status", "claimed_at"])
 
 

@@ -1,10 +1,13 @@
-"""A local stand-in for Slack's Web API, for the test-suite and the app's "local playground" mode.
+"""A local stand-in for Slack's Web API: what the app's "local playground" mode talks to.
 
 Pointing ``slack_sdk.WebClient(base_url=fake.api_url)`` (and Bolt's ``respond()`` at
 ``fake.response_url()``) at a real HTTP server, rather than mocking the client, exercises the
-same code paths as production: form/JSON encoding, retry handlers, error mapping. The fake
-checks Block Kit limits the way Slack does, because those errors otherwise only show up in
-production, and it can be told to fail (rate limits, ``ok: false`` answers, dropped sockets).
+same code paths as production: form/JSON encoding, retry handlers, error mapping. The fake is
+as strict as Slack (Block Kit limits, token kinds, ``not_in_channel``, rate limits, one-use
+trigger ids), because those errors otherwise only show up in production.
+
+The test-suite drives a subclass (``tests/fake_slack.py``) that also records every call, can be
+told to fail, and waits for what the app does; none of that ships in the product.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 from zoneinfo import ZoneInfo
 
@@ -30,7 +33,6 @@ from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 TEAM_ID, BOT_USER_ID, BOT_ID, APP_ID = "T0PAPERBOY", "UBOT", "BBOT", "APAPERBOY"
 DEFAULT_TZ = "America/Los_Angeles"
@@ -46,23 +48,6 @@ _JSON_PARAMS = ("blocks", "metadata", "view", "attachments")
 _BOT_AUTHOR = {"user": BOT_USER_ID, "bot_id": BOT_ID, "app_id": APP_ID, "team": TEAM_ID}
 # Methods that take an app-level token (xapp-) and nothing else; every other method refuses one.
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
-
-
-@dataclass(frozen=True)
-class Call:
-    """One request to /api/<method>, recorded before it is answered (failed ones included)."""
-
-    method: str
-    params: dict[str, Any]
-    at: float
-
-
-@dataclass(frozen=True)
-class Response:
-    """One JSON payload POSTed to a response_url, as Bolt's ``respond()`` sends it."""
-
-    token: str
-    payload: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -84,30 +69,6 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass
-class _Failure:
-    method: str
-    times: int
-    status: int = 200
-    error: str = "internal_error"
-    retry_after: int = 1
-    user: str | None = None
-    channel: str | None = None
-    disconnect: bool = False
-
-    def matches(self, method: str, params: dict[str, Any]) -> bool:
-        users = {
-            params.get("user"),
-            params.get("user_id"),
-            *str(params.get("users") or "").split(","),
-        }
-        return (
-            self.method == method
-            and (self.user is None or self.user in users)
-            and (self.channel is None or self.channel == params.get("channel"))
-        )
 
 
 @dataclass
@@ -285,24 +246,17 @@ def _token_problem(method: str, token: str) -> str | None:
 class FakeSlack:
     """An in-memory Slack workspace served over HTTP on 127.0.0.1; see the module docstring.
 
-    All state sits behind one re-entrant lock wrapped in a Condition, so the app can post from
-    several threads while a test blocks in :meth:`wait_for` instead of sleeping. Web API
-    methods are the ``_api_<method with dots as underscores>`` methods below.
+    All state sits behind one re-entrant lock, so the app can post from several threads. Web
+    API methods are the ``_api_<method with dots as underscores>`` methods below. ``clock``
+    (epoch seconds) dates messages, rate limits, trigger ids and users' UTC offsets.
     """
 
-    def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, *, clock: Callable[[], float] = time.time
-    ) -> None:
-        if host not in ("127.0.0.1", "localhost"):
-            raise ValueError("FakeSlack listens on the loopback interface only (127.0.0.1)")
-        self._port, self._clock = port, clock
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
-        self._cond = threading.Condition(threading.RLock())
-        self._calls: list[Call] = []
-        self._responses: list[Response] = []
+        self._lock = threading.RLock()
         self._events: list[Event] = []
-        self._failures: list[_Failure] = []
         self._channels: dict[str, list[dict[str, Any]]] = {}
         self._users: dict[str, dict[str, Any]] = {}
         self._home_views: dict[str, dict[str, Any]] = {}
@@ -310,15 +264,11 @@ class FakeSlack:
         self._used_triggers: set[str] = set()
         self._response_targets: dict[str, dict[str, str | None]] = {}
         self._last_micros = 0
-        self._socket_mode_url: Callable[[], str] | str | None = None
-        self._revoked: set[str] = set()  # tokens (or "*": every token) answered token_revoked
         # Conversations the bot is a member of (joined or invited; DMs it opened are always
         # its own), and the private ones. Any other C... id is a public channel it is not in.
         self._joined: set[str] = set()
         self._private: set[str] = set()
-        # Per-method limits (calls per minute, by the fake's clock), as Slack's tiers impose
-        # them; conversations.open is Tier 3.
-        self._limits: dict[str, int] = dict(RATE_LIMITS)
+        # Each rate-limited method's calls in the last minute of the fake's clock (RATE_LIMITS).
         self._recent: dict[str, list[float]] = {}
 
     # lifecycle
@@ -326,7 +276,7 @@ class FakeSlack:
     def start(self) -> FakeSlack:
         if self._server is not None:
             raise RuntimeError("FakeSlack is already running")
-        self._server = _Server(("127.0.0.1", self._port), self)
+        self._server = _Server(("127.0.0.1", 0), self)
         # A short poll interval keeps stop(), and so every test's teardown, fast.
         poll = {"poll_interval": 0.02}
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs=poll, daemon=True)
@@ -369,75 +319,8 @@ class FakeSlack:
         deleted: bool = False,
     ) -> None:
         ZoneInfo(tz)  # a typo fails here, in the test, not inside a request thread
-        with self._cond:
+        with self._lock:
             self._users[user_id] = {"tz": tz, "real_name": real_name, "deleted": deleted}
-
-    def fail_next(
-        self,
-        method: str,
-        times: int = 1,
-        *,
-        status: int | None = None,
-        error: str | None = None,
-        retry_after: int = 1,
-        user: str | None = None,
-        channel: str | None = None,
-    ) -> None:
-        """Fail the next ``times`` matching calls to ``method``.
-
-        Without ``error``: HTTP 429 ``ratelimited`` with a Retry-After header. With ``error``:
-        HTTP 200 ``{"ok": false, "error": error}``, as Slack answers most failures. ``user`` and
-        ``channel`` restrict it to calls naming that user (user/user_id/users) or channel.
-        """
-        status = status or (200 if error else 429)
-        error = error or ("ratelimited" if status == 429 else "internal_error")
-        failure = _Failure(method, times, status, error, retry_after, user, channel)
-        with self._cond:
-            self._failures.append(failure)
-
-    def add_channel(self, channel: str, *, private: bool = False, member: bool = False) -> None:
-        """Declare a channel: ``private`` ones refuse a bot that is not a ``member`` (as Slack
-        does even with chat:write.public); ``member`` is the bot invited already."""
-        with self._cond:
-            (self._private.add if private else self._private.discard)(channel)
-            (self._joined.add if member else self._joined.discard)(channel)
-
-    def is_member(self, channel: str) -> bool:
-        """Whether the bot is in the conversation (what conversations.history requires)."""
-        with self._cond:
-            return self._is_member(channel)
-
-    def rate_limit(self, method: str, per_minute: int | None) -> None:
-        """Answer ``method`` with 429 (Retry-After: until the oldest call in the last minute
-        ages out) beyond ``per_minute`` calls in a minute of the fake's clock; None: no limit."""
-        with self._cond:
-            if per_minute is None:
-                self._limits.pop(method, None)
-            else:
-                self._limits[method] = per_minute
-
-    def set_socket_mode_url(self, url: Callable[[], str] | str | None) -> None:
-        """Where ``apps.connections.open`` sends a Socket Mode app: a ``ws://`` URL, or a
-        function returning a fresh one per call (Slack issues a new ticket every time).
-        None (the default) answers it as Slack does an app without Socket Mode."""
-        with self._cond:
-            self._socket_mode_url = url
-
-    def revoke_token(self, token: str = "*") -> None:
-        """From now on every call with ``token`` (by default any token) fails with
-        ``token_revoked``, as when an admin uninstalls the app or rotates its token."""
-        with self._cond:
-            self._revoked.add(token)
-
-    def restore_token(self, token: str = "*") -> None:
-        """Undo ``revoke_token``: the operator put a valid token back."""
-        with self._cond:
-            self._revoked.discard(token)
-
-    def disconnect_next(self, method: str, times: int = 1) -> None:
-        """Close the socket without answering, to exercise connection-error retries."""
-        with self._cond:
-            self._failures.append(_Failure(method, times, disconnect=True))
 
     def response_url(
         self, channel: str | None = None, user: str | None = None, message_ts: str | None = None
@@ -445,94 +328,37 @@ class FakeSlack:
         """A fresh response_url. ``channel``/``user`` label the replies in the event feed;
         ``message_ts`` is the message that ``replace_original``/``delete_original`` act on."""
         token = uuid.uuid4().hex
-        with self._cond:
+        with self._lock:
             self._response_targets[token] = {"channel": channel, "user": user, "ts": message_ts}
         return f"{self.base_url}/respond/{token}"
 
-    # inspection
-
-    @property
-    def calls(self) -> list[Call]:
-        with self._cond:
-            return list(self._calls)
-
-    def calls_to(self, method: str) -> list[Call]:
-        with self._cond:
-            return [c for c in self._calls if c.method == method]
-
-    @property
-    def responses(self) -> list[Response]:
-        with self._cond:
-            return list(self._responses)
+    # what the playground page shows
 
     def events_since(self, seq: int = 0) -> list[Event]:
-        with self._cond:
+        with self._lock:
             return [e for e in self._events if e.seq > seq]
 
     def messages_in(self, channel: str) -> list[dict[str, Any]]:
         """The channel's current messages (updates applied, deletions gone), oldest first."""
-        with self._cond:
+        with self._lock:
             return copy.deepcopy(self._channels.get(channel, []))
 
-    def home_view(self, user_id: str) -> dict[str, Any] | None:
-        """The App Home view last published for ``user_id``."""
-        with self._cond:
-            return copy.deepcopy(self._home_views.get(user_id))
-
-    def modals(self) -> list[dict[str, Any]]:
-        """Every modal opened with views.open, oldest first (with the ``id`` Slack gave it)."""
-        with self._cond:
-            return copy.deepcopy(list(self._modals.values()))
-
     def modal(self, view_id: str) -> dict[str, Any] | None:
-        with self._cond:
+        with self._lock:
             return copy.deepcopy(self._modals.get(view_id))
-
-    def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0) -> T:
-        """Block until ``predicate()`` is truthy, re-checking on every recorded call/response."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not (value := predicate()):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"condition not met within {timeout}s; {self._describe()}")
-                self._cond.wait(remaining)
-            return value
-
-    def _describe(self) -> str:
-        calls = [
-            f"{c.method}({', '.join(f'{k}={v!r:.40}' for k, v in c.params.items())})"
-            for c in self._calls
-        ]
-        replies = [f"{r.payload!r:.80}" for r in self._responses]
-        return f"{len(calls)} call(s) recorded: {calls[-20:]}; {len(replies)} response(s): {replies[-10:]}"
 
     # request handling (server threads)
 
     def _handle_api(
         self, method: str, token: str | None, params: dict[str, Any] | None
     ) -> _Reply | None:
-        with self._cond:
-            self._calls.append(Call(method, params or {}, self._clock()))
-            # Waiters wake only when this block releases the lock, i.e. after the state change.
-            self._cond.notify_all()
+        with self._lock:
             if params is None:
                 return _Reply(200, _error("invalid_json"))
             if not token:
                 return _Reply(200, _error("not_authed"))
             if problem := _token_problem(method, token):
                 return _Reply(200, _error(problem))
-            if "*" in self._revoked or token in self._revoked:
-                return _Reply(200, _error("token_revoked"))
-            failure = next((f for f in self._failures if f.matches(method, params)), None)
-            if failure is not None:
-                failure.times -= 1
-                if failure.times <= 0:
-                    self._failures.remove(failure)
-                if failure.disconnect:
-                    return None
-                headers = {"Retry-After": str(failure.retry_after)} if failure.status == 429 else {}
-                return _Reply(failure.status, _error(failure.error), headers)
             if (limited := self._over_limit(method)) is not None:
                 return limited
             handler = getattr(self, "_api_" + method.replace(".", "_"), None)
@@ -540,7 +366,7 @@ class FakeSlack:
 
     def _over_limit(self, method: str) -> _Reply | None:
         """A 429 when ``method`` already had its minute's worth of calls (callers hold the lock)."""
-        limit = self._limits.get(method)
+        limit = RATE_LIMITS.get(method)
         if limit is None:
             return None
         now = self._clock()
@@ -554,14 +380,12 @@ class FakeSlack:
 
     def _handle_response(self, token: str, payload: Any) -> _Reply:
         """Answer a response_url POST the way Slack does: 200 "ok", or 4xx with a bare error."""
-        with self._cond:
+        with self._lock:
             target = self._response_targets.get(token)
             if target is None:
                 return _Reply(404, "no_such_url")
             if not isinstance(payload, dict):
                 return _Reply(400, "invalid_payload")
-            self._responses.append(Response(token, payload))
-            self._cond.notify_all()
             delete = _truthy(payload.get("delete_original"))
             replace = _truthy(payload.get("replace_original"))
             problem = None if delete else _check_message(payload)
@@ -630,11 +454,8 @@ class FakeSlack:
         )
 
     def _api_apps_connections_open(self, _: dict[str, Any]) -> dict[str, Any]:
-        """A Socket Mode websocket URL (see :meth:`set_socket_mode_url`)."""
-        url = self._socket_mode_url
-        if url is None:  # what Slack answers an app whose Socket Mode is off
-            return _error("access_denied")
-        return _ok(url=url() if callable(url) else url)
+        """What Slack answers an app whose Socket Mode is off (the playground runs over HTTP)."""
+        return _error("access_denied")
 
     def _api_chat_postMessage(self, p: dict[str, Any]) -> dict[str, Any]:
         channel = str(p.get("channel") or "")

@@ -20,8 +20,6 @@ production that is the Procfile's ``clock:`` process, or ``paperboy serve --with
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import json
 import logging
 import re
@@ -37,10 +35,13 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+from slack_sdk.signature import SignatureVerifier
+
 from bot.engine.search import Engine
 from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
 from bot.settings import Settings
 from bot.slack.app import build_app
+from bot.slack.poster import SlackPoster
 from bot.slack.server import HttpServer, make_wsgi_app, plain
 from digest import schedule
 from digest.clock import Clock
@@ -56,9 +57,9 @@ MAX_BODY = 64 * 1024
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
-    """Slack's request signature: ``v0=`` HMAC-SHA256 of ``v0:<timestamp>:<body>``."""
-    base = f"v0:{timestamp}:".encode() + body
-    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    """Slack's request signature (``v0=`` HMAC-SHA256 of ``v0:<timestamp>:<body>``), made by
+    slack_sdk's own ``SignatureVerifier``, the one the app checks it with."""
+    return SignatureVerifier(secret).generate_signature(timestamp=timestamp, body=body)
 
 
 def slack_escape(text: str) -> str:
@@ -78,7 +79,8 @@ def slack_escape(text: str) -> str:
 
 class Playground:
     """FakeSlack + the Bolt app + the page, on ``host:port`` (loopback by default), and the
-    digest scheduler (every ``tick_seconds``; ``None`` runs no scheduler)."""
+    digest scheduler (every ``tick_seconds``; ``None`` runs no scheduler). ``slack`` is the
+    stand-in to post to (a fresh one by default; the tests pass one that records calls)."""
 
     def __init__(
         self,
@@ -88,8 +90,9 @@ class Playground:
         host: str = "127.0.0.1",
         port: int = 0,
         tick_seconds: int | None = schedule.TICK_SECONDS,
+        slack: FakeSlack | None = None,
     ) -> None:
-        self.fake = FakeSlack().start()
+        self.fake = (slack or FakeSlack()).start()
         self.signing_secret = secrets.token_hex(16)
         self.settings = dataclasses.replace(
             settings,
@@ -112,7 +115,8 @@ class Playground:
         wsgi = make_wsgi_app(self.settings, engine, app=self.app, routes=routes)
         self.server = HttpServer(wsgi, host=host, port=port)
         self.tick_seconds = tick_seconds
-        self.clock = Clock(engine, self.settings, tick_seconds=tick_seconds or TICK_SECONDS)
+        poster = SlackPoster.from_settings(self.settings, engine)
+        self.clock = Clock(engine, self.settings, poster, tick_seconds=tick_seconds or TICK_SECONDS)
         self.dispatcher = self.clock.dispatcher
         self.scheduler: Any = None
 

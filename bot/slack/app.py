@@ -5,97 +5,32 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from slack_bolt import Ack, App, BoltContext
+from slack_bolt.error import BoltError
+from slack_bolt.logger.messages import error_auth_test_failure
 from slack_sdk import WebClient
-from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
+from slack_sdk.errors import SlackApiError
 
 from bot.engine.search import Engine
 from bot.settings import Settings
+
+from . import listeners
+from .client import is_local_api, retry_handlers
+from .services import Services
 
 log = logging.getLogger(__name__)
 #: One line per Slack request (team, user, what was asked, ack latency); with
 #: PAPERBOY_LOG_FORMAT=json its fields are the JSON object's keys.
 request_log = logging.getLogger("paperboy.requests")
 
-RATE_LIMIT_RETRIES = 3  # each waits Slack's Retry-After first
-CONNECTION_RETRIES = 2
 # Bolt runs every listener's ack part on this pool; it stays free of slow work (see Services).
 ACK_THREADS = 16
-WORK_THREADS = 8
-
-
-@dataclass
-class Services:
-    """What listeners need besides the Slack payload: the engine and settings, and a pool
-    for the work that follows ``ack()``.
-
-    Listeners acknowledge at once and hand lookups to :meth:`later`, a pool of their own, so
-    a burst of slow lookups can never hold up the acknowledgement of the next request (Slack
-    gives up after 3 seconds and shows the user ``dispatch_failed``).
-    """
-
-    engine: Engine
-    settings: Settings
-    executor: Executor = field(
-        default_factory=lambda: ThreadPoolExecutor(WORK_THREADS, thread_name_prefix="paperboy")
-    )
-
-    def later(
-        self, respond: Callable[..., Any] | None, work: Callable[..., Any], *args: Any
-    ) -> None:
-        """Run ``work(*args)`` on the pool; if it fails, log it and apologise via ``respond``.
-
-        A request that carries no response_url (``respond`` cannot answer) is only logged:
-        there is nothing to answer through, and the work's reply would fail."""
-        if respond is not None and getattr(respond, "response_url", "") is None:
-            log.warning(
-                "%s not done: the request has no response_url to answer through",
-                getattr(work, "__name__", work),
-            )
-            return
-        self.executor.submit(self._guarded, respond, work, args)
-
-    @staticmethod
-    def _guarded(respond: Callable[..., Any] | None, work: Callable[..., Any], args: tuple) -> None:
-        """The one place a listener's failure is told: a write refused because the database
-        is read-only says so (the operator's fault, not the member's); anything else is
-        logged with its traceback and apologised for."""
-        from .render import apology_message, read_only_message
-
-        name = getattr(work, "__name__", work)
-        try:
-            work(*args)
-            return
-        except Exception as error:
-            if is_read_only_error(error):
-                log.warning("%s: nothing saved, the database is read-only (%s)", name, error)
-                message = read_only_message()
-            else:
-                log.exception("%s failed", name)
-                message = apology_message()
-        if respond is not None:
-            try:
-                respond(**message, response_type="ephemeral", replace_original=False)
-            except Exception:
-                log.exception("could not send the apology either")
-
-
-def is_read_only_error(error: BaseException) -> bool:
-    """Whether SQLite refused a write because the database (or its folder) is read-only."""
-    if not isinstance(error, sqlite3.OperationalError):
-        return False
-    code = getattr(error, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF == sqlite3.SQLITE_READONLY
-    return "readonly database" in str(error)
 
 
 def is_json_body(body: str, content_type: str | None) -> bool:
@@ -131,30 +66,6 @@ def body_problem(body: str, content_type: str | None) -> str | None:
     return None
 
 
-def is_local_api(api_url: str) -> bool:
-    """True for the local stand-in (playground, tests): no real token to verify there."""
-    return urlsplit(api_url).hostname in ("127.0.0.1", "localhost", "::1")
-
-
-def make_client(settings: Settings) -> WebClient:
-    """A Web API client for the bot token at ``SLACK_API_URL`` (see :func:`configure_client`)."""
-    return configure_client(WebClient(token=settings.slack_bot_token), settings)
-
-
-def configure_client(client: WebClient, settings: Settings) -> WebClient:
-    """Point ``client`` at ``SLACK_API_URL``; let it wait out rate limits (HTTP 429,
-    Retry-After) and retry dropped connections, so a busy workspace delays a message instead
-    of losing it."""
-    client.base_url = settings.slack_api_url
-    handlers = [h for h in client.retry_handlers if not isinstance(h, ConnectionErrorRetryHandler)]
-    client.retry_handlers = [
-        *handlers,
-        ConnectionErrorRetryHandler(max_retry_count=CONNECTION_RETRIES),
-        RateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
-    ]
-    return client
-
-
 def build_app(
     settings: Settings,
     engine: Engine,
@@ -170,8 +81,6 @@ def build_app(
     construction (default: against Slack itself, not the local stand-in); ``paperboy serve``
     turns it off because it has just checked the token, with retries.
     """
-    from . import listeners
-
     services = Services(engine, settings, **({"executor": executor} if executor else {}))
     if verify_token is None:
         # The stand-in has no real tokens; against Slack, a bad token fails at startup.
@@ -189,7 +98,9 @@ def build_app(
         name="paperboy",
     )
     if client is None:
-        configure_client(app.client, settings)
+        # Bolt's client, pointed at SLACK_API_URL with the retries every client has.
+        app.client.base_url = settings.slack_api_url
+        app.client.retry_handlers = retry_handlers()
     if verify_token:
         verify(app.client)
     app.middleware(log_request)
@@ -200,10 +111,6 @@ def build_app(
 def verify(client: WebClient) -> None:
     """Bolt's check of the token at start (``token_verification_enabled``), with the same
     error, made once the client points at the right Slack."""
-    from slack_bolt.error import BoltError
-    from slack_bolt.logger.messages import error_auth_test_failure
-    from slack_sdk.errors import SlackApiError
-
     try:
         client.auth_test()
     except SlackApiError as error:

@@ -20,16 +20,19 @@ import struct
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING
 
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.socket_mode.builtin.frame_header import FrameHeader
+from slack_sdk.socket_mode.builtin.internals import _build_data_frame_for_sending
+
+from bot.engine.search import Engine
 from bot.logs import say
 from bot.settings import Settings, SettingsError
 
-if TYPE_CHECKING:
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
-    from slack_sdk import WebClient
-
-    from bot.engine.search import Engine
+from .app import build_app
+from .client import TOKEN_REFUSED, error_code
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +40,7 @@ log = logging.getLogger(__name__)
 CLOSE_TIMEOUT = 3.0
 NORMAL_CLOSURE = 1000
 #: apps.connections.open errors that no retry will fix: the app token is gone or wrong.
-REFUSED_TOKEN_ERRORS = frozenset(
-    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
-    | {"not_allowed_token_type", "access_denied"}
-)
+REFUSED_TOKEN_ERRORS = TOKEN_REFUSED | {"not_allowed_token_type", "access_denied"}
 
 
 def make_handler(
@@ -55,10 +55,6 @@ def make_handler(
     yet. ``apps.connections.open`` goes through the app's own client, so to ``SLACK_API_URL``
     with its retry handlers; slack_sdk sends the ``xapp-`` token for that one call.
     ``verify_token``: as for ``build_app`` (False when the caller has just checked it)."""
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
-
-    from .app import build_app
-
     if not settings.slack_app_token:
         raise SettingsError("SLACK_APP_TOKEN is not set.")
     app = build_app(settings, engine, client=client, executor=executor, verify_token=verify_token)
@@ -93,9 +89,6 @@ def close(handler: SocketModeHandler, timeout: float = CLOSE_TIMEOUT) -> None:
 def _send_close_frame(session) -> None:  # slack_sdk.socket_mode.builtin.connection.Connection
     """A masked close frame with status 1000, built by slack_sdk's own frame writer (its
     built-in connection has no public method for it)."""
-    from slack_sdk.socket_mode.builtin.frame_header import FrameHeader
-    from slack_sdk.socket_mode.builtin.internals import _build_data_frame_for_sending
-
     frame = _build_data_frame_for_sending(
         struct.pack("!H", NORMAL_CLOSURE), FrameHeader.OPCODE_CLOSE
     )
@@ -114,8 +107,6 @@ def run_socket_mode(
     exit 2 at start, exit 1 when it happens on a reconnect (a revoked token). An unreachable
     Slack at start raises ``URLError`` for the caller to report.
     """
-    from slack_sdk.errors import SlackApiError
-
     handler = make_handler(settings, engine, verify_token=verify_token)
     refused: list[str] = []
     stopping = threading.Event()
@@ -127,7 +118,7 @@ def run_socket_mode(
         try:
             handler.start()  # connect, then block until a signal
         except SlackApiError as error:
-            refused_at_start = str(error.response.get("error"))
+            refused_at_start = str(error_code(error))
         except (_Stop, KeyboardInterrupt):
             pass
         finally:
@@ -186,15 +177,13 @@ def _give_up_when_refused(
     a worker that looks alive and answers nothing. The failing thread stops the main one as
     SIGTERM would, waits for :func:`close`, and then ends quietly.
     """
-    from slack_sdk.errors import SlackApiError
-
     issue, main = handler.client.issue_new_wss_url, threading.main_thread()
 
     def issue_or_give_up() -> str:
         try:
             return issue()
         except SlackApiError as error:
-            code = error.response.get("error")
+            code = error_code(error)
             if code not in REFUSED_TOKEN_ERRORS or threading.current_thread() is main:
                 raise  # at start, run_socket_mode reports it itself
             refused.append(str(code))

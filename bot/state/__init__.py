@@ -10,7 +10,13 @@ commands when they open the engine); code that has an engine gets the store with
 ``state_for(engine.db_path)``.
 """
 
-from .store import (
+import logging
+
+# Importing Alembic logs a line per plugin it sets up, and every migration run says which
+# backend it found: only its warnings are news for an operator. Set before it is imported.
+logging.getLogger("alembic").setLevel(logging.WARNING)
+
+from .store import (  # noqa: E402
     Heartbeat,
     StateError,
     StateStore,

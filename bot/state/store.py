@@ -55,8 +55,6 @@ from bot.engine.corpus import DatabaseError, db_path, is_writable, open_database
 from .tables import ALL, clock_heartbeat, digests, members, sent_papers, topics
 
 log = logging.getLogger(__name__)
-# Alembic says which backend and plugins it found on every start; only its warnings are news.
-logging.getLogger("alembic").setLevel(logging.WARNING)
 
 #: How long a write waits for another writer on SQLite (a slash command's reply can wait
 #: that long; the transactions themselves take milliseconds).

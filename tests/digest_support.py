@@ -1,7 +1,6 @@
 """Test helpers for the digest: a small corpus with clear topics, and a clock to move by hand.
 
-Used by the test-suite (``tests/test_digest_*.py``) and handy in a shell; nothing in the app
-imports it.
+Used by the test-suite (``tests/test_digest_*.py``); not part of the installed package.
 """
 
 from __future__ import annotations
@@ -129,5 +128,5 @@ class ManualClock:
         return self.now
 
     def timestamp(self) -> float:
-        """For FakeSlack(clock=...), which wants epoch seconds."""
+        """For ``FakeSlack(clock=...)``, which wants epoch seconds."""
         return self.now.timestamp()

@@ -1,6 +1,7 @@
 """A digest as a Slack message: the lookups' paper rendering, a header per topic, <= 50 blocks.
 
-Each paper is ``bot.slack.render.paper_blocks`` (title, venue, authors, snippet, why it
+``bot.slack.poster.SlackPoster`` posts it for the digest package, which hands over only the
+plan (``digest.selection.DigestPlan``). Each paper is ``bot.slack.render.paper_blocks`` (title, venue, authors, snippet, why it
 matched, and the "Similar papers" / "Share to channel" buttons the actions listener handles),
 numbered across the whole message so every action id is unique. In a direct message, "Share
 to channel" opens a channel picker (there is no channel to share into). Every other block is
@@ -29,8 +30,7 @@ from bot.engine.search import Engine, Hit, make_snippet
 from bot.engine.text import words
 from bot.english import count
 from bot.slack import render
-
-from .selection import DigestPlan
+from digest.plan import DigestPlan
 
 DIGEST_EVENT = "paperboy_digest"  # the message metadata's event_type
 TOPIC_CHARS = 120

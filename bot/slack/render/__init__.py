@@ -1,0 +1,142 @@
+"""Paperboy's Slack messages in Block Kit: the one place that knows Slack's markup and limits.
+
+Split along its seams, each module with one job:
+
+* ``escaping`` — text made inert in mrkdwn (no pings, no disguised links) and cut to fit;
+* ``blocks`` — sections, context lines, buttons and their values, the message dict, within
+  Slack's limits;
+* ``lookup`` — the answers to lookups (a page of results, similar papers, a shared paper);
+* ``digest`` — a digest as a message (``bot.slack.poster`` posts it);
+* ``modals`` — the "Share to channel" picker;
+* ``notices`` — problems, apologies, a read-only database, an empty corpus;
+* ``help`` — ``/papers help`` and the App Home, written from ``bot.help_text``.
+
+Listeners use them through this package (``render.search_message`` ...), which re-exports
+each module's public names.
+"""
+
+from __future__ import annotations
+
+from .blocks import (
+    MAX_BLOCKS,
+    MAX_BUTTON_LABEL,
+    MAX_BUTTON_VALUE,
+    MAX_CONTEXT_ELEMENTS,
+    MAX_FALLBACK_TEXT,
+    MAX_HEADER,
+    MAX_SECTION_TEXT,
+    as_message,
+    button,
+    context,
+    decode_value,
+    encode_value,
+    mrkdwn,
+    section,
+    sections,
+)
+from .escaping import (
+    clip,
+    clip_escaped,
+    clip_mrkdwn,
+    escape,
+    escape_plain,
+    link,
+    mention,
+    one_line,
+    short_authors,
+    snippet_mrkdwn,
+    unescape,
+)
+from .help import DIGEST_USAGE, HELP_HINT, HELP_SECTIONS, help_message, home_view
+from .lookup import (
+    ACTION_MORE,
+    ACTION_PREVIOUS,
+    ACTION_SHARE,
+    ACTION_SHARE_ELSEWHERE,
+    ACTION_SIMILAR,
+    ACTION_SUGGEST,
+    PAGE_SIZE,
+    paper_blocks,
+    paper_meta,
+    paper_title,
+    search_message,
+    shared_message,
+    similar_message,
+)
+from .modals import (
+    COMMENT_CHARS,
+    SHARE_CHANNEL_ACTION,
+    SHARE_CHANNEL_BLOCK,
+    SHARE_COMMENT_ACTION,
+    SHARE_COMMENT_BLOCK,
+    SHARE_VIEW,
+    share_view,
+    shared_view,
+)
+from .notices import (
+    READ_ONLY,
+    apology_message,
+    empty_corpus_message,
+    error_message,
+    read_only_message,
+)
+
+__all__ = [
+    "ACTION_MORE",
+    "ACTION_PREVIOUS",
+    "ACTION_SHARE",
+    "ACTION_SHARE_ELSEWHERE",
+    "ACTION_SIMILAR",
+    "ACTION_SUGGEST",
+    "COMMENT_CHARS",
+    "DIGEST_USAGE",
+    "HELP_HINT",
+    "HELP_SECTIONS",
+    "MAX_BLOCKS",
+    "MAX_BUTTON_LABEL",
+    "MAX_BUTTON_VALUE",
+    "MAX_CONTEXT_ELEMENTS",
+    "MAX_FALLBACK_TEXT",
+    "MAX_HEADER",
+    "MAX_SECTION_TEXT",
+    "PAGE_SIZE",
+    "READ_ONLY",
+    "SHARE_CHANNEL_ACTION",
+    "SHARE_CHANNEL_BLOCK",
+    "SHARE_COMMENT_ACTION",
+    "SHARE_COMMENT_BLOCK",
+    "SHARE_VIEW",
+    "apology_message",
+    "as_message",
+    "button",
+    "clip",
+    "clip_escaped",
+    "clip_mrkdwn",
+    "context",
+    "decode_value",
+    "empty_corpus_message",
+    "encode_value",
+    "error_message",
+    "escape",
+    "escape_plain",
+    "help_message",
+    "home_view",
+    "link",
+    "mention",
+    "mrkdwn",
+    "one_line",
+    "paper_blocks",
+    "paper_meta",
+    "paper_title",
+    "read_only_message",
+    "search_message",
+    "section",
+    "sections",
+    "share_view",
+    "shared_message",
+    "shared_view",
+    "short_authors",
+    "similar_message",
+    "snippet_mrkdwn",
+    "unescape",
+]

@@ -1,0 +1,90 @@
+"""What every listener is given besides Slack's payload (``Services``), and how the work after
+``ack()`` runs and fails (:meth:`Services.later`, :meth:`Services.guarded`).
+
+Its own module, below ``app`` and the listeners, so that both import it at the top.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.engine.search import Engine
+from bot.settings import Settings
+
+from .render import apology_message, read_only_message
+from .replies import EPHEMERAL_BELOW
+
+log = logging.getLogger(__name__)
+
+WORK_THREADS = 8
+
+
+@dataclass
+class Services:
+    """What listeners need besides the Slack payload: the engine and settings, and a pool
+    for the work that follows ``ack()``.
+
+    Listeners acknowledge at once and hand lookups to :meth:`later`, a pool of their own, so
+    a burst of slow lookups can never hold up the acknowledgement of the next request (Slack
+    gives up after 3 seconds and shows the user ``dispatch_failed``).
+    """
+
+    engine: Engine
+    settings: Settings
+    executor: Executor = field(
+        default_factory=lambda: ThreadPoolExecutor(WORK_THREADS, thread_name_prefix="paperboy")
+    )
+
+    def later(
+        self, respond: Callable[..., Any] | None, work: Callable[..., Any], *args: Any
+    ) -> None:
+        """Run ``work(*args)`` on the pool; if it fails, log it and apologise via ``respond``.
+
+        A request that carries no response_url (``respond`` cannot answer) is only logged:
+        there is nothing to answer through, and the work's reply would fail."""
+        if respond is not None and getattr(respond, "response_url", "") is None:
+            log.warning(
+                "%s not done: the request has no response_url to answer through",
+                getattr(work, "__name__", work),
+            )
+            return
+        self.executor.submit(self.guarded, respond, work, args)
+
+    @staticmethod
+    def guarded(respond: Callable[..., Any] | None, work: Callable[..., Any], args: tuple) -> None:
+        """Run ``work(*args)`` here, telling its failure: the one place a listener's failure
+        is told. A write refused because the database is read-only says so (the operator's
+        fault, not the member's); anything else is logged with its traceback and apologised
+        for. :meth:`later` runs it on the pool; a listener with a pool of its own (the share
+        picker) submits it there."""
+        name = getattr(work, "__name__", work)
+        try:
+            work(*args)
+            return
+        except Exception as error:
+            if is_read_only_error(error):
+                log.warning("%s: nothing saved, the database is read-only (%s)", name, error)
+                message = read_only_message()
+            else:
+                log.exception("%s failed", name)
+                message = apology_message()
+        if respond is not None:
+            try:
+                respond(**message, **EPHEMERAL_BELOW)
+            except Exception:
+                log.exception("could not send the apology either")
+
+
+def is_read_only_error(error: BaseException) -> bool:
+    """Whether SQLite refused a write because the database (or its folder) is read-only."""
+    if not isinstance(error, sqlite3.OperationalError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF == sqlite3.SQLITE_READONLY
+    return "readonly database" in str(error)

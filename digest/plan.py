@@ -1,0 +1,68 @@
+"""What one member's digest holds, as chosen by ``selection``: plain data, no Slack.
+
+A ``DigestPlan`` is stored as JSON with the digest's claim (``ledger``), so a retry after a
+crash sends exactly what was chosen the first time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class DigestItem:
+    paper_id: str
+    score: float
+    why: list[str]
+    new: bool  # added to the corpus since the member's last digest
+
+
+@dataclass
+class DigestSection:
+    topic_id: int
+    query: str
+    items: list[DigestItem]
+
+
+@dataclass
+class DigestPlan:
+    """One member's digest, as chosen; stored as JSON with the claim so a retry sends the same."""
+
+    user_id: str
+    sections: list[DigestSection] = field(default_factory=list)
+    since: str | None = None  # papers added after this count as new
+
+    @property
+    def paper_ids(self) -> list[str]:
+        return [item.paper_id for s in self.sections for item in s.items]
+
+    @property
+    def size(self) -> int:
+        return sum(len(s.items) for s in self.sections)
+
+    @property
+    def new_count(self) -> int:
+        return sum(item.new for s in self.sections for item in s.items)
+
+    def keeping(self, paper_ids: Iterable[str]) -> DigestPlan:
+        """The same digest with only these papers (empty sections dropped)."""
+        wanted = set(paper_ids)
+        sections = [
+            DigestSection(s.topic_id, s.query, [i for i in s.items if i.paper_id in wanted])
+            for s in self.sections
+        ]
+        return DigestPlan(self.user_id, [s for s in sections if s.items], self.since)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> DigestPlan:
+        data = json.loads(text)
+        sections = [
+            DigestSection(s["topic_id"], s["query"], [DigestItem(**i) for i in s["items"]])
+            for s in data.get("sections", [])
+        ]
+        return cls(data["user_id"], sections, data.get("since"))
