@@ -4,7 +4,10 @@ processes that share nothing but the database, PostgreSQL restarts, ``migrate-st
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,9 +16,11 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select, text
 
+import bot.state as bot_state
 from bot.cli import main
 from bot.slack.server import health_report
 from bot.state import StateStore, StateUnavailable, configure, open_state
+from bot.state.store import HEAD
 from bot.state.tables import ALL
 from digest.clock import clock_health, write_heartbeat
 from digest.ledger import STALE_CLAIM, Ledger
@@ -377,3 +382,49 @@ def test_a_slash_command_during_a_postgresql_restart_gets_an_apology_and_the_nex
         assert "1. diffusion models" in slack.reply(url)["text"]
     finally:
         configure(None)
+
+
+def test_a_clock_whose_database_does_not_answer_exits_1_in_one_sentence(tmp_path: Path) -> None:
+    """A real ``paperboy scheduler`` (the Procfile's clock) with DATABASE_URL on a port where
+    nothing listens: the platform sees exit 1 and one sentence, no traceback."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERBOY_"))}
+    env.update(
+        PYTHONPATH=str(Path(__file__).resolve().parents[1]),
+        DATABASE_URL="postgresql://paperboy:secret@127.0.0.1:1/paperboy",
+        PAPERBOY_DB=str(tmp_path / "paperboy.db"),
+        SLACK_BOT_TOKEN="xoxb-test",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "scheduler"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "secret" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: The database postgresql://paperboy:***@127.0.0.1:1/paperboy ")
+    assert "is not answering (" in last and last.endswith("; try again in a moment.")
+
+
+def test_a_database_url_that_is_not_postgresql_is_refused_in_one_sentence(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["--db", str(tmp_path / "p.db"), "stats"], env={"DATABASE_URL": "mysql://x/y"}
+    )
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "DATABASE_URL must be a postgresql:// URL (or unset, to keep the state in the SQLite "
+        "database), not one starting 'mysql'.\n"
+    )
+
+
+def test_the_head_the_store_knows_is_the_latest_migration(store: StateStore) -> None:
+    """``HEAD`` spares every start Alembic's import; a new migration must move it too."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(bot_state.__file__).parent / "migrations"))
+    assert ScriptDirectory.from_config(config).get_current_head() == HEAD == store.revision()

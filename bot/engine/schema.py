@@ -141,3 +141,24 @@ def m010_author_names(db: Database) -> None:
             [(authors_key(json.loads(authors or "[]")), rowid) for rowid, authors in rows],
         )
         last = rows[-1][0]
+
+
+@migrations()
+def m040_feed_state(db: Database) -> None:
+    """Each PAPERBOY_FEEDS feed's last run: where the next run resumes (the newest paper seen,
+    the server's Last-Modified) and what an operator sees in ``paperboy stats`` (the last
+    success, the last error and how many runs failed in a row)."""
+    db["feed_state"].create(
+        {
+            "feed": str,
+            "newest": str,
+            "last_modified": str,
+            "last_run": str,
+            "last_success": str,
+            "papers": int,
+            "error": str,
+            "failures": int,
+            "retry_after": int,  # seconds the server asked to wait (Retry-After), if it did
+        },
+        pk="feed",
+    )

@@ -60,6 +60,7 @@ from bot.engine.search import Engine
 from bot.logs import configure_logging, quiet_slack_sdk, say
 from bot.settings import Settings, SettingsError
 from bot.state import configure as configure_state
+from bot.state import state_for
 from bot.stopping import sigterm_exits
 from digest.clock import Clock, clock_health
 
@@ -570,6 +571,7 @@ def open_engine(settings: Settings) -> Engine:
         # post-ack workers; it must answer now, or the process does not start.
         configure_state(settings.database_url, pool_size=settings.http_threads + 8)
         engine = Engine.open(settings.db_path, seed_dir=settings.seed_dir)
+        state_for(engine.db_path)  # opened (and migrated) now, not by the first request
     except DatabaseError as error:
         raise StartupError(str(error)) from None
     except (sqlite3.Error, OSError) as error:
