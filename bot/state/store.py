@@ -48,7 +48,17 @@ from sqlite_utils import Database
 
 from bot.engine.corpus import DatabaseError, db_path, is_writable, open_database
 
-from .tables import ALL, clock_heartbeat, digests, members, sent_papers, topics
+from .tables import (
+    ALL,
+    FEEDBACK_TABLES,
+    clock_heartbeat,
+    digests,
+    feedback,
+    members,
+    saves,
+    sent_papers,
+    topics,
+)
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +148,7 @@ def _sqlite_creator(path: str, read_only: bool) -> Callable[[], sqlite3.Connecti
 
 #: The latest migration in ``migrations/versions`` (a test checks they agree): knowing it, a
 #: process whose database is up to date never loads Alembic, which takes a third of a second.
-HEAD = "s001"
+HEAD = "s002"
 
 
 def _upgrade(connection: Connection) -> None:
@@ -584,6 +594,21 @@ class StateStore:
                 out.update({u: t for u, t in conn.execute(where)})
         return out
 
+    def latest_digest(self, user_id: str) -> dict[str, Any] | None:
+        """The member's most recent digest row (any status), for "last digest" in the App Home."""
+        query = (
+            select(digests)
+            .where(digests.c.user_id == user_id)
+            .order_by(
+                func.coalesce(digests.c.finished_at, digests.c.claimed_at).desc(),
+                digests.c.id.desc(),
+            )
+            .limit(1)
+        )
+        with self.read() as conn:
+            row = conn.execute(query).mappings().first()
+        return dict(row) if row else None
+
     # -- the clock's heartbeat -------------------------------------------------------------
 
     def beat(self, name: str, last_tick: str, tick_seconds: int, worker: str) -> None:
@@ -616,7 +641,7 @@ class StateStore:
         """
         counts: dict[str, int] = {}
         with self.read() as source, target.write() as conn:
-            for table in ALL:
+            for table in (*ALL, *FEEDBACK_TABLES):
                 rows = [dict(r) for r in source.execute(select(table)).mappings()]
                 counts[table.name] = len(rows)
                 if not rows:
@@ -641,6 +666,103 @@ class StateStore:
                     )
                 )
         return counts
+
+    # -- feedback: 👍/👎 and the reading list (issue 11) -------------------------------------
+
+    def set_feedback(
+        self, user_id: str, paper_id: str, kind: str, now: str, team_id: str | None = None
+    ) -> str | None:
+        """Click 👍 (``like``) or 👎 (``dislike``): the member's choice afterwards. The two
+        exclude each other (👎 replaces a 👍); the same click again undoes it (None)."""
+        if kind not in ("like", "dislike"):
+            raise ValueError(f"not a feedback kind: {kind!r}")
+        mine = (feedback.c.user_id == user_id) & (feedback.c.paper_id == paper_id)
+        with self.member_transaction(user_id) as conn:
+            before = conn.execute(select(feedback.c.kind).where(mine)).scalar()
+            if before == kind:
+                conn.execute(feedback.delete().where(mine))
+                return None
+            row = {"kind": kind, "created_at": now, "team_id": team_id}
+            conn.execute(
+                self._insert(feedback)
+                .values(user_id=user_id, paper_id=paper_id, **row)
+                .on_conflict_do_update(index_elements=["user_id", "paper_id"], set_=row)
+            )
+            return kind
+
+    def toggle_save(
+        self, user_id: str, paper_id: str, now: str, team_id: str | None = None
+    ) -> bool:
+        """Save the paper to the member's reading list, or remove it: whether it is saved now."""
+        mine = (saves.c.user_id == user_id) & (saves.c.paper_id == paper_id)
+        with self.member_transaction(user_id) as conn:
+            if conn.execute(select(literal(1)).where(mine)).first() is not None:
+                conn.execute(saves.delete().where(mine))
+                return False
+            conn.execute(
+                self._insert(saves)
+                .values(user_id=user_id, paper_id=paper_id, team_id=team_id, saved_at=now)
+                .on_conflict_do_nothing()
+            )
+            return True
+
+    def feedback_on(self, user_id: str, paper_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The member's choices on these papers: ``{paper_id: {"kind": like|dislike|None,
+        "saved": bool}}`` for each paper they have any choice on."""
+        out: dict[str, dict[str, Any]] = {}
+        with self.read() as conn:
+            for batch in _batches(paper_ids):
+                for paper, kind in conn.execute(
+                    select(feedback.c.paper_id, feedback.c.kind).where(
+                        feedback.c.user_id == user_id, feedback.c.paper_id.in_(batch)
+                    )
+                ):
+                    out.setdefault(paper, {"kind": None, "saved": False})["kind"] = kind
+                for paper in conn.execute(
+                    select(saves.c.paper_id).where(
+                        saves.c.user_id == user_id, saves.c.paper_id.in_(batch)
+                    )
+                ).scalars():
+                    out.setdefault(paper, {"kind": None, "saved": False})["saved"] = True
+        return out
+
+    def feedback_of(self, user_id: str) -> dict[str, str]:
+        """Every 👍/👎 of the member: ``{paper_id: "like" | "dislike"}`` (for the model)."""
+        query = select(feedback.c.paper_id, feedback.c.kind).where(feedback.c.user_id == user_id)
+        with self.read() as conn:
+            return {paper: kind for paper, kind in conn.execute(query)}
+
+    def saved_papers(
+        self, user_id: str, *, limit: int | None = None, offset: int = 0
+    ) -> tuple[list[dict[str, Any]], int]:
+        """A page of the member's reading list, newest first (``paper_id``, ``saved_at``), and
+        how many they have saved in all."""
+        query = (
+            select(saves.c.paper_id, saves.c.saved_at)
+            .where(saves.c.user_id == user_id)
+            .order_by(saves.c.saved_at.desc(), saves.c.paper_id)
+            .offset(offset)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        total = select(func.count()).where(saves.c.user_id == user_id)
+        with self.read() as conn:
+            rows = [dict(r) for r in conn.execute(query).mappings()]
+            return rows, conn.execute(total).scalar_one()
+
+    def saved_by_others(self, user_id: str, paper_ids: Iterable[str]) -> dict[str, int]:
+        """How many members other than ``user_id`` saved each of these papers (counts only:
+        never who); papers nobody else saved are left out."""
+        out: dict[str, int] = {}
+        with self.read() as conn:
+            for batch in _batches(paper_ids):
+                query = (
+                    select(saves.c.paper_id, func.count())
+                    .where(saves.c.paper_id.in_(batch), saves.c.user_id != user_id)
+                    .group_by(saves.c.paper_id)
+                )
+                out.update({paper: count for paper, count in conn.execute(query)})
+        return out
 
 
 def _sqlite_begin(conn: Connection) -> None:

@@ -77,3 +77,32 @@ clock_heartbeat = Table(
 
 #: In the order rows can be copied (topics refer to members).
 ALL = (members, topics, digests, sent_papers, clock_heartbeat)
+
+# -- what members think of papers (issue 11; revision s002) ----------------------------------
+
+#: A member's 👍 or 👎 on a paper: at most one of the two (a second click on the same removes it).
+feedback = Table(
+    "feedback",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("paper_id", Text, primary_key=True),
+    Column("team_id", Text),
+    Column("kind", Text, nullable=False),  # like | dislike
+    Column("created_at", Text),
+    Index("idx_feedback_paper_id", "paper_id"),
+)
+
+#: A member's reading list ("Save"), independent of 👍/👎.
+saves = Table(
+    "saves",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("paper_id", Text, primary_key=True),
+    Column("team_id", Text),
+    Column("saved_at", Text),
+    Index("idx_saves_user_id_saved_at", "user_id", "saved_at"),
+    Index("idx_saves_paper_id", "paper_id"),
+)
+
+#: Tables added after s001 (ALL stays what s001 adopts), in the order rows can be copied.
+FEEDBACK_TABLES = (feedback, saves)
