@@ -705,8 +705,44 @@ def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
         "digests": "digest",
         "sent_papers": "sent paper",
         "clock_heartbeat": "clock heartbeat",
+        "feedback": "👍/👎 rating",
+        "saves": "saved paper",
     }
     return [(names[table], n) for table, n in copied.items()]
+
+
+@main.command()
+@click.option("--user", "user_id", required=True, help="The member's Slack user id (U...).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "bibtex", "csv", "json"]),
+    default="text",
+    show_default=True,
+    help="A list to read, or a file for a reference manager or a spreadsheet.",
+)
+@db_option
+@click.pass_context
+def saved(ctx: click.Context, user_id: str, fmt: str, db_path: Path | None) -> None:
+    """USER's reading list: the papers they saved in Slack, newest first."""
+    from digest.export import export, reading_list
+
+    from .state import state_for
+
+    engine = _ctx(ctx, db_path).engine()
+    papers, total = reading_list(state_for(engine.db_path), engine, user_id)
+    if fmt != "text":
+        click.echo(export(papers, fmt), nl=False)
+        return
+    if not total:
+        click.echo(f"{user_id} has saved no papers.")
+        return
+    click.echo(f"{count(total, 'saved paper')} for {user_id}, newest first")
+    for paper in papers:
+        venue = f"{paper.get('venue') or ''} {paper.get('year') or ''}".strip()
+        title = paper.get("title") or "(no longer in the corpus)"
+        click.echo(f"  {paper['saved_at'][:10]}  {title}")
+        click.echo(f"              {venue}  id {paper['id']}".rstrip())
 
 
 if __name__ == "__main__":  # pragma: no cover

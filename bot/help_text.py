@@ -46,3 +46,8 @@ DIGEST_COMMANDS: tuple[Usage, ...] = (
         "digest channel #papers", "post your digest in a channel (digest channel dm: back to DMs)"
     ),
 )
+#: The reading list: 👍, 👎 and Save are buttons under every paper; these read what was saved.
+READING_LIST_COMMANDS: tuple[Usage, ...] = (
+    Usage("saved", "your reading list: the papers you saved, newest first"),
+    Usage("export bibtex", "your reading list as a file in our DM (also: export csv)"),
+)

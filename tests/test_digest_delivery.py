@@ -167,7 +167,8 @@ def test_a_due_digest_goes_by_dm_once_with_its_id_in_the_metadata(engine, fake, 
         if block["type"] == "actions"
         for element in block["elements"]
     ]
-    assert actions[:2] == ["similar:1", "share:1"] and len(actions) == 2 * outcome.papers
+    assert actions[:5] == ["similar:1", "share:1", "like:1", "dislike:1", "save:1"]
+    assert len(actions) == 5 * outcome.papers
     row = digest_row(engine, "U1:2024-03-04")
     assert (row["status"], row["channel"], row["ts"]) == ("sent", "DU1", message["ts"])
     assert len(sent_papers(engine, "U1")) == outcome.papers == GNN

@@ -179,9 +179,9 @@ def test_context_says_why_and_score_and_buttons_carry_the_id() -> None:
         "matched *diffusion*, *image* · score 0.432 · id `iclr2025-abc`"
     )
     found = buttons({"blocks": blocks})
-    assert set(found) == {"similar:2", "share:2"}
+    assert set(found) == {"similar:2", "share:2", "like:2", "dislike:2", "save:2"}
     assert {b["value"] for b in found.values()} == {"iclr2025-abc"}
-    no_share = render.paper_blocks(hit(), index=1, share=False, similar=False)
+    no_share = render.paper_blocks(hit(), index=1, share=False, similar=False, feedback=False)
     assert [b.type for b in no_share] == ["section", "context"]
 
 

@@ -269,6 +269,9 @@ class FakeSlack:
         self._private: set[str] = set()
         # Each rate-limited method's calls in the last minute of the fake's clock (RATE_LIMITS).
         self._recent: dict[str, list[float]] = {}
+        # Files upload v2: each file id from files.getUploadURLExternal, its bytes once POSTed
+        # to its upload URL, and whether files.completeUploadExternal shared it.
+        self._files: dict[str, dict[str, Any]] = {}
 
     # lifecycle
 
@@ -677,6 +680,79 @@ class FakeSlack:
         self._emit("view", None, {}, view=updated)
         return _ok(view=copy.deepcopy(updated))
 
+    # files upload v2 (slack_sdk's files_upload_v2: get a URL, POST the bytes, complete)
+
+    def uploaded_file(self, file_id: str) -> dict[str, Any] | None:
+        """A file shared by files.completeUploadExternal: name, title, bytes, channel."""
+        with self._lock:
+            found = self._files.get(file_id)
+            return copy.deepcopy(found) if found and found["completed"] else None
+
+    def _api_files_getUploadURLExternal(self, p: dict[str, Any]) -> dict[str, Any]:
+        filename = str(p.get("filename") or "")
+        try:
+            length = int(str(p.get("length") or ""))
+        except ValueError:
+            length = 0
+        if not filename or length <= 0:
+            return _error("invalid_arguments")
+        file_id = "F" + uuid.uuid4().hex[:10].upper()
+        self._files[file_id] = {
+            "id": file_id,
+            "name": filename,
+            "length": length,
+            "data": None,
+            "completed": False,
+        }
+        return _ok(upload_url=f"{self.base_url}/upload/{file_id}", file_id=file_id)
+
+    def _handle_upload(self, file_id: str, body: bytes) -> _Reply:
+        """The upload URL: the file's bytes, exactly as many as files.getUploadURLExternal
+        was told, once."""
+        with self._lock:
+            found = self._files.get(file_id)
+            if found is None or found["data"] is not None:
+                return _Reply(404, "not_found")
+            if len(body) != found["length"]:
+                return _Reply(400, "length_mismatch")
+            found["data"] = body
+            return _Reply(200, f"OK - {len(body)}")
+
+    def _api_files_completeUploadExternal(self, p: dict[str, Any]) -> dict[str, Any]:
+        try:
+            wanted = json.loads(p["files"]) if isinstance(p.get("files"), str) else p.get("files")
+        except ValueError:
+            wanted = None
+        if not isinstance(wanted, list) or not wanted:
+            return _error("invalid_arguments")
+        files = []
+        for item in wanted:
+            found = self._files.get(str((item or {}).get("id") or ""))
+            if found is None or found["completed"]:
+                return _error("file_not_found")
+            if found["data"] is None:  # completed before its bytes were uploaded
+                return _error("file_upload_not_complete")
+            files.append((found, str(item.get("title") or found["name"])))
+        channel = str(p.get("channel_id") or "")
+        if channel:  # a DM the bot opened, or a channel it is in (files are not public posts)
+            if channel.startswith("D") and channel not in self._channels:
+                return _error("channel_not_found")
+            if not self._is_member(channel):
+                return _error("not_in_channel")
+        shared = []
+        for found, title in files:
+            found.update(completed=True, title=title, channel=channel or None)
+            shared.append(
+                {"id": found["id"], "name": found["name"], "title": title, "size": found["length"]}
+            )
+        if channel:
+            comment = str(p.get("initial_comment") or "")
+            message = self._message(self._next_ts(), {"text": comment})
+            message["files"] = copy.deepcopy(shared)
+            self._store(channel, message)
+            self._emit("message", channel, message)
+        return _ok(files=shared)
+
 
 # --- HTTP plumbing -----------------------------------------------------------------------------
 
@@ -741,6 +817,8 @@ class _Handler(BaseHTTPRequestHandler):
             if params is not None:
                 token = str(params.pop("token", "")) or token
             return fake._handle_api(path.removeprefix("/api/"), token, params)
+        if path.startswith("/upload/") and self.command == "POST":
+            return fake._handle_upload(path.removeprefix("/upload/"), body)
         if path.startswith("/respond/") and self.command == "POST":
             try:
                 payload = json.loads(body or b"null")

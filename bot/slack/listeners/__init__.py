@@ -2,7 +2,7 @@
 
 ``commands`` answers ``/papers``, ``actions`` the buttons, ``views`` the modals' submissions,
 ``home`` the App Home tab and its controls, ``shortcuts`` the search modal and the message
-shortcut, ``events`` mentions and direct messages, ``subscriptions`` the topic and digest subcommands of ``/papers``
+shortcut, ``events`` mentions and direct messages, ``feedback`` 👍/👎/Save, ``subscriptions`` the topic and digest subcommands of ``/papers``
 (handed over by ``commands``). Each surface has a ``register(app, services)``. A listener is
 small: ack, parse the payload, call the engine or the digest package, render, reply
 (``bot.slack.replies.reply``).
@@ -14,7 +14,7 @@ from slack_bolt import App
 
 from bot.slack.services import Services
 
-from . import actions, commands, events, home, shortcuts, views
+from . import actions, commands, events, feedback, home, shortcuts, views
 
 
 def register(app: App, services: Services) -> None:
@@ -24,3 +24,4 @@ def register(app: App, services: Services) -> None:
     events.register(app, services)
     home.register(app, services)
     shortcuts.register(app, services)
+    feedback.register(app, services)

@@ -18,7 +18,7 @@ from bot.slack import render
 from bot.slack.replies import EPHEMERAL, reply
 from bot.slack.services import Services
 
-from . import subscriptions
+from . import feedback, subscriptions
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,10 @@ def answer(
     word, alone = (words[0].lower() if words else ""), len(words) < 2
     if not text or (word in HELP_WORDS and alone):
         reply(respond, render.help_message(), **EPHEMERAL)
+    elif word == "saved" and alone:
+        feedback.show_saved(command.get("user_id") or "", respond, services)
+    elif word == "export" and (alone or words[1].strip().lower() in feedback.EXPORT_WORDS):
+        feedback.export_saved(command, text, respond, client, services)
     elif word in SUBSCRIPTION_WORDS or (word in SUBSCRIPTION_ALONE and alone):
         subscriptions.handle(command, text, respond, client, services)
     else:

@@ -11,6 +11,8 @@ Split along its seams, each module with one job:
 * ``notices`` — problems, apologies, a read-only database, an empty corpus;
 * ``help`` — ``/papers help`` and the App Home, written from ``bot.help_text``;
 * ``home`` — the App Home as the member's dashboard (topics, digest controls, search);
+* ``feedback`` — 👍/👎/Save under each paper and how a click shows; ``saved`` — the
+  reading list (``/papers saved``);
 * ``search_modal`` — the "Search papers" modal and the Home tab's "Add a topic" modal.
 
 Listeners use them through this package (``render.search_message`` ...), which re-exports
@@ -48,6 +50,14 @@ from .escaping import (
     short_authors,
     snippet_mrkdwn,
     unescape,
+)
+from .feedback import (
+    ACTION_DISLIKE,
+    ACTION_LIKE,
+    ACTION_SAVE,
+    feedback_buttons,
+    feedback_note,
+    with_choice,
 )
 from .help import DIGEST_USAGE, HELP_HINT, HELP_SECTIONS, help_message
 from .home import (
@@ -95,6 +105,12 @@ from .notices import (
     error_message,
     read_only_message,
 )
+from .saved import (
+    ACTION_SAVED_NEXT,
+    ACTION_SAVED_PREVIOUS,
+    SAVED_PAGE_SIZE,
+    saved_message,
+)
 from .search_modal import (
     ADD_TOPIC_ACTION,
     ADD_TOPIC_BLOCK,
@@ -110,6 +126,16 @@ from .search_modal import (
 )
 
 __all__ = [
+    "ACTION_SAVED_NEXT",
+    "ACTION_SAVED_PREVIOUS",
+    "SAVED_PAGE_SIZE",
+    "saved_message",
+    "ACTION_DISLIKE",
+    "ACTION_LIKE",
+    "ACTION_SAVE",
+    "feedback_buttons",
+    "feedback_note",
+    "with_choice",
     "HOME_ADD_TOPIC",
     "HOME_CHANNEL",
     "HOME_DAYS",

@@ -8,7 +8,13 @@ from typing import Any
 
 from slack_sdk.models.blocks import Block, DividerBlock, HeaderBlock, PlainTextObject
 
-from bot.help_text import DIGEST_COMMANDS, QUERY_EXAMPLES, TOPIC_COMMANDS, Usage
+from bot.help_text import (
+    DIGEST_COMMANDS,
+    QUERY_EXAMPLES,
+    READING_LIST_COMMANDS,
+    TOPIC_COMMANDS,
+    Usage,
+)
 
 from .blocks import as_message, context, section
 from .escaping import escape
@@ -34,6 +40,8 @@ HELP_SECTIONS = (
     + "\n".join(usage_line(u) for u in TOPIC_COMMANDS),
     "*Daily digest* (a direct message with new papers on your topics)\n"
     + "\n".join(usage_line(u) for u in DIGEST_COMMANDS),
+    "*Reading list* (👍, 👎 and *Save* under every paper; only you see what you chose)\n"
+    + "\n".join(usage_line(u) for u in READING_LIST_COMMANDS),
 )
 #: The digest subcommands in one line (``/papers digest`` alone, or one it does not know).
 DIGEST_USAGE = " · ".join(command(u.args) for u in DIGEST_COMMANDS)
@@ -50,11 +58,16 @@ def help_message() -> dict[str, Any]:
         blocks.append(section(text))
     blocks.append(
         context(
-            "Each result has *Similar papers* and *Share to channel* buttons. To look up one "
+            "Each result has *Similar papers*, *Share to channel*, 👍, 👎 and *Save* buttons. "
+            "To look up one "
             'of the words above, put it in quotes: `/papers "digest"`.'
         )
     )
     topics = ", ".join(f"{COMMAND} {escape(u.args)}" for u in TOPIC_COMMANDS)
     digests = ", ".join(f"{COMMAND} {escape(u.args)}" for u in DIGEST_COMMANDS)
-    text = f"Paperboy help: {COMMAND} &lt;keywords&gt; to look papers up; {topics}; {digests}."
+    saved = ", ".join(f"{COMMAND} {escape(u.args)}" for u in READING_LIST_COMMANDS)
+    text = (
+        f"Paperboy help: {COMMAND} &lt;keywords&gt; to look papers up; {topics}; {digests}; "
+        f"{saved}."
+    )
     return as_message(text, blocks)

@@ -22,6 +22,7 @@ from .escaping import (
     short_authors,
     snippet_mrkdwn,
 )
+from .feedback import feedback_buttons
 from .notices import error_message
 
 PAGE_SIZE = 5
@@ -64,6 +65,7 @@ def paper_blocks(
     similar: bool = True,
     numbered: bool = True,
     share_elsewhere: bool = False,
+    feedback: bool = True,
 ) -> list[Block]:
     """One result: a section (title, venue/year/authors, snippet), a context line (why it
     matched, score, id) and the buttons. ``index`` numbers the result (unless not
@@ -72,7 +74,9 @@ def paper_blocks(
 
     ``share_elsewhere`` (with ``share``): for a message that is already visible in a channel
     (a digest posted there), where sharing into the same channel would only repeat it, the
-    button is "Share elsewhere", which always opens the channel picker."""
+    button is "Share elsewhere", which always opens the channel picker.
+
+    ``feedback``: the 👍, 👎 and Save buttons (``like:<index>`` ...; ``render.feedback``)."""
     paper = hit.paper
     head = f"{index}. {paper_title(paper)}" if numbered else paper_title(paper)
     meta = paper_meta(paper)
@@ -101,6 +105,8 @@ def paper_blocks(
         buttons.append(button("Share elsewhere", action, str(paper["id"])))
     elif share:
         buttons.append(button("Share to channel", f"{ACTION_SHARE}:{index}", str(paper["id"])))
+    if feedback:
+        buttons += feedback_buttons(str(paper["id"]), index)
     if buttons:
         blocks.append(ActionsBlock(elements=buttons))
     return blocks

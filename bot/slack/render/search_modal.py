@@ -90,7 +90,7 @@ def _result_blocks(query: str, result: SearchResult) -> list[Block]:
     ]
     for n, hit in enumerate(result.hits, start=first):
         blocks.append(DividerBlock())
-        blocks += paper_blocks(hit, index=n, share=False, similar=False)
+        blocks += paper_blocks(hit, index=n, share=False, similar=False, feedback=False)
     nav = []
     if result.offset > 0:
         back = max(result.offset - PAGE_SIZE, 0)

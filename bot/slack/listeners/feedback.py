@@ -1,0 +1,183 @@
+"""👍, 👎 and Save under a paper: the click is stored for the member who made it
+(``bot.state``), and answered at once.
+
+Where the message is the member's own (a digest or an answer in their DM, which Slack sends
+back with the click) the buttons are redrawn to show the choice through the response_url.
+Elsewhere (an answer only they see, whose blocks Slack does not send back, or a message the
+whole channel sees, where one member's 👍 must not show for everyone) a note only they see
+says what was recorded. A second click on the same button undoes it.
+
+Also the reading list: ``/papers saved`` (paged) and ``/papers export bibtex|csv`` (a file in
+the member's DM).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from slack_bolt import Ack, App
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from bot.english import count
+from bot.slack import render
+from bot.slack.client import error_code
+from bot.slack.replies import EPHEMERAL, EPHEMERAL_BELOW, reply
+from bot.slack.services import Services
+from bot.state import state_for
+from digest.export import EXTENSIONS, export, reading_list
+
+log = logging.getLogger(__name__)
+
+#: What ``/papers export`` offers in Slack (``paperboy saved --format`` also has json).
+EXPORT_FORMATS = ("bibtex", "csv")
+#: ``/papers export <one of these>`` (or alone) exports; other words after "export" are a lookup.
+EXPORT_WORDS = frozenset({*EXPORT_FORMATS, "bib", "json"})
+FEEDBACK_ACTIONS = re.compile(
+    rf"^(?:{render.ACTION_LIKE}|{render.ACTION_DISLIKE}|{render.ACTION_SAVE}):\d+$"
+)
+SAVED_PAGES = re.compile(rf"^(?:{render.ACTION_SAVED_NEXT}|{render.ACTION_SAVED_PREVIOUS})$")
+#: Deeper than anyone pages by hand; a larger offset in a button value is forged.
+MAX_OFFSET = 100_000
+
+
+def register(app: App, services: Services) -> None:
+    @app.action(FEEDBACK_ACTIONS)
+    def click(
+        ack: Ack, action: dict[str, Any], body: dict[str, Any], respond: Callable[..., Any]
+    ) -> None:
+        ack()
+        services.later(respond, record_click, action, body, respond, services)
+
+    @app.action(SAVED_PAGES)
+    def saved_page(
+        ack: Ack, action: dict[str, Any], body: dict[str, Any], respond: Callable[..., Any]
+    ) -> None:
+        ack()
+        offset = render.decode_value(action.get("value")).get("o", 0)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            offset = 0
+        user_id = (body.get("user") or {}).get("id") or ""
+        services.later(
+            respond, show_saved, user_id, respond, services, min(offset, MAX_OFFSET), True
+        )
+
+
+def record_click(
+    action: dict[str, Any], body: dict[str, Any], respond: Callable[..., Any], services: Services
+) -> None:
+    kind = str(action.get("action_id") or "").split(":", 1)[0]
+    paper_id = str(action.get("value") or "")
+    user = body.get("user") or {}
+    user_id = user.get("id") or ""
+    team_id = user.get("team_id") or (body.get("team") or {}).get("id")
+    paper = services.engine.paper(paper_id)
+    if paper is None or not user_id:
+        text = f"That paper (`{render.clip_escaped(paper_id, 120)}`) is no longer in the corpus."
+        reply(respond, render.error_message(text), **EPHEMERAL_BELOW)
+        return
+    store = state_for(services.engine.db_path)
+    now = datetime.now(UTC).isoformat()
+    if kind == render.ACTION_SAVE:
+        store.toggle_save(user_id, paper_id, now, team_id)
+    else:
+        store.set_feedback(user_id, paper_id, kind, now, team_id)
+    choice = store.feedback_on(user_id, [paper_id]).get(paper_id, {"kind": None, "saved": False})
+    message = body.get("message") or {}
+    if message.get("blocks") and _own_conversation(body):
+        redrawn = {
+            "text": message.get("text") or render.clip_escaped(paper.get("title") or paper_id, 200),
+            "blocks": render.with_choice(message["blocks"], paper_id, choice),
+        }
+        reply(respond, redrawn, replace_original=True)
+        return
+    reply(respond, render.feedback_note(kind, choice, paper), **EPHEMERAL_BELOW)
+
+
+def _own_conversation(body: dict[str, Any]) -> bool:
+    """Whether the clicked message is in a one-to-one DM (only the member sees it)."""
+    channel = body.get("channel") or {}
+    channel_id = channel.get("id") or (body.get("container") or {}).get("channel_id") or ""
+    return channel_id.startswith("D") and not str(channel.get("name") or "").startswith("mpdm-")
+
+
+def show_saved(
+    user_id: str,
+    respond: Callable[..., Any],
+    services: Services,
+    offset: int = 0,
+    replace: bool = False,
+) -> None:
+    """``/papers saved`` (and its Next/Previous): a page of the member's reading list."""
+    store = state_for(services.engine.db_path)
+    papers, total = reading_list(
+        store, services.engine, user_id, limit=render.SAVED_PAGE_SIZE, offset=offset
+    )
+    if not papers and total and offset >= total:  # a stale page after removals: the last one
+        offset = (total - 1) // render.SAVED_PAGE_SIZE * render.SAVED_PAGE_SIZE
+        papers, total = reading_list(
+            store, services.engine, user_id, limit=render.SAVED_PAGE_SIZE, offset=offset
+        )
+    choices = store.feedback_on(user_id, [p["id"] for p in papers])
+    message = render.saved_message(papers, total=total, offset=offset, choices=choices)
+    if replace:
+        reply(respond, message, replace_original=True)
+    else:
+        reply(respond, message, **EPHEMERAL)
+
+
+EXPORT_USAGE = "Say which format: `/papers export bibtex` or `/papers export csv`."
+
+
+def export_saved(
+    command: dict[str, Any],
+    text: str,
+    respond: Callable[..., Any],
+    client: WebClient,
+    services: Services,
+) -> None:
+    """``/papers export bibtex|csv``: the whole reading list as a file in the member's DM
+    (files upload v2), and a line where they asked saying it is there."""
+    words = text.split()
+    fmt = words[1].lower() if len(words) == 2 else ""
+    fmt = {"bib": "bibtex"}.get(fmt, fmt)
+    if fmt not in EXPORT_FORMATS:
+        reply(respond, render.error_message(EXPORT_USAGE), **EPHEMERAL)
+        return
+    user_id = command.get("user_id") or ""
+    papers, total = reading_list(state_for(services.engine.db_path), services.engine, user_id)
+    if not total:
+        text = "Your reading list is empty: click Save under any paper Paperboy shows to add it."
+        reply(respond, render.error_message(text), **EPHEMERAL)
+        return
+    filename = f"paperboy-reading-list.{EXTENSIONS[fmt]}"
+    try:
+        channel = client.conversations_open(users=user_id)["channel"]["id"]
+        client.files_upload_v2(
+            channel=channel,
+            content=export(papers, fmt),
+            filename=filename,
+            title=f"Reading list ({count(total, 'paper')})",
+            initial_comment=f"Your reading list, {count(total, 'saved paper')}, as {fmt_name(fmt)}.",
+        )
+    except SlackApiError as error:
+        code = error_code(error)
+        log.error("exporting the reading list failed: %s", code)
+        text = f"Sorry, Slack would not take the file ({code}). Please try again later."
+        reply(respond, render.error_message(text), **EPHEMERAL)
+        return
+    except (SlackClientError, OSError) as error:
+        log.error("exporting the reading list failed: %s", error)
+        text = "Sorry, Slack did not answer while I sent the file. Please try again in a moment."
+        reply(respond, render.error_message(text), **EPHEMERAL)
+        return
+    done = f":mailbox: Sent {count(total, 'saved paper')} as `{filename}` to our direct messages."
+    reply(respond, render.as_message(done, [render.section(done)]), **EPHEMERAL)
+
+
+def fmt_name(fmt: str) -> str:
+    return {"bibtex": "BibTeX", "csv": "CSV"}[fmt]

@@ -1,0 +1,162 @@
+"""A member's reading list (the papers they saved) and its export formats: BibTeX, CSV, JSON.
+
+No Slack here: ``/papers saved``, ``/papers export`` and ``paperboy saved`` all read the list
+through :func:`reading_list` and write it with :func:`export`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import unicodedata
+from typing import Any
+
+from bot.engine.search import Engine
+from bot.state import StateStore
+
+FORMATS = ("bibtex", "csv", "json")
+CSV_COLUMNS = ("id", "title", "authors", "venue", "year", "url", "saved_at")
+#: File names and MIME-ish kinds, for uploads.
+EXTENSIONS = {"bibtex": "bib", "csv": "csv", "json": "json"}
+
+
+def reading_list(
+    store: StateStore, engine: Engine, user_id: str, *, limit: int | None = None, offset: int = 0
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of the member's saved papers, newest first, each the corpus's paper with its
+    ``saved_at`` (a paper since removed from the corpus keeps its id, ``missing`` set), and
+    how many they saved in all."""
+    rows, total = store.saved_papers(user_id, limit=limit, offset=offset)
+    found = {p["id"]: p for p in engine.corpus.get_many([r["paper_id"] for r in rows])}
+    papers = []
+    for row in rows:
+        paper = found.get(row["paper_id"]) or {"id": row["paper_id"], "missing": True}
+        papers.append({**paper, "saved_at": row["saved_at"]})
+    return papers, total
+
+
+def export(papers: list[dict[str, Any]], fmt: str) -> str:
+    """The papers as a ``bibtex``, ``csv`` or ``json`` document."""
+    if fmt == "bibtex":
+        return to_bibtex(papers)
+    if fmt == "csv":
+        return to_csv(papers)
+    if fmt == "json":
+        return to_json(papers)
+    raise ValueError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+
+
+def to_json(papers: list[dict[str, Any]]) -> str:
+    return json.dumps([_fields(p) for p in papers], ensure_ascii=False, indent=2) + "\n"
+
+
+def to_csv(papers: list[dict[str, Any]]) -> str:
+    """One row per paper; authors joined by "; "."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for paper in papers:
+        row = _fields(paper)
+        writer.writerow({**row, "authors": "; ".join(row["authors"])})
+    return out.getvalue()
+
+
+def _fields(paper: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(paper.get("id") or ""),
+        "title": paper.get("title") or "",
+        "authors": [str(a) for a in paper.get("authors") or []],
+        "venue": paper.get("venue") or "",
+        "year": paper.get("year") or "",
+        "url": paper.get("url") or "",
+        "saved_at": paper.get("saved_at") or "",
+    }
+
+
+# -- BibTeX ---------------------------------------------------------------------------------
+
+#: LaTeX's special characters, written so that BibTeX and LaTeX read them as themselves.
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "{": r"\{",
+    "}": r"\}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+_SPECIAL = re.compile("|".join(re.escape(c) for c in _LATEX))
+
+
+def latex_escape(text: str) -> str:
+    """Text made literal in a BibTeX field (accents and other Unicode kept as they are: BibTeX
+    files are UTF-8 today, biber and bibtexparser read them)."""
+    return _SPECIAL.sub(lambda m: _LATEX[m.group()], " ".join(str(text).split()))
+
+
+def to_bibtex(papers: list[dict[str, Any]]) -> str:
+    """One ``@misc`` entry per paper (``@inproceedings`` when a venue is known), keys
+    unique: first author's surname, year, first title word (``vaswani2017attention``), with
+    ``b``, ``c``... on collisions."""
+    used: set[str] = set()
+    entries = []
+    for paper in papers:
+        key = _unique(_key(paper), used)
+        fields: list[tuple[str, str]] = []
+        if paper.get("title"):
+            fields.append(("title", "{" + latex_escape(paper["title"]) + "}"))
+        authors = [latex_escape(a) for a in paper.get("authors") or [] if str(a).strip()]
+        if authors:
+            fields.append(("author", " and ".join(authors)))
+        if paper.get("venue"):
+            fields.append(("booktitle", latex_escape(paper["venue"])))
+        if paper.get("year"):
+            fields.append(("year", str(paper["year"])))
+        if paper.get("url"):
+            # Read verbatim by the url package: only braces must not unbalance the field.
+            url = " ".join(str(paper["url"]).split()).replace("{", "%7B").replace("}", "%7D")
+            fields.append(("url", url))
+        fields.append(("note", "Paperboy id: " + latex_escape(str(paper.get("id") or ""))))
+        kind = "inproceedings" if paper.get("venue") else "misc"
+        body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields)
+        entries.append(f"@{kind}{{{key},\n{body}\n}}\n")
+    return "\n".join(entries)
+
+
+def _ascii_word(text: str) -> str:
+    plain = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]", "", plain.lower())
+
+
+_STOP = frozenset({"a", "an", "the", "on", "of", "for", "in", "to", "and", "with", "towards"})
+
+
+def _key(paper: dict[str, Any]) -> str:
+    authors = [str(a) for a in paper.get("authors") or [] if str(a).strip()]
+    surname = _ascii_word(authors[0].split(",")[0].split()[-1]) if authors else ""
+    words = [_ascii_word(w) for w in str(paper.get("title") or "").split()]
+    word = next((w for w in words if w and w not in _STOP), "")
+    key = f"{surname}{paper.get('year') or ''}{word}"
+    return key or "paper" + _ascii_word(str(paper.get("id") or ""))[:20] or "paper"
+
+
+def _unique(key: str, used: set[str]) -> str:
+    candidate, n = key, 0
+    while candidate in used:
+        n += 1
+        candidate = key + _suffix(n + 1)  # the second is "b", as in 2017a, 2017b
+    used.add(candidate)
+    return candidate
+
+
+def _suffix(n: int) -> str:
+    letters = ""
+    while n > 0:
+        n, rest = divmod(n - 1, 26)
+        letters = chr(ord("a") + rest) + letters
+    return letters

@@ -1,0 +1,195 @@
+"""👍, 👎 and Save through Slack: signed block_actions requests against the app over HTTP,
+answered through the local Slack stand-in; the choice stored per member in the shared state
+(SQLite and PostgreSQL), shown on the member's own message, undone by a second click, and
+the saved papers in ``/papers saved``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from slack_sdk import WebClient
+
+from bot.help_text import READING_LIST_COMMANDS
+from bot.slack import render
+from bot.state import state_for
+from tests.slack_harness import (
+    BOT_TOKEN,
+    SlackHarness,
+    assert_valid,
+    block_actions,
+    blocks_text,
+    buttons,
+)
+
+
+def lookup(slack: SlackHarness, query: str = "diffusion models", user: str = "U1") -> dict:
+    _, url = slack.slash(query, user=user)
+    return slack.reply(url)
+
+
+def papers_shown(slack: SlackHarness, count: int) -> list[str]:
+    """Ids of ``count`` different papers from lookups' Save buttons."""
+    out: list[str] = []
+    for query in ("diffusion models", "graph neural networks", "reinforcement learning"):
+        for action, button in buttons(lookup(slack, query)).items():
+            if action.startswith("save:") and button["value"] not in out:
+                out.append(button["value"])
+    assert len(out) >= count
+    return out[:count]
+
+
+def store(slack: SlackHarness):
+    return state_for(slack.engine.db_path)
+
+
+def test_every_paper_of_a_lookup_has_like_dislike_and_save_with_its_id(
+    slack: SlackHarness, state_backend: str
+) -> None:
+    reply = lookup(slack)
+    found = buttons(reply)
+    papers = [b["value"] for a, b in found.items() if a.startswith("similar:")]
+    assert len(papers) == 5
+    for n, paper in enumerate(papers, start=1):
+        for action in ("like", "dislike", "save"):
+            assert found[f"{action}:{n}"]["value"] == paper
+    assert found["like:1"]["text"]["text"] == "👍" and "style" not in found["like:1"]
+
+
+def test_like_is_stored_per_member_a_second_click_undoes_and_dislike_replaces_it(
+    slack: SlackHarness, state_backend: str
+) -> None:
+    paper = buttons(lookup(slack))["like:1"]["value"]
+    _, url = slack.click("like:1", paper)
+    note = slack.reply(url)
+    assert note["replace_original"] is False and note["response_type"] == "ephemeral"
+    assert "👍 Liked" in note["text"] and "undo" in note["text"]
+    assert store(slack).feedback_of("U1") == {paper: "like"}
+    assert store(slack).feedback_of("U2") == {}
+
+    _, url = slack.click("dislike:1", paper)
+    slack.reply(url)
+    assert store(slack).feedback_of("U1") == {paper: "dislike"}
+
+    _, url = slack.click("dislike:1", paper)
+    assert "undone" in slack.reply(url)["text"]
+    assert store(slack).feedback_of("U1") == {}
+
+
+def own_message(slack: SlackHarness, user: str = "U1") -> tuple[str, dict[str, Any]]:
+    """A message with papers in the member's DM (as a digest is), as Slack stored it."""
+    client = WebClient(token=BOT_TOKEN, base_url=slack.fake.api_url)
+    channel = client.conversations_open(users=user)["channel"]["id"]
+    result = slack.engine.search("graph neural networks", limit=3)
+    posted = client.chat_postMessage(channel=channel, **render.search_message(result, query="g"))
+    return channel, posted["message"]
+
+
+def click_on(slack: SlackHarness, channel: str, message: dict, action_id: str, user: str = "U1"):
+    """Click a button of a message Slack sends back with the click (a non-ephemeral one)."""
+    value = buttons(message)[action_id]["value"]
+    payload, url = block_actions(
+        slack.fake,
+        action_id,
+        value,
+        user=user,
+        channel=channel,
+        message_ts=message["ts"],
+        ephemeral=False,
+    )
+    payload["message"] = message
+    status, _ = slack.post(urlencode({"payload": json.dumps(payload)}).encode())
+    assert status == 200
+    return url
+
+
+def test_a_click_on_the_members_own_message_redraws_its_buttons(
+    slack: SlackHarness, state_backend: str
+) -> None:
+    channel, message = own_message(slack)
+    paper = buttons(message)["like:2"]["value"]
+    url = click_on(slack, channel, message, "like:2")
+    assert slack.reply(url)["replace_original"] is True
+    [shown] = slack.fake.messages_in(channel)
+    assert_valid(shown)
+    liked = buttons(shown)
+    assert liked["like:2"]["text"]["text"] == "👍 Liked" and liked["like:2"]["style"] == "primary"
+    assert "style" not in liked["like:1"] and "style" not in liked["dislike:2"]
+    assert store(slack).feedback_of("U1") == {paper: "like"}
+
+    url = click_on(slack, channel, shown, "dislike:2")  # replaces the like
+    slack.reply(url)
+    [shown] = slack.fake.messages_in(channel)
+    after = buttons(shown)
+    assert after["dislike:2"]["text"]["text"] == "👎 Disliked"
+    assert after["like:2"]["text"]["text"] == "👍" and "style" not in after["like:2"]
+    assert store(slack).feedback_of("U1") == {paper: "dislike"}
+
+    url = click_on(slack, channel, shown, "dislike:2")  # undone
+    slack.reply(url)
+    [shown] = slack.fake.messages_in(channel)
+    assert buttons(shown)["dislike:2"]["text"]["text"] == "👎"
+    assert store(slack).feedback_of("U1") == {}
+
+
+def test_a_like_in_a_channel_is_told_only_to_the_clicker(slack: SlackHarness) -> None:
+    client = WebClient(token=BOT_TOKEN, base_url=slack.fake.api_url)
+    paper = slack.engine.search("transformers", limit=1).hits[0].paper
+    posted = client.chat_postMessage(channel="C1", **render.shared_message(paper, user_id="U2"))
+    url = click_on(slack, "C1", posted["message"], "save:1", user="U3")
+    note = slack.reply(url)
+    assert note["response_type"] == "ephemeral" and "reading list" in note["text"]
+    [shown] = slack.fake.messages_in("C1")
+    assert buttons(shown)["save:1"]["text"]["text"] == "Save"  # unchanged for everyone
+    assert store(slack).saved_papers("U3")[0][0]["paper_id"] == paper["id"]
+
+
+def test_saved_papers_appear_in_papers_saved_newest_first_with_paging(
+    slack: SlackHarness, state_backend: str
+) -> None:
+    empty = lookup(slack, "saved")
+    assert "reading list is empty" in empty["text"]
+    saved = papers_shown(slack, 6)
+    for paper in saved:
+        _, url = slack.click("save:1", paper)
+        slack.reply(url)
+    _, url = slack.click("like:1", saved[-1])
+    slack.reply(url)
+    _, url = slack.click("save:1", saved[0])  # saved again: removed
+    slack.reply(url)
+
+    page = lookup(slack, "saved")
+    assert "*5* saved papers" in blocks_text(page) and "showing" not in blocks_text(page)
+    on_page = buttons(page)
+    assert [on_page[f"save:{n}"]["value"] for n in range(1, 6)] == saved[:0:-1]
+    assert (
+        on_page["save:1"]["text"]["text"] == "✓ Saved" and on_page["like:1"]["style"] == "primary"
+    )
+    assert "saved_previous" not in on_page and "saved_next" not in on_page
+    # Others' reading lists are their own.
+    assert "reading list is empty" in lookup(slack, "saved", user="U2")["text"]
+
+
+def test_the_reading_list_pages_with_next_and_previous(slack: SlackHarness) -> None:
+    saved = papers_shown(slack, 7)
+    for paper in saved:
+        _, url = slack.click("save:1", paper)
+        slack.reply(url)
+    first = lookup(slack, "saved")
+    _, url = slack.click("saved_next", buttons(first)["saved_next"]["value"])
+    second = slack.reply(url)
+    assert second["replace_original"] is True
+    assert "showing 6–7" in blocks_text(second)
+    assert [buttons(second)[f"save:{n}"]["value"] for n in (6, 7)] == saved[1::-1]
+    _, url = slack.click("saved_previous", buttons(second)["saved_previous"]["value"])
+    assert "showing 1–5" in blocks_text(slack.reply(url))
+
+
+def test_help_lists_the_reading_list_commands(slack: SlackHarness) -> None:
+    _, url = slack.slash("help")
+    shown = slack.reply(url)
+    for usage in READING_LIST_COMMANDS:
+        assert f"`/papers {usage.args}`" in blocks_text(shown)
+        assert f"/papers {usage.args}" in shown["text"]
+    assert {u.args.split()[0] for u in READING_LIST_COMMANDS} == {"saved", "export"}
