@@ -55,7 +55,7 @@ class Event:
     """One visible change, in order, so the playground page can replay what a user would see."""
 
     seq: int
-    kind: str  # "message" | "ephemeral" | "response" | "update" | "delete" | "view"
+    kind: str  # "message" | "ephemeral" | "response" | "update" | "delete" | "view" | "home"
     channel: str | None = None
     user: str | None = None
     ts: str | None = None
@@ -64,7 +64,7 @@ class Event:
     replace_original: bool = False
     delete_original: bool = False
     response_type: str | None = None
-    view: dict[str, Any] | None = None  # kind "view": a modal opened with views.open
+    view: dict[str, Any] | None = None  # "view": a modal opened or updated; "home": a Home tab
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -276,7 +276,7 @@ class FakeSlack:
         if self._server is not None:
             raise RuntimeError("FakeSlack is already running")
         self._server = _Server(("127.0.0.1", 0), self)
-        # A short poll interval keeps stop(), and so every test's teardown, fast.
+        # A short poll interval keeps stop() fast (the playground's Ctrl-C, a test's teardown).
         poll = {"poll_interval": 0.02}
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs=poll, daemon=True)
         self._thread.start()
@@ -317,7 +317,7 @@ class FakeSlack:
         real_name: str | None = None,
         deleted: bool = False,
     ) -> None:
-        ZoneInfo(tz)  # a typo fails here, in the test, not inside a request thread
+        ZoneInfo(tz)  # a typo fails here, in the caller, not inside a request thread
         with self._lock:
             self._users[user_id] = {"tz": tz, "real_name": real_name, "deleted": deleted}
 
@@ -341,6 +341,11 @@ class FakeSlack:
         """The channel's current messages (updates applied, deletions gone), oldest first."""
         with self._lock:
             return copy.deepcopy(self._channels.get(channel, []))
+
+    def published_home(self, user_id: str) -> dict[str, Any] | None:
+        """The App Home view last published for ``user_id`` (what the page's Home tab shows)."""
+        with self._lock:
+            return copy.deepcopy(self._home_views.get(user_id))
 
     def modal(self, view_id: str) -> dict[str, Any] | None:
         with self._lock:
@@ -608,6 +613,7 @@ class FakeSlack:
             return _error("invalid_blocks", errors=errors)
         published = {**view, "id": f"V{len(self._home_views) + 1:08d}", "team_id": TEAM_ID}
         self._home_views[user_id] = published
+        self._emit("home", None, {}, user=user_id, view=published)
         return _ok(view=copy.deepcopy(published))
 
     def _api_views_open(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -645,6 +651,32 @@ class FakeSlack:
         self._emit("view", None, {}, view=opened)
         return _ok(view=copy.deepcopy(opened))
 
+    def _api_views_update(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Replace an open modal's content. A ``hash`` that is not the view's current one is
+        refused (``hash_conflict``), as Slack does to keep a stale update from winning."""
+        view, current = p.get("view"), self._modals.get(str(p.get("view_id") or ""))
+        if current is None:
+            return _error("not_found")
+        if p.get("hash") and p["hash"] != current["hash"]:
+            return _error("hash_conflict")
+        if not isinstance(view, dict) or view.get("type") != "modal":
+            return _error("invalid_arguments")
+        if errors := _check_modal(view):
+            return _error("invalid_arguments", response_metadata={"messages": errors})
+        if errors := validate_blocks(view.get("blocks", []), MAX_VIEW_BLOCKS):
+            return _error("invalid_blocks", errors=errors)
+        updated = {
+            **view,
+            **{k: current[k] for k in ("id", "team_id", "app_id", "bot_id")},
+            "hash": uuid.uuid4().hex[:16],
+            "private_metadata": view.get("private_metadata") or "",
+            "callback_id": view.get("callback_id") or "",
+            "state": {"values": {}},
+        }
+        self._modals[current["id"]] = updated
+        self._emit("view", None, {}, view=updated)
+        return _ok(view=copy.deepcopy(updated))
+
 
 # --- HTTP plumbing -----------------------------------------------------------------------------
 
@@ -669,7 +701,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
-        """Silence the per-request stderr lines; tests read ``FakeSlack.calls`` instead."""
+        """Silence the per-request stderr lines (the playground page shows what happened)."""
 
     def do_GET(self) -> None:
         self._serve()
