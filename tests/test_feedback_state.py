@@ -13,6 +13,8 @@ from digest.ledger import Ledger
 from digest.plan import DigestItem, DigestPlan, DigestSection
 
 NOW = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)
+#: The SQLite file from before the state store (see tests/test_state.py).
+BEFORE_STORE = Path(__file__).parent / "fixtures" / "state" / "main-1d7ce52.db"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -86,3 +88,16 @@ def test_feedback_is_copied_by_migrate_state(store: StateStore, tmp_path: Path) 
     assert (counts["feedback"], counts["saves"]) == (1, 1)
     assert target.feedback_of("U1") == {"p1": "like"}
     assert target.saved_papers("U1")[1] == 1
+
+
+def test_a_read_only_file_from_before_the_feedback_tables_has_no_feedback(tmp_path: Path) -> None:
+    """A SQLite file this process may only read, made before revision s002: it is served as
+    it is (not written), and every member simply has no 👍/👎 or saved papers yet."""
+    path = tmp_path / "old.db"
+    path.write_bytes(BEFORE_STORE.read_bytes())
+    before = path.read_bytes()
+    store = StateStore(path, read_only=True)
+    assert store.revision() == "s001"
+    assert store.feedback_of("U1") == {} and store.saved_papers("U1") == ([], 0)
+    assert store.feedback_on("U1", ["p1"]) == {} and store.saved_by_others("U1", ["p1"]) == {}
+    assert path.read_bytes() == before

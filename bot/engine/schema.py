@@ -144,6 +144,24 @@ def m010_author_names(db: Database) -> None:
 
 
 @migrations()
+def m029_feedback(db: Database) -> None:
+    """Members' 👍/👎 and saved papers (issue 11), the shape of ``bot.state`` revision s002, so
+    a SQLite file stays a complete Paperboy database (the state store adopts it as it is)."""
+    db["feedback"].create(
+        {"user_id": str, "paper_id": str, "team_id": str, "kind": str, "created_at": str},
+        pk=("user_id", "paper_id"),
+        not_null={"kind"},
+    )
+    db["feedback"].create_index(["paper_id"], index_name="idx_feedback_paper_id")
+    db["saves"].create(
+        {"user_id": str, "paper_id": str, "team_id": str, "saved_at": str},
+        pk=("user_id", "paper_id"),
+    )
+    db["saves"].create_index(["user_id", "saved_at"], index_name="idx_saves_user_id_saved_at")
+    db["saves"].create_index(["paper_id"], index_name="idx_saves_paper_id")
+
+
+@migrations()
 def m030_papers_changed_at_version(db: Database) -> None:
     """The corpus version each paper was last added or changed in, so the index can add only
     what changed since the version it covers (a delta segment), not rebuild everything.

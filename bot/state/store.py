@@ -149,6 +149,9 @@ def _sqlite_creator(path: str, read_only: bool) -> Callable[[], sqlite3.Connecti
 #: The latest migration in ``migrations/versions`` (a test checks they agree): knowing it, a
 #: process whose database is up to date never loads Alembic, which takes a third of a second.
 HEAD = "s002"
+#: Revisions a read-only store can serve as they are: s002 only added the feedback tables, and
+#: without them a member simply has no 👍/👎 or saved papers yet (``_has_feedback``).
+READABLE = frozenset({"s001", HEAD})
 
 
 def _upgrade(connection: Connection) -> None:
@@ -216,6 +219,7 @@ class StateStore:
                 },
             )
         self._writer = self.engine.execution_options(immediate=True)
+        self._feedback_present: bool | None = None  # see _has_feedback
         if migrate:
             self.migrate()
 
@@ -321,7 +325,7 @@ class StateStore:
         return self.revision() == HEAD
 
     def _refuse_if_behind(self) -> None:
-        if not self._is_current():
+        if self.revision() not in READABLE:
             raise StateError(
                 f"The database at {describe(self.url)} needs upgrading to this version of "
                 "Paperboy, which a read-only database cannot be: run any command that writes "
@@ -330,14 +334,15 @@ class StateStore:
 
     def revision(self) -> str | None:
         """The state's schema revision; a SQLite file whose tables the corpus migrations made
-        (every file so far) is at ``s001``, which adopts them unchanged."""
+        (every file so far) is at ``s001``, which adopts them unchanged, or at ``s002`` once
+        they hold the feedback tables too (corpus migration m029)."""
         with self.read() as conn:
             present = set(inspect(conn).get_table_names())
             current = None
             if "alembic_version" in present:
                 current = conn.execute(text("select version_num from alembic_version")).scalar()
             if current is None and {t.name for t in ALL} <= present:
-                return "s001"
+                return "s002" if {t.name for t in FEEDBACK_TABLES} <= present else "s001"
             return current
 
     # -- members and their settings --------------------------------------------------------
@@ -607,21 +612,6 @@ class StateStore:
                 out.update({u: t for u, t in conn.execute(where)})
         return out
 
-    def latest_digest(self, user_id: str) -> dict[str, Any] | None:
-        """The member's most recent digest row (any status), for "last digest" in the App Home."""
-        query = (
-            select(digests)
-            .where(digests.c.user_id == user_id)
-            .order_by(
-                func.coalesce(digests.c.finished_at, digests.c.claimed_at).desc(),
-                digests.c.id.desc(),
-            )
-            .limit(1)
-        )
-        with self.read() as conn:
-            row = conn.execute(query).mappings().first()
-        return dict(row) if row else None
-
     # -- the clock's heartbeat -------------------------------------------------------------
 
     def beat(self, name: str, last_tick: str, tick_seconds: int, worker: str) -> None:
@@ -682,6 +672,17 @@ class StateStore:
 
     # -- feedback: 👍/👎 and the reading list (issue 11) -------------------------------------
 
+    def _has_feedback(self) -> bool:
+        """Whether the feedback tables exist: always once migrated; a read-only SQLite file
+        from before s002 has none (and nothing to read in them)."""
+        if not self.read_only:
+            return True
+        if self._feedback_present is None:
+            with self.read() as conn:
+                present = set(inspect(conn).get_table_names())
+            self._feedback_present = {t.name for t in FEEDBACK_TABLES} <= present
+        return self._feedback_present
+
     def set_feedback(
         self, user_id: str, paper_id: str, kind: str, now: str, team_id: str | None = None
     ) -> str | None:
@@ -723,6 +724,8 @@ class StateStore:
         """The member's choices on these papers: ``{paper_id: {"kind": like|dislike|None,
         "saved": bool}}`` for each paper they have any choice on."""
         out: dict[str, dict[str, Any]] = {}
+        if not self._has_feedback():
+            return out
         with self.read() as conn:
             for batch in _batches(paper_ids):
                 for paper, kind in conn.execute(
@@ -742,6 +745,8 @@ class StateStore:
     def feedback_of(self, user_id: str) -> dict[str, str]:
         """Every 👍/👎 of the member: ``{paper_id: "like" | "dislike"}`` (for the model)."""
         query = select(feedback.c.paper_id, feedback.c.kind).where(feedback.c.user_id == user_id)
+        if not self._has_feedback():
+            return {}
         with self.read() as conn:
             return {paper: kind for paper, kind in conn.execute(query)}
 
@@ -759,6 +764,8 @@ class StateStore:
         if limit is not None:
             query = query.limit(limit)
         total = select(func.count()).where(saves.c.user_id == user_id)
+        if not self._has_feedback():
+            return [], 0
         with self.read() as conn:
             rows = [dict(r) for r in conn.execute(query).mappings()]
             return rows, conn.execute(total).scalar_one()
@@ -767,6 +774,8 @@ class StateStore:
         """How many members other than ``user_id`` saved each of these papers (counts only:
         never who); papers nobody else saved are left out."""
         out: dict[str, int] = {}
+        if not self._has_feedback():
+            return out
         with self.read() as conn:
             for batch in _batches(paper_ids):
                 query = (
