@@ -91,13 +91,7 @@ class Ledger:
 
     def latest(self, user_id: str) -> dict[str, Any] | None:
         """The member's most recent digest (any status), for "last digest" in the App Home."""
-        cursor = self.db.execute(
-            "select * from digests where user_id = ? "
-            "order by coalesce(finished_at, claimed_at) desc, id desc limit 1",
-            [user_id],
-        )
-        row = cursor.fetchone()
-        return dict(zip([d[0] for d in cursor.description], row, strict=True)) if row else None
+        return self.store.latest_digest(user_id)
 
     def existing(self, digest_ids: Iterable[str]) -> set[str]:
         """Which of these digests already have a row, whatever its status."""
