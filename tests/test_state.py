@@ -428,3 +428,16 @@ def test_the_head_the_store_knows_is_the_latest_migration(store: StateStore) -> 
     config = Config()
     config.set_main_option("script_location", str(Path(bot_state.__file__).parent / "migrations"))
     assert ScriptDirectory.from_config(config).get_current_head() == HEAD == store.revision()
+
+
+def test_the_latest_digest_is_the_last_one_finished(store: StateStore) -> None:
+    """What the App Home shows as the member's last digest."""
+    ledger = Ledger(store, "a")
+    assert ledger.latest("U1") is None
+    first = ledger.claim("U1:2024-03-04", "U1", "2024-03-04", plan("U1", "p1"), NOW)
+    ledger.record_sent(first, "DU1", "1.1", NOW)
+    later = NOW + timedelta(days=1)
+    second = ledger.claim("U1:2024-03-05", "U1", "2024-03-05", plan("U1", "p2"), later)
+    assert ledger.latest("U1")["id"] == "U1:2024-03-05"  # claimed, in flight
+    ledger.record_failed(second, "user_disabled", later)
+    assert (ledger.latest("U1")["id"], ledger.latest("U1")["status"]) == ("U1:2024-03-05", "failed")

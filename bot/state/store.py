@@ -425,6 +425,19 @@ class StateStore:
         with self.read() as own:
             return self.digest(digest_id, own)
 
+    def latest_digest(self, user_id: str) -> dict[str, Any] | None:
+        """The member's most recent digest row (any status), or None."""
+        query = (
+            select(digests)
+            .where(digests.c.user_id == user_id)
+            .order_by(func.coalesce(digests.c.finished_at, digests.c.claimed_at).desc())
+            .order_by(digests.c.id.desc())
+            .limit(1)
+        )
+        with self.read() as conn:
+            row = conn.execute(query).mappings().first()
+        return dict(row) if row else None
+
     def existing_digests(self, digest_ids: Iterable[str]) -> set[str]:
         """Which of these digests already have a row, whatever its status."""
         found: set[str] = set()
