@@ -597,21 +597,6 @@ class StateStore:
                 out.update({u: t for u, t in conn.execute(where)})
         return out
 
-    def latest_digest(self, user_id: str) -> dict[str, Any] | None:
-        """The member's most recent digest row (any status), for "last digest" in the App Home."""
-        query = (
-            select(digests)
-            .where(digests.c.user_id == user_id)
-            .order_by(
-                func.coalesce(digests.c.finished_at, digests.c.claimed_at).desc(),
-                digests.c.id.desc(),
-            )
-            .limit(1)
-        )
-        with self.read() as conn:
-            row = conn.execute(query).mappings().first()
-        return dict(row) if row else None
-
     # -- the clock's heartbeat -------------------------------------------------------------
 
     def beat(self, name: str, last_tick: str, tick_seconds: int, worker: str) -> None:
