@@ -146,6 +146,12 @@ def test_a_claim_written_before_digests_kept_their_content_is_retaken_from_now(e
 def test_sent_records_when_where_and_which_papers_and_only_once(engine) -> None:
     ledger = Ledger(engine.db, "w")
     claim = ledger.claim("U1:2024-03-04", "U1", "2024-03-04", plan("U1", "p2", "p1"), T0)
+    in_flight = ledger.get("U1:2024-03-04")
+    assert (in_flight["status"], in_flight["finished_at"], in_flight["ts"]) == (
+        "claimed",
+        None,
+        None,
+    )
     at = T0 + timedelta(minutes=2)
     ledger.record_sent(claim, "DU1", "123.4", at)
     row = ledger.get("U1:2024-03-04")
