@@ -324,7 +324,9 @@ def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
 @db_option
 @click.pass_context
 def stats(ctx, as_json: bool, db_path) -> None:
-    """What is in the corpus: papers per venue and year, index size."""
+    """What is in the corpus: papers per venue and year, index size, the feeds' last runs."""
+    from digest.feeds import feed_status, status_lines  # numpy: not for `paperboy --help`
+
     context = _ctx(ctx, db_path)
     engine = context.engine()
     data = engine.corpus.stats()
@@ -336,6 +338,7 @@ def stats(ctx, as_json: bool, db_path) -> None:
     }
     data["database"] = None if context.seed_preview else str(engine.db_path)
     data["read_only"] = engine.read_only
+    data["feeds"] = feed_status(engine.db)  # each PAPERBOY_FEEDS feed's last run
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -345,6 +348,8 @@ def stats(ctx, as_json: bool, db_path) -> None:
         click.echo(f"database  {data['database']}" + ("  (read-only)" if engine.read_only else ""))
     click.echo(f"papers    {data['papers']:,}")
     click.echo(f"index     {count(index.n_terms, 'term')} over {count(index.n_docs, 'paper')}")
+    for n, line in enumerate(status_lines(data["feeds"])):
+        click.echo(f"{'feeds' if n == 0 else '':<10}{line}")
     click.echo("")
     width = max((len(r["venue"] or "(no venue)") for r in data["by_venue_year"]), default=5)
     for row in data["by_venue_year"]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -12,6 +14,95 @@ from pathlib import Path
 SLACK_API_DEFAULT = "https://slack.com/api/"
 DEFAULT_DB = Path("paperboy.db")
 LOG_FORMATS = ("text", "json")
+ARXIV_API_DEFAULT = "https://export.arxiv.org/api/query"
+
+#: arXiv's category taxonomy (https://arxiv.org/category_taxonomy): archive -> subject classes;
+#: an archive with no classes is itself the category (hep-th, quant-ph, ...).
+_ARXIV_TAXONOMY = {
+    "astro-ph": "astro-ph CO EP GA HE IM SR",
+    "cond-mat": "dis-nn mes-hall mtrl-sci other quant-gas soft stat-mech str-el supr-con",
+    "cs": "AI AR CC CE CG CL CR CV CY DB DC DL DM DS ET FL GL GR GT HC IR IT LG LO MA MM MS NA "
+    "NE NI OH OS PF PL RO SC SD SE SI SY",
+    "econ": "EM GN TH",
+    "eess": "AS IV SP SY",
+    "math": "AC AG AP AT CA CO CT CV DG DS FA GM GN GR GT HO IT KT LO MG MP NA NT OA OC PR QA RA "
+    "RT SG SP ST",
+    "nlin": "AO CD CG PS SI",
+    "physics": "acc-ph ao-ph app-ph atm-clus atom-ph bio-ph chem-ph class-ph comp-ph data-an "
+    "ed-ph flu-dyn gen-ph geo-ph hist-ph ins-det med-ph optics plasm-ph pop-ph soc-ph space-ph",
+    "q-bio": "BM CB GN MN NC OT PE QM SC TO",
+    "q-fin": "CP EC GN MF PM PR RM ST TR",
+    "stat": "AP CO ME ML OT TH",
+    **dict.fromkeys(("gr-qc", "hep-ex", "hep-lat", "hep-ph", "hep-th", "math-ph"), ""),
+    **dict.fromkeys(("nucl-ex", "nucl-th", "quant-ph"), ""),
+}
+ARXIV_CATEGORIES = frozenset(
+    f"{archive}.{subject}" if subject != archive else archive
+    for archive, subjects in _ARXIV_TAXONOMY.items()
+    for subject in (subjects.split() or [archive])
+)
+_CANONICAL = {c.lower(): c for c in ARXIV_CATEGORIES}
+
+
+def parse_feeds(text: str) -> tuple[tuple[str, ...], list[str]]:
+    """``PAPERBOY_FEEDS`` as feeds (files, URLs, ``arxiv:cat,cat``) and the problems found.
+
+    Items are separated by commas or spaces (quote a path that holds a space). ``arxiv:``
+    starts an arXiv feed; the items after it that name an arXiv archive (``cs.CL``,
+    ``stat.ML``, ``hep-th``) are its categories, checked against arXiv's taxonomy; the first
+    item that does not is a file or URL again. One arXiv feed is one API query (its
+    categories ORed), kept as ``arxiv:`` and its categories sorted, so the order never matters.
+    """
+    lexer = shlex.shlex(text, posix=True)
+    lexer.whitespace += ","
+    lexer.whitespace_split = True
+    lexer.commenters = ""  # a URL may hold a '#'
+    try:
+        items = list(lexer)
+    except ValueError:
+        return (), [f"PAPERBOY_FEEDS has an unclosed quote: {text!r}."]
+    feeds: list[str] = []
+    problems: list[str] = []
+    group: list[str] | None = None  # the categories of the arXiv feed being read
+    named = False  # the feed being read named a category (known or not)
+
+    def close() -> None:
+        if group is None:
+            return
+        if not group and not named:
+            problems.append(
+                "PAPERBOY_FEEDS has 'arxiv:' with no category after it: write, for example, "
+                "arxiv:cs.LG,cs.CL,stat.ML."
+            )
+        feed = "arxiv:" + ",".join(sorted(set(group)))
+        if group and feed not in feeds:
+            feeds.append(feed)
+
+    for item in items:
+        if item.lower().startswith("arxiv:"):
+            close()
+            group, named, item = [], False, item[len("arxiv:") :]
+            if not item:
+                continue
+        archive = item.split(".", 1)[0].lower()
+        if group is not None and "/" not in item and archive in _ARXIV_TAXONOMY:
+            category, named = _CANONICAL.get(item.lower()), True
+            if category is None:
+                like = difflib.get_close_matches(item, sorted(ARXIV_CATEGORIES), n=1, cutoff=0.8)
+                hint = f" (did you mean {like[0]}?)" if like else ""
+                problems.append(
+                    f"PAPERBOY_FEEDS names {item}, which is not an arXiv category{hint}: "
+                    "see https://arxiv.org/category_taxonomy."
+                )
+            else:
+                group.append(category)
+            continue
+        close()
+        group = None
+        if item not in feeds:
+            feeds.append(item)
+    close()
+    return tuple(feeds), problems
 
 
 def _seed_dir() -> Path:
@@ -57,6 +148,11 @@ class Settings:
     port: int = 3000
     host: str = "0.0.0.0"
     feeds: tuple[str, ...] = field(default_factory=tuple)
+    # arXiv feeds: the API (a mirror or a test server instead), who to contact about the
+    # requests (sent in the User-Agent), and how many pages of results one run may fetch.
+    arxiv_api_url: str = ARXIV_API_DEFAULT
+    arxiv_contact: str | None = None
+    arxiv_max_pages: int = 10
     digest_grace_seconds: int = 6 * 3600
     log_level: str = "INFO"
     log_format: str = "text"  # or "json": one JSON object per log line
@@ -106,9 +202,16 @@ class Settings:
         http_threads = _positive(env, "PAPERBOY_HTTP_THREADS", 16, problems)
         http_connections = _positive(env, "PAPERBOY_HTTP_CONNECTIONS", 1000, problems)
         http_timeout = _positive(env, "PAPERBOY_HTTP_TIMEOUT", 30, problems)
+        feeds, feed_problems = parse_feeds(opt("PAPERBOY_FEEDS") or "")
+        problems += feed_problems
+        arxiv_api_url = opt("PAPERBOY_ARXIV_API_URL") or ARXIV_API_DEFAULT
+        if not arxiv_api_url.startswith(("http://", "https://")):
+            problems.append(
+                f"PAPERBOY_ARXIV_API_URL must be an http(s) URL, not {arxiv_api_url!r}."
+            )
+        arxiv_max_pages = _positive(env, "PAPERBOY_ARXIV_MAX_PAGES", 10, problems)
         if problems:
             raise SettingsError(*problems)
-        feeds = tuple(f.strip() for f in (opt("PAPERBOY_FEEDS") or "").split(",") if f.strip())
         return cls(
             db_path=Path(opt("PAPERBOY_DB") or DEFAULT_DB),
             seed_dir=Path(opt("PAPERBOY_SEED_DIR") or SEED_DIR),
@@ -119,6 +222,9 @@ class Settings:
             port=int(port_text),
             host=opt("HOST") or "0.0.0.0",
             feeds=feeds,
+            arxiv_api_url=arxiv_api_url,
+            arxiv_contact=opt("PAPERBOY_ARXIV_CONTACT"),
+            arxiv_max_pages=arxiv_max_pages,
             digest_grace_seconds=int(grace),
             log_level=log_level,
             log_format=log_format,

@@ -31,7 +31,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 
 from . import schedule
 from .delivery import Dispatcher, Outcome
-from .feeds import ingest_feeds
+from .feeds import run_feeds
 from .poster import Poster, PostError, TokenRefused
 from .schedule import TICK_SECONDS
 from .subscriptions import from_iso, to_iso
@@ -152,7 +152,12 @@ class Clock:
         self._token_checked = now
 
     def ingest(self) -> None:
-        ingest_feeds(self.engine, self.settings.feeds)
+        """The feed job (its own APScheduler job: a slow or failing feed never holds a tick).
+        When a feed failed, the job comes back sooner than tomorrow (``run_feeds`` says when)."""
+        again = run_feeds(self.engine, self.settings)
+        job = self.scheduler.get_job(schedule.FEEDS_JOB) if again and self.scheduler else None
+        if job is not None and job.next_run_time is not None:
+            job.modify(next_run_time=min(job.next_run_time, datetime.now(UTC) + again))
 
     # -- schedulers -------------------------------------------------------------------------
 

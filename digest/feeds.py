@@ -1,7 +1,18 @@
-"""The daily feed ingest: ``PAPERBOY_FEEDS`` files or URLs, read like ``paperboy ingest`` does.
+"""The feed ingest: ``PAPERBOY_FEEDS`` files, URLs and arXiv categories, read like ``paperboy
+ingest`` does, by the scheduler's own job (``feeds-ingest``, beside the digest tick).
 
-URLs are downloaded to a temporary file first (keeping the name, whose extension helps choose
-the reader); one unreachable feed is logged and the others are still ingested.
+Every feed is fetched first, with no database lock held (an arXiv feed waits 3 s between its
+pages), into one temporary file per feed; then all of them go into the corpus in one
+``Engine.ingest``, where each file is its own savepoint. So a feed is taken whole or not at
+all: a page that fails half-way leaves nothing of that feed, and the other feeds still go in.
+
+What a run did is kept per feed in the ``feed_state`` table: where the next run resumes (the
+newest paper seen, the server's Last-Modified for ``If-Modified-Since``), the last success,
+the last error and how many runs failed in a row. A feed that failed is logged in one sentence,
+shown by ``paperboy stats`` (``feed_status``) and fetched again at the next run (daily, at
+start-up, and sooner after a failure: ``run_feeds``), from where its last success left off.
+
+URLs are downloaded keeping their name, whose extension helps choose the reader.
 """
 
 from __future__ import annotations
@@ -9,50 +20,243 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+from bot.engine.corpus import StorageError, write_transaction
+from bot.engine.index import IndexBuildError
 from bot.engine.search import Engine, IngestReport
+from bot.english import count
+
+from .arxiv import ArxivClient, FeedError
 
 log = logging.getLogger(__name__)
 
 DOWNLOAD_TIMEOUT = 60
-USER_AGENT = "Paperboy/0.1 (+https://github.com/paperboy; daily feed ingest)"
+STATE_TABLE = "feed_state"
+ARXIV_PREFIX = "arxiv:"
+RETRY_FIRST = timedelta(minutes=30)
+RETRY_LONGEST = timedelta(hours=6)
 
 
-def ingest_feeds(engine: Engine, feeds: Sequence[str]) -> IngestReport | None:
-    """Ingest every feed; None when there are none or none could be fetched."""
+class MissingFile(FeedError):
+    """A feed that names a file that is not there."""
+
+
+@dataclass
+class _Fetched:
+    """A feed ready to ingest: its file and what to remember if it goes in."""
+
+    feed: str
+    path: Path
+    remember: dict[str, Any] = field(default_factory=dict)
+
+
+def run_feeds(engine: Engine, settings: Any) -> timedelta | None:
+    """The scheduler's feed job: every ``settings.feeds``, arXiv ones through the API.
+
+    Returns how soon to run again when a feed failed (None when all went in): half an hour,
+    doubling with each failed run up to six hours, and never sooner than the server asked
+    (``Retry-After``). The daily run comes anyway; this only brings a failed feed back sooner.
+    """
+    ingest_feeds(engine, settings.feeds, arxiv=ArxivClient.from_settings(settings))
+    failed = [r for r in feed_status(engine.db) if r["feed"] in settings.feeds and r["error"]]
+    if not failed:
+        return None
+    worst = max(int(r["failures"] or 1) for r in failed)
+    wait = min(RETRY_FIRST * 2 ** (worst - 1), RETRY_LONGEST)
+    asked = max(int(r["retry_after"] or 0) for r in failed)
+    return max(wait, timedelta(seconds=asked))
+
+
+def ingest_feeds(
+    engine: Engine,
+    feeds: Sequence[str],
+    *,
+    arxiv: ArxivClient | None = None,
+    now: datetime | None = None,
+) -> IngestReport | None:
+    """Ingest every feed; None when there are none or none brought anything to read."""
     if not feeds:
         return None
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    arxiv = arxiv or ArxivClient()
     with tempfile.TemporaryDirectory(prefix="paperboy-feeds-") as tmp:
-        paths: list[Path] = []
+        fetched: list[_Fetched] = []
         for n, feed in enumerate(feeds):
-            if urlsplit(feed).scheme in ("http", "https"):
-                name = Path(urlsplit(feed).path).name or "feed"
-                target = Path(tmp) / f"{n:03d}-{name}"
-                try:
-                    request = urllib.request.Request(feed, headers={"User-Agent": USER_AGENT})
-                    with (
-                        urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT) as answer,
-                        open(target, "wb") as out,
-                    ):
-                        shutil.copyfileobj(answer, out)
-                except OSError as error:
-                    log.error("feed %s could not be fetched: %s", feed, error)
-                    continue
-                paths.append(target)
+            state = _state(engine.db, feed)
+            try:
+                got = _fetch(feed, Path(tmp) / f"{n:03d}", state, arxiv)
+            except FeedError as error:
+                _failed(engine.db, feed, state, error, now)
+                continue
+            if got is None:
+                log.info("feed %s: nothing new since the last run", feed)
+                _save(engine.db, feed, now, error=None, papers=0)
             else:
-                path = Path(feed).expanduser()
-                if not path.is_file():
-                    log.error("feed %s: no such file", feed)
-                    continue
-                paths.append(path)
-        if not paths:
+                fetched.append(got)
+        if not fetched:
             return None
-        report = engine.ingest(paths)
-    for message in report.file_errors:
-        log.error("feed ingest: %s", message)
-    log.info("feed ingest: %s", report.summary())
+        try:
+            report = engine.ingest([f.path for f in fetched])
+        except IndexBuildError as error:  # the papers are saved; the index is built later
+            log.error("feed ingest: %s", error)
+            report = None
+        except StorageError as error:  # nothing was saved (a full disk, a locked database)
+            for f in fetched:
+                _failed(engine.db, f.feed, _state(engine.db, f.feed), str(error), now)
+            return None
+    read = {r.path: r for r in report.files} if report else {}
+    for f in fetched:
+        result = read.get(str(f.path))
+        if report is not None and result is None:  # the reader refused the whole file
+            reason = next((e for e in report.file_errors if f.path.name in e), "unreadable")
+            _failed(engine.db, f.feed, _state(engine.db, f.feed), reason, now)
+            continue
+        papers = result.papers if result else None
+        _save(engine.db, f.feed, now, error=None, papers=papers, **f.remember)
+        if result:
+            log.info("feed %s: %s read", f.feed, count(result.papers, "paper"))
+    if report is not None:
+        log.info("feed ingest: %s", report.summary())
     return report
+
+
+# -- fetching -----------------------------------------------------------------------------------
+
+
+def _fetch(feed: str, target: Path, state: dict[str, Any], arxiv: ArxivClient) -> _Fetched | None:
+    """The feed in a local file, or None when the server says nothing changed (304)."""
+    if feed.startswith(ARXIV_PREFIX):
+        return _fetch_arxiv(feed, target, state, arxiv)
+    if urlsplit(feed).scheme in ("http", "https"):
+        return _download(feed, target, state, arxiv)
+    path = Path(feed).expanduser()
+    if not path.is_file():
+        raise MissingFile("no such file")
+    return _Fetched(feed, path)
+
+
+def _fetch_arxiv(
+    feed: str, target: Path, state: dict[str, Any], arxiv: ArxivClient
+) -> _Fetched | None:
+    categories = feed[len(ARXIV_PREFIX) :].split(",")
+    newest = _from_iso(state.get("newest"))
+    got = arxiv.fetch(
+        categories,
+        since=newest,  # None on a first run: the newest max_pages pages
+        if_modified_since=state.get("last_modified"),
+    )
+    if got.not_modified or not got.entries:
+        return None
+    if got.capped and newest is not None:
+        log.warning(
+            "feed %s: stopped after %d pages (PAPERBOY_ARXIV_MAX_PAGES) with newer papers "
+            "left, so some papers since the last run were skipped",
+            feed,
+            got.pages,
+        )
+    path = target.with_suffix(".atom")
+    path.write_bytes(got.atom())
+    remember = {"newest": _iso(max(filter(None, (got.newest, newest)), default=None))}
+    if got.last_modified:
+        remember["last_modified"] = got.last_modified
+    return _Fetched(feed, path, remember)
+
+
+def _download(
+    feed: str, target: Path, state: dict[str, Any], arxiv: ArxivClient
+) -> _Fetched | None:
+    """A URL feed downloaded, asking ``If-Modified-Since`` its last Last-Modified."""
+    name = Path(urlsplit(feed).path).name or "feed"
+    path = target.with_name(f"{target.name}-{name}")
+    headers = {"User-Agent": arxiv.user_agent}
+    if state.get("last_modified"):
+        headers["If-Modified-Since"] = state["last_modified"]
+    try:
+        request = urllib.request.Request(feed, headers=headers)
+        with (
+            urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT) as answer,
+            open(path, "wb") as out,
+        ):
+            shutil.copyfileobj(answer, out)
+            last_modified = answer.headers.get("Last-Modified")
+    except urllib.error.HTTPError as error:
+        if error.code == 304:
+            return None
+        raise FeedError(f"HTTP {error.code} ({error.reason})") from None
+    except OSError as error:
+        raise FeedError(str(getattr(error, "reason", None) or error)) from None
+    return _Fetched(feed, path, {"last_modified": last_modified} if last_modified else {})
+
+
+# -- state --------------------------------------------------------------------------------------
+
+
+def feed_status(db: Any) -> list[dict[str, Any]]:
+    """Every feed's last run, for operators (``paperboy stats``): newest first."""
+    if STATE_TABLE not in db.table_names():
+        return []
+    return list(db.query(f"select * from {STATE_TABLE} order by last_run desc, feed"))
+
+
+def _state(db: Any, feed: str) -> dict[str, Any]:
+    rows = list(db.query(f"select * from {STATE_TABLE} where feed = ?", [feed]))
+    return rows[0] if rows else {}
+
+
+def _save(db: Any, feed: str, now: datetime, **values: Any) -> None:
+    row: dict[str, Any] = {"feed": feed, "last_run": _iso(now), **values}
+    if values.get("error") is None:
+        row.update(last_success=_iso(now), failures=0, retry_after=None)
+    with write_transaction(db):
+        db[STATE_TABLE].upsert(row, pk="feed")
+
+
+def _failed(
+    db: Any, feed: str, state: dict[str, Any], error: str | FeedError, now: datetime
+) -> None:
+    """Logged in one sentence and kept for ``paperboy stats``; the next run tries again."""
+    failures = int(state.get("failures") or 0) + 1
+    what = f": {error}" if isinstance(error, MissingFile) else f" could not be fetched: {error}"
+    in_a_row = f" ({failures} runs failed in a row)" if failures > 1 else ""
+    log.error("feed %s%s; it is tried again at the next run%s.", feed, what, in_a_row)
+    retry_after = getattr(error, "retry_after", None)
+    _save(db, feed, now, error=str(error), failures=failures, retry_after=retry_after)
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.astimezone(UTC).isoformat(timespec="seconds") if when else None
+
+
+def _from_iso(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def status_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """``feed_status`` for people: one line per feed, its failure and last success if it failed."""
+    width = max((len(row["feed"]) for row in rows), default=0)
+    lines = []
+    for row in rows:
+        when = _shown(row["last_run"])
+        if row["error"]:
+            failed = f"failed {row['failures']} runs in a row" if row["failures"] > 1 else "failed"
+            last = _shown(row["last_success"]) if row["last_success"] else "never"
+            told = f"{failed} at {when}: {row['error']} (last success: {last})"
+        elif row["papers"] is None:
+            told = f"ok at {when}"
+        else:
+            told = f"ok at {when}, {count(row['papers'], 'paper')}"
+        lines.append(f"{row['feed']:<{width}}  {told}")
+    return lines
+
+
+def _shown(text: str | None) -> str:
+    when = _from_iso(text)
+    return when.strftime("%Y-%m-%d %H:%M UTC") if when else "?"

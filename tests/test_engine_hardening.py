@@ -450,7 +450,7 @@ import json, os, sys
 from bot.engine.search import Engine
 engine = Engine.open(sys.argv[1])
 before = [(h.id, round(h.score, 5)) for h in engine.search("graph molecules", limit=50).hits]
-path = os.path.join(sys.argv[1] + ".index", "xt_indices.npy")
+path = os.path.join(engine.index.segments[0].directory, "xt_indices.npy")
 with open(path, "r+b") as handle:  # an outside actor truncates the mmapped file
     handle.truncate(200)
 after = [(h.id, round(h.score, 5)) for h in engine.search("graph molecules", limit=50).hits]
@@ -481,7 +481,7 @@ def test_a_same_size_corruption_is_caught_by_the_checksum_and_rebuilt(tmp_path, 
     engine = Engine.open(db)
     engine.ingest([write_jsonl(tmp_path / "a.jsonl", many_papers("x", 500))])
     before = [(h.id, h.score) for h in engine.search("graph kernel", limit=20).hits]
-    data = db.with_name("flip.db.index") / "xt_data.npy"
+    data = engine.index.segments[0].directory / "xt_data.npy"
     stat = data.stat()
 
     def corrupt():
@@ -495,13 +495,13 @@ def test_a_same_size_corruption_is_caught_by_the_checksum_and_rebuilt(tmp_path, 
     assert [(h.id, h.score) for h in fresh.search("graph kernel", limit=20).hits] == before
     damaged = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
     assert damaged == [
-        f"The search index at {data.parent} is damaged (xt_data.npy does not "
-        "match its checksum); rebuilding it."
+        f"The search index at {data.parent.parent} is damaged ({data.parent.name}/xt_data.npy "
+        "does not match its checksum); rebuilding it."
     ]
 
     # A process that already has it open notices the rewrite by the new inode and mtime.
     caplog.clear()
-    data, stat = data, data.stat()
+    data = fresh.index.segments[0].directory / "xt_data.npy"  # the rebuilt segment
     with open(data, "r+b") as handle:
         handle.seek(128)
         handle.write(bytes(64))

@@ -231,6 +231,9 @@ class Corpus:
         counts = UpsertCounts()
         now = utcnow()
         batch: list[Paper] = []
+        # Rows written here belong to the version this upsert ends with (the index adds the
+        # papers changed after the version it covers: ``changed_since``).
+        stamp = self.version + 1
 
         def flush() -> None:
             if not batch:
@@ -249,6 +252,7 @@ class Corpus:
                     counts.unchanged += 1
                     continue
                 row = _row(paper, digest, now)
+                row["changed_at_version"] = stamp
                 if paper.id in known:
                     counts.updated += 1
                     row.pop("added_at")  # an updated paper keeps its place in digests
@@ -340,25 +344,36 @@ class Corpus:
         row = self.db.execute("select rowid from papers where id = ?", [paper_id]).fetchone()
         return row[0] if row else None
 
-    def iter_documents(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Every paper in rowid order, for building the index."""
-        cursor = self.db.execute(
-            "select rowid, title, abstract, authors, keywords, venue, year, added_at "
-            "from papers order by rowid"
-        )
-        for rowid, title, abstract, authors, keywords, venue, year, added_at in cursor:
-            yield (
-                rowid,
-                {
-                    "title": title or "",
-                    "abstract": abstract or "",
-                    "authors": json.loads(authors or "[]"),
-                    "keywords": json.loads(keywords or "[]"),
-                    "venue": venue or "",
-                    "year": year,
-                    "added_at": added_at,
-                },
+    def iter_documents(self, since: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every paper in rowid order, for building the index; with ``since``, only those
+        added or changed after that corpus version (for a delta segment)."""
+        if since is None:
+            cursor = self.db.execute(f"select {_DOCUMENT_COLUMNS} from papers order by rowid")
+        else:
+            cursor = self.db.execute(
+                f"select {_DOCUMENT_COLUMNS} from papers where changed_at_version > ? "
+                "order by rowid",
+                [since],
             )
+        return _documents(cursor)
+
+    def changed_since(self, version: int) -> int:
+        """How many papers were added or changed after corpus version ``version``."""
+        return self.db.execute(
+            "select count(*) from papers where changed_at_version > ?", [version]
+        ).fetchone()[0]
+
+    def documents_of(self, rowids: Iterable[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The papers with these rowids, in rowid order (re-counting segments for a merge)."""
+        wanted = sorted({int(r) for r in rowids})
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            cursor = self.db.execute(
+                f"select {_DOCUMENT_COLUMNS} from papers where rowid in "
+                f"({','.join('?' * len(chunk))}) order by rowid",
+                chunk,
+            )
+            yield from _documents(cursor)
 
     def stats(self) -> dict[str, Any]:
         by_venue = self.db.execute(
@@ -370,6 +385,25 @@ class Corpus:
             "corpus_version": self.version,
             "by_venue_year": [{"venue": v, "year": y, "papers": n} for v, y, n in by_venue],
         }
+
+
+_DOCUMENT_COLUMNS = "rowid, title, abstract, authors, keywords, venue, year, added_at"
+
+
+def _documents(cursor) -> Iterator[tuple[int, dict[str, Any]]]:
+    for rowid, title, abstract, authors, keywords, venue, year, added_at in cursor:
+        yield (
+            rowid,
+            {
+                "title": title or "",
+                "abstract": abstract or "",
+                "authors": json.loads(authors or "[]"),
+                "keywords": json.loads(keywords or "[]"),
+                "venue": venue or "",
+                "year": year,
+                "added_at": added_at,
+            },
+        )
 
 
 def _row(paper: Paper, digest: str, now: str) -> dict[str, Any]:

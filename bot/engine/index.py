@@ -1,35 +1,49 @@
-"""The TF-IDF index: built with scikit-learn, stored beside the database, opened with mmap.
+"""The TF-IDF index: immutable segments beside the database, one published generation at a time.
 
-Documents are the papers in ``rowid`` order. Two sparse matrices are kept:
+An index is a folder of *segments* and a small ``CURRENT`` file naming the generation that
+serves: which segments, which of their documents are deleted, and the corpus version it
+covers. A build or a merge writes new segment folders beside the serving ones and then
+replaces ``CURRENT`` in one ``os.replace``, so a reader, in any process, sees either the
+old generation or the new one, never half of one; a builder killed mid-way leaves the old
+generation serving, and its temporary folder is removed by the next writer. Old segments
+are deleted once no generation names them: a process still reading them keeps its mmaps
+(POSIX keeps an unlinked file's pages) and notices the change on its next lookup.
 
-* ``xt`` (terms x documents): an inverted index, so a query only touches the posting
-  lists of its own terms instead of multiplying the whole matrix (``X @ q``);
-* ``x`` (documents x terms): a paper's own vector, for "why it matched" and "similar papers".
+Each segment holds, for its documents (papers, in ``rowid`` order):
 
-Both are plain ``.npy`` arrays opened with ``mmap_mode="r"``: opening the index costs a few
-milliseconds whatever the corpus size, and processes share the pages. The vocabulary is
-sorted (scikit-learn sorts features), stored as one UTF-8 blob with offsets and looked up
-by binary search, so no multi-million-entry dict has to be rebuilt at start-up.
+* ``xt`` (terms x documents): an inverted index, so a query only touches the posting lists
+  of its own terms;
+* ``x`` (documents x terms): a paper's own vector, for "why it matched", "similar papers"
+  and the statistics below;
+* its own sorted vocabulary (one UTF-8 blob with offsets, searched by bisection) and each
+  term's 64-bit hash, so segments' vocabularies are matched with numpy, not string by string.
 
-The index records the ``corpus_version`` it was built from; ``Engine`` refuses to serve an
-index whose version differs from the database's and rebuilds it instead.
+Segments store each term's *sublinear term frequency* (``1 + ln(weighted count)``), not a
+final weight: the idf and the pivoted length normalization are computed when a generation
+is opened, from document frequencies summed over all segments (minus deleted documents), so
+a paper scores the same whichever segment holds it. Small batches of papers go into small
+*delta* segments (the parse-and-count cost of the batch only); a paper that changed is
+added again in the delta and deleted (a tombstone) in the older segment. Deltas are merged
+when they grow (``MAX_DELTAS``, ``MERGE_SHARE``).
 
-Its ``meta.json`` is also a manifest: every file's size and CRC-32. A file that is shorter
-than its manifest says would kill the process with SIGBUS when a lookup touches the missing
-pages (it is mmapped), and one overwritten in place would be served as garbage, so an index
-is checked when it is opened (sizes, and the checksums the first time a process opens it)
-and before every lookup (sizes, inodes and modification times: a few ``stat`` calls), and
-rebuilt instead of being served when it fails.
+All arrays are plain ``.npy`` files opened with ``mmap_mode="r"``: opening costs little
+whatever the corpus size, and processes share the pages. Every segment's ``meta.json`` is a
+manifest of its files' sizes and CRC-32s, checked when a process first opens the segment
+(a file shorter than it should be would kill the process with SIGBUS when a lookup touched
+the missing pages) and, by size, inode and mtime, before every lookup; a segment that fails
+is rebuilt instead of being served.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
 import logging
 import mmap
 import os
+import re
 import shutil
 import time
 import zlib
@@ -50,16 +64,36 @@ TITLE_WEIGHT = 2
 #: Author-given keywords summarise the paper: weighted like the title.
 KEYWORD_WEIGHT = 3
 # Bump whenever analysis, weighting or the files change: an index built the old way is then
-# rebuilt. 3: meta.json lists every file's size and CRC-32.
-FORMAT_VERSION = 3
+# rebuilt once. 3: meta.json lists every file's size and CRC-32. 4: segments and CURRENT.
+FORMAT_VERSION = 4
 #: Pivoted length normalization (Singhal et al., 1996): a document's vector is divided by
 #: ``(1 - slope) * mean_norm + slope * norm`` instead of its own L2 norm, so long abstracts are
 #: penalised a little less than by plain cosine. 0.6 measured best on the dev queries
 #: (nDCG@10 0.333 against 0.323 for plain cosine; bench/README.md).
 PIVOT_SLOPE = 0.6
-_ARRAYS = ("xt_data", "xt_indices", "xt_indptr", "x_data", "x_indices", "x_indptr")
-_ALL_ARRAYS = (*_ARRAYS, "idf", "rowids", "years", "venue_codes", "vocab_offsets")
-_FILES = (*(f"{name}.npy" for name in _ALL_ARRAYS), "vocab.bin")
+#: More delta segments than this are merged into one (re-counted from the database).
+MAX_DELTAS = 6
+#: When the deltas (or the deleted documents) reach this share of the main segment, the whole
+#: index is rebuilt into one main segment (in the writer, beside the serving generation).
+MERGE_SHARE = 0.15
+#: The file naming the serving generation.
+CURRENT = "CURRENT"
+_ARRAYS = (
+    "xt_data",
+    "xt_indices",
+    "xt_indptr",
+    "x_data",
+    "x_indices",
+    "x_indptr",
+    "rowids",
+    "years",
+    "venue_codes",
+    "vocab_offsets",
+    "term_hashes",
+    "hash_order",
+)
+_FILES = (*(f"{name}.npy" for name in _ARRAYS), "vocab.bin")
+_SEGMENT = re.compile(r"^seg-(\d{6})$")
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +107,11 @@ class IndexDamaged(ValueError):
 
 
 def stored_version(directory: Path) -> int | None:
-    """The corpus version of the index at ``directory`` (its meta.json only), or None."""
+    """The corpus version the published index at ``directory`` covers (CURRENT only), or None."""
     try:
-        return int(json.loads((Path(directory) / "meta.json").read_text())["corpus_version"])
-    except (OSError, ValueError, KeyError, TypeError):
+        current = json.loads((Path(directory) / CURRENT).read_text())
+        return int(current["corpus_version"]) if current.get("format") == FORMAT_VERSION else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -153,7 +188,9 @@ def _pieces(fields: list[_Field], start: int, end: int, n_uni: int):
     return (cat(uni_docs), cat(uni_ids), cat(uni_vals)), (cat(bi_docs), cat(bi_keys), cat(bi_vals))
 
 
-def count_terms(fields: list[_Field], n_docs: int, unigrams: list[str]):
+def count_terms(
+    fields: list[_Field], n_docs: int, unigrams: list[str], min_bigram_df: int = MIN_BIGRAM_DF
+):
     """Weighted unigram and bigram counts (documents x terms) and the sorted vocabulary.
 
     Equivalent to scikit-learn's ``CountVectorizer(analyzer=analyze)`` applied per field and
@@ -174,7 +211,7 @@ def count_terms(fields: list[_Field], n_docs: int, unigrams: list[str]):
     all_keys = np.concatenate(seen_keys) if seen_keys else np.zeros(0, np.int64)
     distinct, where = np.unique(all_keys, return_inverse=True)
     df = np.bincount(where, weights=np.concatenate(seen_counts) if seen_counts else None)
-    kept = distinct[df >= MIN_BIGRAM_DF] if len(distinct) else distinct
+    kept = distinct[df >= min_bigram_df] if len(distinct) else distinct
     del seen_keys, seen_counts, all_keys, distinct, where, df
     # Pass 2: the counts, chunk by chunk, bigram columns after the unigram ones.
     width = n_uni + len(kept)
@@ -206,18 +243,54 @@ def count_terms(fields: list[_Field], n_docs: int, unigrams: list[str]):
     return counts, [terms[i] for i in order]
 
 
-def build_index(corpus: Corpus, directory: Path, progress=None) -> BuildStats:
-    """Fit TF-IDF on the whole corpus and write the index atomically to ``directory``."""
-    from sklearn.feature_extraction.text import TfidfTransformer
+def term_hashes(blob: bytes | mmap.mmap, offsets: np.ndarray) -> np.ndarray:
+    """FNV-1a (64-bit) of every term of a vocabulary blob, vectorized over the terms.
 
-    started = time.perf_counter()
-    version = corpus.version
+    Segments' vocabularies are matched by these (a sorted-array search), so a delta's terms
+    find their place in the main segment's vocabulary without a string comparison each.
+    """
+    data = np.frombuffer(blob, dtype=np.uint8) if len(blob) else np.zeros(0, np.uint8)
+    starts = np.asarray(offsets[:-1], dtype=np.int64)
+    lengths = np.asarray(offsets[1:], dtype=np.int64) - starts - 1
+    hashes = np.full(len(starts), 0xCBF29CE484222325, dtype=np.uint64)
+    prime = np.uint64(0x100000001B3)
+    live = np.arange(len(starts))
+    position = 0
+    with np.errstate(over="ignore"):
+        while True:
+            live = live[lengths[live] > position]
+            if not len(live):
+                return hashes
+            hashes[live] = (hashes[live] ^ data[starts[live] + position]) * prime
+            position += 1
+
+
+def term_hash(term: str) -> int:
+    """``term_hashes`` of one term, in Python."""
+    value = 0xCBF29CE484222325
+    for byte in term.encode():
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value
+
+
+@dataclass
+class _Counted:
+    """A batch of papers counted: per-document data and weighted term counts."""
+
+    rowids: np.ndarray
+    years: np.ndarray
+    venues: list[str]
+    counts: sp.csr_matrix
+    vocabulary: list[str]
+
+
+def _count(documents: Iterable[tuple[int, dict]], min_bigram_df: int) -> _Counted:
     rowids, years, venues = array("q"), array("i"), []
     unigram_ids: dict[str, int] = {}
     title, keywords, body = _Field(TITLE_WEIGHT), _Field(KEYWORD_WEIGHT), _Field(1.0)
     fields = [title, keywords, body]
     # One pass over the papers, keeping only integer arrays: the texts are never all in memory.
-    for rowid, doc in corpus.iter_documents():
+    for rowid, doc in documents:
         rowids.append(rowid)
         years.append(doc["year"] or 0)
         venues.append(doc["venue"] or "")
@@ -226,97 +299,291 @@ def build_index(corpus: Corpus, directory: Path, progress=None) -> BuildStats:
         # Authors join the text so that a name typed as plain words still finds the paper.
         body.add(f"{doc['abstract']}\n{' ; '.join(doc['authors'])}", unigram_ids)
     n = len(rowids)
-    counts, vocabulary = count_terms(fields, n, list(unigram_ids))
-    del fields, unigram_ids
-    if n and counts.nnz:
-        # Weighted in place (copy=False), then scaled in place: at 872k papers each copy of
-        # the matrix is over a gigabyte.
-        tfidf = TfidfTransformer(sublinear_tf=True, smooth_idf=True, norm=None).fit(counts)
-        x = tfidf.transform(counts, copy=False)
-        del counts
-        norms = np.sqrt(
-            np.bincount(
-                np.repeat(np.arange(n), np.diff(x.indptr)),
-                weights=np.square(x.data, dtype=np.float64),
-                minlength=n,
-            )
-        )
-        pivot = (1 - PIVOT_SLOPE) * norms.mean() + PIVOT_SLOPE * norms
-        x.data *= np.repeat((1 / np.maximum(pivot, 1e-9)).astype(np.float32), np.diff(x.indptr))
-        idf = tfidf.idf_.astype(np.float32)
-    else:
-        x = sp.csr_matrix((n, len(vocabulary)), dtype=np.float32)
-        idf = np.ones(len(vocabulary), np.float32)
-        del counts
+    counts, vocabulary = count_terms(fields, n, list(unigram_ids), min_bigram_df)
+    return _Counted(
+        np.asarray(rowids, dtype=np.int64),
+        np.asarray(years, dtype=np.int32),
+        venues,
+        counts,
+        vocabulary,
+    )
+
+
+def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes, dict]:
+    """The files of a segment: sublinear term frequencies both ways, vocabulary, hashes."""
+    x = counted.counts
+    # Weighted in place: at 872k papers each copy of the matrix is over a gigabyte.
+    np.log(x.data, out=x.data)
+    x.data += 1
     x.sort_indices()
     xt = x.T.tocsr()
     xt.sort_indices()
-
-    venue_names = sorted(set(venues))
-    venue_code = {v: i for i, v in enumerate(venue_names)}
-    arrays = {
-        "xt_data": xt.data,
-        "xt_indices": xt.indices.astype(np.int32),
-        "xt_indptr": xt.indptr.astype(np.int64),
-        "x_data": x.data,
-        "x_indices": x.indices.astype(np.int32),
-        "x_indptr": x.indptr.astype(np.int64),
-        "idf": idf,
-        "rowids": np.asarray(rowids, dtype=np.int64),
-        "years": np.asarray(years, dtype=np.int32),
-        "venue_codes": np.asarray([venue_code[v] for v in venues], dtype=np.int32),
-    }
-    blob = "\n".join(vocabulary).encode()
+    vocabulary = counted.vocabulary
+    blob = ("\n".join(vocabulary) + "\n").encode() if vocabulary else b""
     lengths = np.fromiter(
         (len(t.encode()) for t in vocabulary), dtype=np.int64, count=len(vocabulary)
     )
     offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
     np.cumsum(lengths + 1, out=offsets[1:])
-    arrays["vocab_offsets"] = offsets
-
+    hashes = term_hashes(blob, offsets)
+    venue_names = sorted(set(counted.venues))
+    venue_code = {v: i for i, v in enumerate(venue_names)}
+    arrays = {
+        "xt_data": xt.data.astype(np.float32),
+        "xt_indices": xt.indices.astype(np.int32),
+        "xt_indptr": xt.indptr.astype(np.int64),
+        "x_data": x.data.astype(np.float32),
+        "x_indices": x.indices.astype(np.int32),
+        "x_indptr": x.indptr.astype(np.int64),
+        "rowids": counted.rowids,
+        "years": counted.years,
+        "venue_codes": np.asarray([venue_code[v] for v in counted.venues], dtype=np.int32),
+        "vocab_offsets": offsets,
+        "term_hashes": hashes,
+        "hash_order": np.argsort(hashes, kind="stable").astype(np.int32),
+    }
     meta = {
         "format": FORMAT_VERSION,
-        "corpus_version": version,
-        "documents": n,
+        "documents": len(counted.rowids),
         "terms": len(vocabulary),
         "venues": venue_names,
         "title_weight": TITLE_WEIGHT,
+        "min_bigram_df": min_bigram_df,
         "built_at": time.time(),
     }
-    _write_index(Path(directory), arrays, blob + b"\n", meta)
-    return BuildStats(documents=n, terms=len(vocabulary), seconds=time.perf_counter() - started)
+    return arrays, blob, meta
 
 
-def _write_index(directory: Path, arrays: dict, vocab: bytes, meta: dict) -> None:
-    """Write the files to a temporary folder beside ``directory``, then swap it in.
+def _write_segment(directory: Path, counted: _Counted, min_bigram_df: int = 1) -> str:
+    """Write a new segment folder beside the serving ones; its name.
 
-    Any failure (a full disk, most likely) removes the temporary folder and leaves the index
-    that was there untouched; an ``OSError`` comes back as one ``IndexBuildError`` sentence.
-    Leftovers of builders that died (``*.tmp-<pid>`` whose process is gone) are removed first.
+    Written under ``<name>.tmp-<pid>`` and renamed when complete, so a folder with a
+    segment's name is always whole. Any failure removes the temporary folder; an
+    ``OSError`` comes back as one ``IndexBuildError`` sentence.
     """
-    _remove_leftovers(directory)
-    tmp = directory.with_name(f"{directory.name}.tmp-{os.getpid()}")
+    arrays, blob, meta = _segment_arrays(counted, min_bigram_df)
+    name = _next_segment_name(directory)
+    tmp = directory / f"{name}.tmp-{os.getpid()}"
     try:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         files = {}
-        for name, values in arrays.items():
-            files[f"{name}.npy"] = _write_file(tmp / f"{name}.npy", np.ascontiguousarray(values))
-        files["vocab.bin"] = _write_file(tmp / "vocab.bin", vocab)
-        meta = {**meta, "files": files}
-        _write_file(tmp / "meta.json", json.dumps(meta).encode())
-        # Swap in the new index; readers holding the old files keep their mmaps until they
-        # reload.
-        old = directory.with_name(f"{directory.name}.old-{os.getpid()}")
-        if directory.exists():
-            directory.rename(old)
-        tmp.rename(directory)
-        shutil.rmtree(old, ignore_errors=True)
+        for key, values in arrays.items():
+            files[f"{key}.npy"] = _write_file(tmp / f"{key}.npy", np.ascontiguousarray(values))
+        files["vocab.bin"] = _write_file(tmp / "vocab.bin", blob)
+        _write_file(tmp / "meta.json", json.dumps({**meta, "files": files}).encode())
+        tmp.rename(directory / name)
     except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(error, OSError):
             raise IndexBuildError(_build_error(directory, error)) from None
         raise
+    return name
+
+
+def _next_segment_name(directory: Path) -> str:
+    numbers = [0]
+    for path in directory.iterdir():
+        found = _SEGMENT.match(path.name.split(".")[0])
+        if found:
+            numbers.append(int(found.group(1)))
+    return f"seg-{max(numbers) + 1:06d}"
+
+
+def read_current(directory: Path) -> dict | None:
+    """The published generation at ``directory`` (its CURRENT), or None (none, or an old format)."""
+    try:
+        current = json.loads((Path(directory) / CURRENT).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(current, dict) or current.get("format") != FORMAT_VERSION:
+        return None
+    return current
+
+
+def _publish(directory: Path, corpus_version: int, segments: list[dict], previous: dict | None):
+    """Switch readers to a new generation: CURRENT replaced in one ``os.replace``."""
+    generation = int(previous["generation"]) + 1 if previous else 1
+    current = {
+        "format": FORMAT_VERSION,
+        "generation": generation,
+        "corpus_version": corpus_version,
+        "segments": segments,
+        "published_at": time.time(),
+    }
+    tmp = directory / f"{CURRENT}.tmp-{os.getpid()}"
+    try:
+        _write_file(tmp, json.dumps(current).encode())
+        os.replace(tmp, directory / CURRENT)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise IndexBuildError(_build_error(directory, error)) from None
+    _collect_garbage(directory, current)
+    return current
+
+
+def _write_deletions(directory: Path, name: str, generation: int, docs: np.ndarray) -> dict:
+    file_name = f"{name}.del-{generation:06d}.npy"
+    try:
+        entry = _write_file(directory / file_name, np.asarray(docs, dtype=np.int32))
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            (directory / file_name).unlink()
+        raise IndexBuildError(_build_error(directory, error)) from None
+    return {"file": file_name, **entry}
+
+
+def _collect_garbage(directory: Path, current: dict) -> None:
+    """Remove what no generation names: old segments, old deletion files, dead builders' temps.
+
+    A process still reading an old segment keeps its mmapped pages (POSIX) and moves to the
+    new generation on its next lookup.
+    """
+    keep = {CURRENT}
+    for entry in current["segments"]:
+        keep.add(entry["name"])
+        if entry.get("deleted"):
+            keep.add(entry["deleted"]["file"])
+    for path in directory.iterdir():
+        if path.name in keep:
+            continue
+        _, _, pid = path.name.rpartition(".tmp-")
+        if pid.isdigit() and (int(pid) == os.getpid() or _alive(int(pid))):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+    _remove_leftovers(directory)
+
+
+def _remove_leftovers(directory: Path) -> None:
+    """Remove ``<index>.tmp-<pid>``/``.old-<pid>`` folders of format-3 builders that died."""
+    parent = directory.parent
+    if not parent.is_dir():
+        return
+    for path in parent.glob(f"{directory.name}.*-*"):
+        kind, _, pid = path.name[len(directory.name) + 1 :].partition("-")
+        if kind not in ("tmp", "old") or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        if not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _prepare_directory(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise IndexBuildError(_build_error(directory, error)) from None
+    _remove_leftovers(directory)
+
+
+def build_index(corpus: Corpus, directory: Path, progress=None) -> BuildStats:
+    """Count the whole corpus into one new main segment and publish it as the next generation.
+
+    Runs beside the serving generation (readers keep using it until CURRENT is replaced);
+    the caller holds ``build_lock``.
+    """
+    started = time.perf_counter()
+    directory = Path(directory)
+    _prepare_directory(directory)
+    previous = read_current(directory)
+    version = corpus.version  # read first: a paper changed meanwhile is re-added by a delta
+    counted = _count(corpus.iter_documents(), MIN_BIGRAM_DF)
+    n, terms = len(counted.rowids), len(counted.vocabulary)
+    name = _write_segment(directory, counted, MIN_BIGRAM_DF)
+    del counted
+    _publish(directory, version, [{"name": name, "documents": n, "deleted": None}], previous)
+    return BuildStats(documents=n, terms=terms, seconds=time.perf_counter() - started)
+
+
+def add_to_index(corpus: Corpus, directory: Path) -> BuildStats:
+    """Index the papers added or changed since the published generation as a delta segment.
+
+    Costs the parse and count of those papers only. Each changed paper's older copy is
+    deleted (a tombstone) in the segment that held it, in the same generation, so it is
+    never found by its old text. Then merges if the deltas grew (``maintain``). The caller
+    holds ``build_lock``; with no published generation this is a full build.
+    """
+    started = time.perf_counter()
+    directory = Path(directory)
+    previous = read_current(directory)
+    if previous is None:
+        return build_index(corpus, directory)
+    version = corpus.version
+    main_docs = max(int(previous["segments"][0]["documents"]), 1)
+    if corpus.changed_since(int(previous["corpus_version"])) > MERGE_SHARE * main_docs:
+        return build_index(corpus, directory)
+    counted = _count(corpus.iter_documents(since=int(previous["corpus_version"])), 1)
+    n, terms = len(counted.rowids), len(counted.vocabulary)
+    segments = _tombstoned(directory, previous, counted.rowids)
+    if n:
+        name = _write_segment(directory, counted)
+        segments.append({"name": name, "documents": n, "deleted": None})
+    del counted
+    _publish(directory, version, segments, previous)
+    maintain(corpus, directory)
+    return BuildStats(documents=n, terms=terms, seconds=time.perf_counter() - started)
+
+
+def _tombstoned(directory: Path, current: dict, rowids: np.ndarray) -> list[dict]:
+    """The generation's segments with ``rowids`` deleted wherever they already are."""
+    generation = int(current["generation"]) + 1
+    out = []
+    for entry in current["segments"]:
+        entry = dict(entry)
+        seg_rowids = np.load(directory / entry["name"] / "rowids.npy", mmap_mode="r")
+        hit = np.flatnonzero(np.isin(seg_rowids, rowids))
+        if len(hit):
+            old = _deleted_docs(directory, entry)
+            docs = np.union1d(old, hit).astype(np.int32)
+            entry["deleted"] = _write_deletions(directory, entry["name"], generation, docs)
+            entry["deleted"]["count"] = len(docs)
+        out.append(entry)
+    return out
+
+
+def _deleted_docs(directory: Path, entry: dict) -> np.ndarray:
+    if not entry.get("deleted"):
+        return np.zeros(0, np.int32)
+    return np.load(directory / entry["deleted"]["file"])
+
+
+def maintain(corpus: Corpus, directory: Path) -> str | None:
+    """Merge when the deltas grew: the whole index rebuilt when the deltas and deleted papers
+    reach ``MERGE_SHARE`` of the main segment, the deltas merged into one when there are more
+    than ``MAX_DELTAS``. What was done ("rebuilt", "merged"), or None. Readers keep serving
+    the previous generation meanwhile; the caller holds ``build_lock``."""
+    current = read_current(directory)
+    if current is None or len(current["segments"]) < 2:
+        return None
+    main, deltas = current["segments"][0], current["segments"][1:]
+    live = [e["documents"] - (e["deleted"] or {}).get("count", 0) for e in current["segments"]]
+    stale = sum(live[1:]) + (main["deleted"] or {}).get("count", 0)
+    if stale > MERGE_SHARE * max(live[0], 1):
+        build_index(corpus, directory)
+        return "rebuilt"
+    if len(deltas) > MAX_DELTAS:
+        rowids = []
+        for entry in deltas:
+            seg_rowids = np.load(directory / entry["name"] / "rowids.npy")
+            keep = np.ones(len(seg_rowids), bool)
+            keep[_deleted_docs(directory, entry)] = False
+            rowids.append(seg_rowids[keep])
+        counted = _count(corpus.documents_of(np.concatenate(rowids).tolist()), 1)
+        n = len(counted.rowids)
+        name = _write_segment(directory, counted)
+        merged = {"name": name, "documents": n, "deleted": None}
+        _publish(directory, int(current["corpus_version"]), [main, merged], current)
+        return "merged"
+    return None
 
 
 def _write_file(path: Path, data) -> dict:
@@ -359,20 +626,6 @@ def _build_error(directory: Path, error: OSError) -> str:
     return f"The search index could not be written in {where} ({reason})."
 
 
-def _remove_leftovers(directory: Path) -> None:
-    """Remove ``<index>.tmp-<pid>`` and ``<index>.old-<pid>`` folders whose process is gone."""
-    parent = directory.parent
-    if not parent.is_dir():
-        return
-    for path in parent.glob(f"{directory.name}.*-*"):
-        kind, _, pid = path.name[len(directory.name) + 1 :].partition("-")
-        if kind not in ("tmp", "old") or not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        if _alive(int(pid)):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -384,23 +637,44 @@ def _alive(pid: int) -> bool:
 
 
 @contextmanager
-def build_lock(directory: Path):
-    """One builder at a time across processes (the web app, the scheduler, the CLI)."""
+def build_lock(directory: Path, wait: bool = True):
+    """One writer at a time across processes (the web app, the scheduler, the CLI).
+
+    Yields whether the lock is held: with ``wait=False`` it is not when another process
+    holds it (a reader then serves the index there is instead of waiting).
+    """
     lock_path = Path(f"{directory}.lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def writer_busy(directory: Path) -> bool:
+    """Whether another process holds the build lock (it will publish what it writes).
+
+    False when the lock file cannot even be opened (a read-only folder): no writer there.
+    """
+    try:
+        with build_lock(directory, wait=False) as held:
+            return not held
+    except OSError:
+        return False
 
 
 class Vocabulary:
     """Sorted terms in one mmapped blob; ``id_of`` is a binary search (no dict to load)."""
 
     def __init__(self, blob: mmap.mmap | bytes, offsets: np.ndarray):
-        self._blob = blob
+        self._blob = self.blob = blob
+        self.offsets_array = offsets
         self._offsets = offsets.tolist() if len(offsets) < 5_000_000 else offsets
         self.size = len(offsets) - 1
         self._cache: dict[str, int] = {}
@@ -449,29 +723,30 @@ class Vocabulary:
         return out
 
 
-class Index:
-    """An opened index. Read-only and thread-safe: every query allocates its own buffers."""
+class Segment:
+    """One immutable segment, opened with mmap; shared by every generation that names it."""
 
-    def __init__(self, directory: Path, verify: bool = True, version: int | None = None):
-        """Open the index at ``directory``; raises ``IndexDamaged`` when it fails its manifest.
+    def __init__(self, directory: Path, verify: bool = True):
+        """Open the segment at ``directory``; raises ``IndexDamaged`` when it fails its manifest.
 
         Sizes are always checked; ``verify`` also compares every file's CRC-32 (reading the
-        whole index once, which also warms the page cache the mmaps will use). With
-        ``version``, an index of another corpus version is refused before any of that.
+        whole segment once, which also warms the page cache the mmaps will use).
         """
         self.directory = Path(directory)
-        self.meta = json.loads((self.directory / "meta.json").read_text())
+        self.name = self.directory.name
+        try:
+            self.meta = json.loads((self.directory / "meta.json").read_text())
+        except FileNotFoundError:
+            raise IndexDamaged(f"{self.name}/meta.json is missing") from None
         if self.meta.get("format") != FORMAT_VERSION:
             raise ValueError("index format changed")
-        if version is not None and self.meta.get("corpus_version") != version:
-            raise ValueError("index of another corpus version")
         self._stats = self._check(verify)
         self._paths = [os.path.join(self.directory, name) for name in _FILES]
         # Plain ndarray views of the mmaps: numpy.memmap's Python-level __getitem__ costs more
         # than a lookup's own work.
         arrays = {
             name: np.asarray(np.load(self.directory / f"{name}.npy", mmap_mode="r"))
-            for name in _ALL_ARRAYS
+            for name in _ARRAYS
         }
         self.n_docs = int(self.meta["documents"])
         self.n_terms = int(self.meta["terms"])
@@ -479,44 +754,48 @@ class Index:
         self.xt_indptr = arrays["xt_indptr"]
         self.x_data, self.x_indices = arrays["x_data"], arrays["x_indices"]
         self.x_indptr = arrays["x_indptr"]
-        self.idf = arrays["idf"]
         self.rowids = arrays["rowids"]
         self.years = arrays["years"]
         self.venue_codes = arrays["venue_codes"]
+        self.term_hashes, self.hash_order = arrays["term_hashes"], arrays["hash_order"]
         self.venues: list[str] = self.meta["venues"]
         with open(self.directory / "vocab.bin", "rb") as handle:
             blob = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if self.n_terms else b""
         self.vocab = Vocabulary(blob, arrays["vocab_offsets"])
-        self._xt = self.matrix_xt()
+        self.df = np.diff(self.xt_indptr)
+        self.xt = sp.csr_matrix(
+            (self.xt_data, self.xt_indices, self.xt_indptr), shape=(self.n_terms, self.n_docs)
+        )
+        self._bigram = None
 
     def _check(self, verify: bool) -> list[tuple[int, int, int]]:
         """Each file's (inode, size, mtime), after checking it against the manifest."""
         manifest = self.meta.get("files")
         if not isinstance(manifest, dict) or set(manifest) != set(_FILES):
-            raise IndexDamaged("its manifest is missing or incomplete")
+            raise IndexDamaged(f"{self.name}: its manifest is missing or incomplete")
         stats = []
         for name in _FILES:
             path = self.directory / name
             try:
                 st = path.stat()
             except FileNotFoundError:
-                raise IndexDamaged(f"{name} is missing") from None
+                raise IndexDamaged(f"{self.name}/{name} is missing") from None
             expected = manifest[name]
             if st.st_size != expected["size"]:
                 raise IndexDamaged(
-                    f"{name} is {st.st_size:,} bytes, its manifest says {expected['size']:,}"
+                    f"{self.name}/{name} is {st.st_size:,} bytes, "
+                    f"its manifest says {expected['size']:,}"
                 )
             if verify and file_checksum(path) != expected["crc32"]:
-                raise IndexDamaged(f"{name} does not match its checksum")
+                raise IndexDamaged(f"{self.name}/{name} does not match its checksum")
             stats.append((st.st_ino, st.st_size, st.st_mtime_ns))
         return stats
 
     def intact(self) -> bool:
         """Whether the files are still the ones opened: same inode, size and mtime each.
 
-        A few ``stat`` calls, made before every lookup: a file truncated under the mmap
-        would otherwise kill the process (SIGBUS) when the lookup reads past its new end.
-        False also when another process swapped in a new index (reopen it then).
+        A file truncated under the mmap would otherwise kill the process (SIGBUS) when a
+        lookup reads past its new end.
         """
         stat = os.stat
         try:
@@ -528,31 +807,297 @@ class Index:
             return False
         return True
 
-    @classmethod
-    def load(
-        cls, directory: Path, verify: bool = True, version: int | None = None, quiet: bool = False
-    ) -> Index | None:
-        """The index at ``directory``, or None if there is none, it is unreadable, damaged or
-        (with ``version``) of another corpus version.
+    def bigram_terms(self) -> np.ndarray:
+        """Which of the segment's terms are bigrams (contain a space), vectorized."""
+        if self._bigram is None:
+            blob = self.vocab.blob
+            data = np.frombuffer(blob, dtype=np.uint8) if len(blob) else np.zeros(0, np.uint8)
+            spaces = np.flatnonzero(data == 32)
+            owner = np.searchsorted(np.asarray(self.vocab.offsets_array), spaces, side="right") - 1
+            flags = np.zeros(self.n_terms, dtype=bool)
+            flags[owner] = True
+            self._bigram = flags
+        return self._bigram
 
-        A damaged index (see ``_check``) is logged, one line, for the caller rebuilds it.
+
+class _GenerationVocabulary:
+    """The generation's terms: the main segment's, then terms only deltas have (unigrams)."""
+
+    def __init__(self, main: Segment, extra_terms: list[str], live: np.ndarray):
+        self._main = main.vocab
+        self._n_main = main.n_terms
+        self._extra = extra_terms
+        self._extra_ids = {t: self._n_main + i for i, t in enumerate(extra_terms)}
+        self._live = live
+        self.size = self._n_main + len(extra_terms)
+
+    def id_of(self, term: str) -> int:
+        """The term's id, or -1 when no (live) paper contains it."""
+        tid = self._main.id_of(term)
+        if tid < 0:
+            tid = self._extra_ids.get(term, -1)
+        return tid if tid >= 0 and self._live[tid] else -1
+
+    def term(self, term_id: int) -> str:
+        if term_id < self._n_main:
+            return self._main.term(term_id)
+        return self._extra[term_id - self._n_main]
+
+    def with_prefix(self, prefix: str, limit: int = 5000) -> list[str]:
+        """Terms starting with ``prefix`` (for "did you mean" suggestions)."""
+        found = self._main.with_prefix(prefix, limit)
+        found += [t for t in self._extra if t.startswith(prefix)]
+        return [t for t in found if self.id_of(t) >= 0][:limit]
+
+
+class Index:
+    """The serving generation: every segment searched at once with one consistent ranking.
+
+    Read-only and thread-safe: every query allocates its own buffers. Documents are numbered
+    in rowid order over all segments (``rowids`` is sorted); a deleted document keeps a
+    number but is never returned (``live``). Term ids are the main segment's, then the
+    deltas' new unigrams.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        verify: bool = True,
+        version: int | None = None,
+        segments: dict[str, Segment] | None = None,
+    ):
+        """Open the generation CURRENT names; raises ``IndexDamaged`` when a file fails its
+        manifest. With ``version``, a generation of another corpus version is refused.
+        ``segments`` (name -> Segment) are reused when intact: a new generation then costs
+        only its new segments and the statistics below.
+        """
+        self.directory = Path(directory)
+        current_path = self.directory / CURRENT
+        st = os.stat(current_path)
+        self._current_stat = (st.st_ino, st.st_size, st.st_mtime_ns)
+        self.meta = read_current(self.directory)
+        if self.meta is None:
+            raise ValueError("no index of this format")
+        if version is not None and self.meta.get("corpus_version") != version:
+            raise ValueError("index of another corpus version")
+        cache = segments if segments is not None else {}
+        self.segments: list[Segment] = []
+        deleted: list[np.ndarray] = []
+        self._deletion_stats = []
+        for entry in self.meta["segments"]:
+            segment = cache.get(entry["name"])
+            if segment is None or not segment.intact():
+                segment = Segment(self.directory / entry["name"], verify=verify)
+            self.segments.append(segment)
+            deleted.append(self._deletions(entry, verify))
+        self._assemble(deleted)
+
+    def _deletions(self, entry: dict, verify: bool) -> np.ndarray:
+        info = entry.get("deleted")
+        if not info:
+            return np.zeros(0, np.int64)
+        path = self.directory / info["file"]
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise IndexDamaged(f"{info['file']} is missing") from None
+        if st.st_size != info["size"] or (verify and file_checksum(path) != info["crc32"]):
+            raise IndexDamaged(f"{info['file']} does not match its manifest")
+        self._deletion_stats.append((str(path), (st.st_ino, st.st_size, st.st_mtime_ns)))
+        return np.load(path).astype(np.int64)
+
+    def _assemble(self, deleted: list[np.ndarray]) -> None:
+        """Global term ids, document numbers, idf and pivoted norms over all segments."""
+        main = self.segments[0]
+        n_main = main.n_terms
+        sorted_hashes = np.asarray(main.term_hashes)[main.hash_order]
+        extra_terms: list[str] = []
+        extra_of_hash: dict[int, int] = {}
+        self._to_global: list[np.ndarray | None] = [None]
+        keep_new_bigrams = int(main.meta.get("min_bigram_df", MIN_BIGRAM_DF)) <= 1
+        for segment in self.segments[1:]:
+            hashes = np.asarray(segment.term_hashes)
+            pos = np.minimum(np.searchsorted(sorted_hashes, hashes), max(n_main - 1, 0))
+            found = sorted_hashes[pos] == hashes if n_main else np.zeros(len(hashes), bool)
+            to_global = np.full(segment.n_terms, -1, dtype=np.int64)
+            to_global[found] = np.asarray(main.hash_order)[pos[found]]
+            # Terms the main segment lacks: a new unigram gets an id; a new bigram waits for
+            # the next full build, as the main segment only holds the bigrams it saw in
+            # ``min_bigram_df`` papers (so a paper's score never depends on its segment).
+            new = ~found if keep_new_bigrams else ~found & ~segment.bigram_terms()
+            new = np.flatnonzero(new)
+            for local in new.tolist():
+                key = int(hashes[local])
+                gid = extra_of_hash.get(key)
+                if gid is None:
+                    gid = extra_of_hash[key] = n_main + len(extra_terms)
+                    extra_terms.append(segment.vocab.term(local))
+                to_global[local] = gid
+            self._to_global.append(to_global)
+        self.n_terms = n_main + len(extra_terms)
+        # Documents: numbered in rowid order over all segments (a deleted copy of a paper
+        # right after its live one), so ``rowids`` is sorted as with a single segment.
+        sizes = [s.n_docs for s in self.segments]
+        bases = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=bases[1:])
+        self.n_docs = int(bases[-1])
+        live = np.ones(self.n_docs, dtype=bool)
+        self._live_local: list[np.ndarray | None] = []
+        for segment, base, gone in zip(self.segments, bases, deleted, strict=False):
+            live[base + gone] = False
+            self._live_local.append(
+                live[base : base + segment.n_docs].copy() if len(gone) else None
+            )
+        rowids = np.concatenate([np.asarray(s.rowids) for s in self.segments])
+        years = np.concatenate([np.asarray(s.years) for s in self.segments])
+        self.venues: list[str] = sorted({v for s in self.segments for v in s.venues})
+        code = {v: i for i, v in enumerate(self.venues)}
+        venue_codes = np.concatenate(
+            [
+                np.asarray([code[v] for v in s.venues], dtype=np.int32)[np.asarray(s.venue_codes)]
+                if s.n_docs
+                else np.zeros(0, np.int32)
+                for s in self.segments
+            ]
+        )
+        if len(self.segments) == 1:
+            order = None
+            self._global: list[np.ndarray] | None = None
+            self._segment_of_doc = self._local_of_doc = None
+        else:
+            order = np.lexsort((~live, rowids))  # concatenated position of each document
+            position = np.empty(self.n_docs, dtype=np.int64)
+            position[order] = np.arange(self.n_docs)
+            self._global = [position[bases[i] : bases[i + 1]] for i in range(len(sizes))]
+            owner = np.repeat(np.arange(len(sizes), dtype=np.int16), sizes)
+            self._segment_of_doc = owner[order]
+            self._local_of_doc = (np.arange(self.n_docs) - bases[owner])[order]
+        self._order = order
+        self._bases = bases
+
+        def arrange(values: np.ndarray) -> np.ndarray:
+            return values if order is None else values[order]
+
+        self.live = arrange(live)
+        self.n_live = int(self.live.sum())
+        self.rowids, self.years = arrange(rowids), arrange(years)
+        self.venue_codes = arrange(venue_codes)
+        live_docs = np.flatnonzero(self.live)
+        by_rowid = np.argsort(self.rowids[live_docs], kind="stable")
+        self._rowid_sorted = self.rowids[live_docs][by_rowid]
+        self._rowid_docs = live_docs[by_rowid]
+        # Document frequencies summed over the segments, minus deleted documents.
+        df = np.zeros(self.n_terms, dtype=np.int64)
+        df[:n_main] = main.df
+        for segment, to_global in zip(self.segments[1:], self._to_global[1:], strict=True):
+            ok = to_global >= 0
+            df += np.bincount(to_global[ok], weights=segment.df[ok], minlength=self.n_terms).astype(
+                np.int64
+            )
+        for i, (segment, gone) in enumerate(zip(self.segments, deleted, strict=True)):
+            if len(gone):
+                terms = np.concatenate(
+                    [segment.x_indices[segment.x_indptr[d] : segment.x_indptr[d + 1]] for d in gone]
+                ).astype(np.int64)
+                if self._to_global[i] is not None:
+                    terms = self._to_global[i][terms]
+                    terms = terms[terms >= 0]
+                df -= np.bincount(terms, minlength=self.n_terms)
+        self.df = df
+        # scikit-learn's smooth idf: ln((1 + n) / (1 + df)) + 1.
+        idf = np.log((1.0 + self.n_live) / (1.0 + df)) + 1.0
+        idf[df <= 0] = 0.0  # a term only deleted papers had is no term at all
+        self.idf = idf.astype(np.float32)
+        self.term_live = df > 0
+        self.vocab = _GenerationVocabulary(main, extra_terms, self.term_live)
+        # Pivoted length normalization from these idfs: each document's norm, then the mean
+        # over the live documents.
+        self._idf_local: list[np.ndarray] = []
+        norms = []
+        for segment, to_global in zip(self.segments, self._to_global, strict=True):
+            if to_global is None:
+                local_idf = self.idf[:n_main]
+            else:
+                local_idf = np.where(to_global >= 0, self.idf[np.maximum(to_global, 0)], 0)
+                local_idf = local_idf.astype(np.float32)
+            self._idf_local.append(local_idf)
+            norms.append(_row_norms(segment, local_idf))
+        all_norms = arrange(np.concatenate(norms) if norms else np.zeros(0))
+        mean = float(all_norms[self.live].mean()) if self.n_live else 1.0
+        pivot = (1 - PIVOT_SLOPE) * mean + PIVOT_SLOPE * all_norms
+        inverse = (1 / np.maximum(pivot, 1e-9)).astype(np.float32)
+        inverse[~self.live] = 0
+        #: 1 / pivoted norm of each document (0 for deleted ones).
+        self.inverse_pivot = inverse
+        self._matrix_xt: sp.csr_matrix | None = None
+        self._live_docs = live_docs
+
+    # -- freshness ---------------------------------------------------------------------------
+
+    def intact(self) -> bool:
+        """Whether this is still the published generation and its files the ones opened.
+
+        A few ``stat`` calls, made before every lookup: False when another process published
+        a new generation (reopen then) or a file was changed under the mmaps.
         """
         try:
-            return cls(directory, verify=verify, version=version)
-        except IndexDamaged as damage:
-            if not quiet:
-                log.warning(
-                    "The search index at %s is damaged (%s); rebuilding it.", directory, damage
-                )
-            return None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+            st = os.stat(self.directory / CURRENT)
+        except OSError:
+            return False
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != self._current_stat:
+            return False
+        for path, expected in self._deletion_stats:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return False
+            if (st.st_ino, st.st_size, st.st_mtime_ns) != expected:
+                return False
+        return all(segment.intact() for segment in self.segments)
+
+    @classmethod
+    def load(
+        cls,
+        directory: Path,
+        verify: bool = True,
+        version: int | None = None,
+        quiet: bool = False,
+        segments: dict[str, Segment] | None = None,
+    ) -> Index | None:
+        """The published generation at ``directory``, or None if there is none, it is
+        unreadable, damaged or (with ``version``) of another corpus version.
+
+        A damaged index (see ``Segment._check``) is logged, one line, for the caller rebuilds
+        it. A generation replaced while it was being opened (its old segments removed) is
+        simply opened again as the new one.
+        """
+        for _attempt in range(5):
+            before = _stat_key(Path(directory) / CURRENT)
+            try:
+                return cls(directory, verify=verify, version=version, segments=segments)
+            except IndexDamaged as damage:
+                if _stat_key(Path(directory) / CURRENT) != before:
+                    continue
+                if not quiet:
+                    log.warning(
+                        "The search index at %s is damaged (%s); rebuilding it.", directory, damage
+                    )
+                return None
+            except (OSError, ValueError, KeyError, TypeError):
+                if _stat_key(Path(directory) / CURRENT) != before:
+                    continue
+                return None
+        return None
 
     @property
     def corpus_version(self) -> int:
         return int(self.meta["corpus_version"])
 
-    # -- queries ---------------------------------------------------------------------------
+    def live_docs(self) -> np.ndarray:
+        """Every document that is not deleted, in order."""
+        return self._live_docs
+
+    # -- queries -----------------------------------------------------------------------------
 
     def vectorize(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The query's TF-IDF vector (term ids, weights), transformed exactly like the papers."""
@@ -569,24 +1114,90 @@ class Index:
         weights /= np.linalg.norm(weights)
         return ids, weights.astype(np.float32)
 
+    def _local(self, i: int, term_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(positions in term_ids, the segment's own term ids) of the terms segment i has."""
+        to_global = self._to_global[i]
+        if to_global is None:
+            at = np.flatnonzero(term_ids < self.segments[0].n_terms)
+            return at, term_ids[at]
+        inverse = self._inverse_maps()[i]
+        keys, values = inverse
+        pos = np.minimum(np.searchsorted(keys, term_ids), max(len(keys) - 1, 0))
+        at = np.flatnonzero(keys[pos] == term_ids) if len(keys) else np.zeros(0, np.int64)
+        return at, values[pos[at]]
+
+    def _inverse_maps(self) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        maps = getattr(self, "_inverse", None)
+        if maps is None:
+            maps = [None]
+            for to_global in self._to_global[1:]:
+                ok = np.flatnonzero(to_global >= 0)
+                order = np.argsort(to_global[ok], kind="stable")
+                maps.append((to_global[ok][order], ok[order]))
+            self._inverse = maps
+        return maps
+
     def postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
-        start, end = self.xt_indptr[term_id], self.xt_indptr[term_id + 1]
-        return self.xt_indices[start:end], self.xt_data[start:end]
+        """(live documents, final weights) of one term, documents ascending."""
+        docs, values = [], []
+        term = np.asarray([term_id], dtype=np.int64)
+        for i, segment in enumerate(self.segments):
+            at, local = self._local(i, term)
+            if not len(at):
+                continue
+            start, end = segment.xt_indptr[local[0]], segment.xt_indptr[local[0] + 1]
+            seg_docs = np.asarray(segment.xt_indices[start:end]).astype(np.int64)
+            if self._live_local[i] is not None:
+                seg_docs = seg_docs[self._live_local[i][seg_docs]]
+                tf = np.asarray(segment.xt_data[start:end])[
+                    self._live_local[i][np.asarray(segment.xt_indices[start:end])]
+                ]
+            else:
+                tf = np.asarray(segment.xt_data[start:end])
+            glob = self._to_docs(i, seg_docs)
+            docs.append(glob)
+            values.append(tf * self._idf_local[i][local[0]] * self.inverse_pivot[glob])
+        if not docs:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        if len(docs) == 1:
+            return docs[0], values[0].astype(np.float32)
+        docs, values = np.concatenate(docs), np.concatenate(values).astype(np.float32)
+        order = np.argsort(docs, kind="stable")
+        return docs[order], values[order]
 
     def score(self, term_ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(documents, scores) of every document sharing a term with the query, unordered.
+        """(documents, scores) of every live document sharing a term with the query, unordered.
 
-        A 1 x terms query vector times the terms x documents matrix: scipy's sparse product
-        walks only the posting lists of the query's own terms, in C.
+        Per segment, a 1 x terms query vector (weights times idf) times the segment's terms x
+        documents matrix of term frequencies: scipy's sparse product walks only the posting
+        lists of the query's own terms, in C; then each document's pivoted norm.
         """
         if not len(term_ids):
             return np.zeros(0, np.int32), np.zeros(0, np.float32)
-        query = sp.csr_matrix(
-            (weights.astype(np.float32), term_ids.astype(np.int32), np.array([0, len(term_ids)])),
-            shape=(1, self.n_terms),
-        )
-        product = (query @ self._xt).tocsr()
-        return product.indices, product.data
+        term_ids = np.asarray(term_ids, dtype=np.int64)
+        weights = np.asarray(weights, dtype=np.float32) * self.idf[term_ids]
+        all_docs, all_scores = [], []
+        for i, segment in enumerate(self.segments):
+            at, local = self._local(i, term_ids)
+            if not len(at):
+                continue
+            query = sp.csr_matrix(
+                (weights[at], local.astype(np.int32), np.array([0, len(at)])),
+                shape=(1, segment.n_terms),
+            )
+            product = (query @ segment.xt).tocsr()
+            docs, scores = product.indices, product.data
+            if self._live_local[i] is not None:
+                keep = self._live_local[i][docs]
+                docs, scores = docs[keep], scores[keep]
+            docs = self._to_docs(i, docs)
+            all_docs.append(docs)
+            all_scores.append((scores * self.inverse_pivot[docs]).astype(np.float32))
+        if not all_docs:
+            return np.zeros(0, np.int32), np.zeros(0, np.float32)
+        if len(all_docs) == 1:
+            return all_docs[0], all_scores[0]
+        return np.concatenate(all_docs), np.concatenate(all_scores)
 
     def matched_terms(self, term_ids: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """How many of the terms each of ``docs`` contains.
@@ -612,16 +1223,38 @@ class Index:
         result: np.ndarray | None = None
         for tid in term_ids:
             if tid < 0:
-                return np.zeros(0, np.int32)
+                return np.zeros(0, np.int64)
             docs = np.asarray(self.postings(tid)[0])
             result = docs if result is None else np.intersect1d(result, docs, assume_unique=True)
             if not len(result):
                 break
-        return np.zeros(0, np.int32) if result is None else result
+        return np.zeros(0, np.int64) if result is None else result
+
+    def _to_docs(self, i: int, local: np.ndarray) -> np.ndarray:
+        """Segment i's own document numbers as the generation's."""
+        if self._global is None:
+            return local.astype(np.int64)
+        return self._global[i][local]
+
+    def _segment_of(self, doc: int) -> tuple[int, int]:
+        if self._segment_of_doc is None:
+            return 0, doc
+        return int(self._segment_of_doc[doc]), int(self._local_of_doc[doc])
 
     def doc_vector(self, doc: int) -> tuple[np.ndarray, np.ndarray]:
-        start, end = self.x_indptr[doc], self.x_indptr[doc + 1]
-        return np.asarray(self.x_indices[start:end]), np.asarray(self.x_data[start:end])
+        """A document's (term ids ascending, final weights)."""
+        i, local = self._segment_of(doc)
+        segment = self.segments[i]
+        start, end = segment.x_indptr[local], segment.x_indptr[local + 1]
+        terms = np.asarray(segment.x_indices[start:end]).astype(np.int64)
+        values = np.asarray(segment.x_data[start:end]) * self._idf_local[i][terms]
+        values = values * self.inverse_pivot[doc]
+        if self._to_global[i] is not None:
+            terms = self._to_global[i][terms]
+        keep = (terms >= 0) & (values > 0)
+        terms, values = terms[keep], values[keep].astype(np.float32)
+        order = np.argsort(terms, kind="stable")
+        return terms[order], values[order]
 
     def contributions(
         self, doc: int, term_ids: np.ndarray, weights: np.ndarray
@@ -637,22 +1270,91 @@ class Index:
         return out
 
     def doc_of_rowid(self, rowid: int) -> int | None:
-        pos = int(np.searchsorted(self.rowids, rowid))
-        return pos if pos < self.n_docs and int(self.rowids[pos]) == rowid else None
+        """The live document of a paper, or None."""
+        pos = int(np.searchsorted(self._rowid_sorted, rowid))
+        if pos < len(self._rowid_sorted) and int(self._rowid_sorted[pos]) == rowid:
+            return int(self._rowid_docs[pos])
+        return None
 
     def docs_of_rowids(self, rowids: Iterable[int]) -> np.ndarray:
         wanted = np.fromiter(rowids, dtype=np.int64)
-        pos = np.searchsorted(self.rowids, wanted)
-        pos = pos[pos < self.n_docs]
-        return pos[np.isin(np.asarray(self.rowids)[pos], wanted)]
+        pos = np.searchsorted(self._rowid_sorted, wanted)
+        pos = pos[pos < len(self._rowid_sorted)]
+        pos = pos[np.isin(self._rowid_sorted[pos], wanted)]
+        return np.sort(self._rowid_docs[pos])
+
+    def score_matrix(self, queries: sp.csr_matrix) -> sp.csr_matrix:
+        """Many queries at once (rows x terms, weights from ``vectorize``): rows x documents
+        of scores, as ``score`` gives them one query at a time (digests score every topic so)."""
+        parts = []
+        queries = sp.csr_matrix(queries)
+        scaled = queries.multiply(self.idf[None, :]).tocsr() if queries.nnz else queries
+        for i, segment in enumerate(self.segments):
+            if self._to_global[i] is None:
+                local = scaled[:, : segment.n_terms]
+            else:
+                keys, values = self._inverse_maps()[i]
+                select = sp.csr_matrix(
+                    (np.ones(len(keys), np.float32), (keys, values)),
+                    shape=(self.n_terms, segment.n_terms),
+                )
+                local = scaled @ select
+            product = (local.astype(np.float32) @ segment.xt).tocsr()
+            scale = self.inverse_pivot[self._to_docs(i, np.arange(segment.n_docs))]
+            parts.append(product @ sp.diags(scale, format="csr"))
+        out = sp.hstack(parts, format="csr") if parts else sp.csr_matrix((queries.shape[0], 0))
+        if self._order is not None:
+            out = out[:, self._order]
+        out.eliminate_zeros()
+        return out
 
     def matrix_xt(self) -> sp.csr_matrix:
-        """The inverted index as a scipy matrix (batch scoring, e.g. all digest topics at once)."""
-        return sp.csr_matrix(
-            (self.xt_data, self.xt_indices, self.xt_indptr), shape=(self.n_terms, self.n_docs)
-        )
+        """The inverted index with final weights, terms x documents, as one scipy matrix
+        (batch scoring). Assembled on first use for this generation: ``score_matrix`` does
+        the same products without materializing it."""
+        if self._matrix_xt is None:
+            parts = []
+            for i, segment in enumerate(self.segments):
+                rows = np.repeat(np.arange(segment.n_terms, dtype=np.int64), segment.df)
+                docs = self._to_docs(i, np.asarray(segment.xt_indices))
+                values = np.asarray(segment.xt_data) * self._idf_local[i][rows]
+                values = values * self.inverse_pivot[docs]
+                if self._to_global[i] is not None:
+                    rows = self._to_global[i][rows]
+                keep = (rows >= 0) & (values > 0)
+                parts.append((rows[keep], docs[keep], values[keep].astype(np.float32)))
+            rows = np.concatenate([p[0] for p in parts])
+            docs = np.concatenate([p[1] for p in parts])
+            values = np.concatenate([p[2] for p in parts])
+            matrix = sp.csr_matrix((values, (rows, docs)), shape=(self.n_terms, self.n_docs))
+            matrix.sort_indices()
+            self._matrix_xt = matrix
+        return self._matrix_xt
 
-    def matrix_x(self) -> sp.csr_matrix:
-        return sp.csr_matrix(
-            (self.x_data, self.x_indices, self.x_indptr), shape=(self.n_docs, self.n_terms)
-        )
+
+def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
+    """Each document's L2 norm of tf * idf: a pass over its nonzeros, whole documents at a
+    time (about ``chunk`` nonzeros), so the temporaries stay small at any corpus size."""
+    indptr = np.asarray(segment.x_indptr)
+    n = len(indptr) - 1
+    out = np.zeros(max(n, 0), dtype=np.float64)
+    doc = 0
+    while doc < n:
+        end = int(np.searchsorted(indptr, indptr[doc] + chunk, side="right")) - 1
+        end = min(max(end, doc + 1), n)
+        a, b = int(indptr[doc]), int(indptr[end])
+        tf = np.asarray(segment.x_data[a:b])
+        weight = idf[np.asarray(segment.x_indices[a:b])]
+        sums = np.zeros(b - a + 1, dtype=np.float64)
+        np.cumsum(np.square(tf * weight, dtype=np.float64), out=sums[1:])
+        out[doc:end] = sums[indptr[doc + 1 : end + 1] - a] - sums[indptr[doc:end] - a]
+        doc = end
+    return np.sqrt(np.maximum(out, 0))
+
+
+def _stat_key(path: Path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)

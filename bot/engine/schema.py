@@ -141,3 +141,34 @@ def m010_author_names(db: Database) -> None:
             [(authors_key(json.loads(authors or "[]")), rowid) for rowid, authors in rows],
         )
         last = rows[-1][0]
+
+
+@migrations()
+def m030_papers_changed_at_version(db: Database) -> None:
+    """The corpus version each paper was last added or changed in, so the index can add only
+    what changed since the version it covers (a delta segment), not rebuild everything.
+
+    Existing papers get 0: any index built before this migration already holds them."""
+    db["papers"].add_column("changed_at_version", int, not_null_default=0)
+    db["papers"].create_index(["changed_at_version"])
+
+
+@migrations()
+def m040_feed_state(db: Database) -> None:
+    """Each PAPERBOY_FEEDS feed's last run: where the next run resumes (the newest paper seen,
+    the server's Last-Modified) and what an operator sees in ``paperboy stats`` (the last
+    success, the last error and how many runs failed in a row)."""
+    db["feed_state"].create(
+        {
+            "feed": str,
+            "newest": str,
+            "last_modified": str,
+            "last_run": str,
+            "last_success": str,
+            "papers": int,
+            "error": str,
+            "failures": int,
+            "retry_after": int,  # seconds the server asked to wait (Retry-After), if it did
+        },
+        pk="feed",
+    )

@@ -39,10 +39,13 @@ from .index import (
     BuildStats,
     Index,
     IndexBuildError,
+    Segment,
+    add_to_index,
     build_index,
     build_lock,
     index_dir_for,
-    stored_version,
+    read_current,
+    writer_busy,
 )
 from .paper import Paper, Rejected
 from .query import Query, QueryError, parse_query
@@ -51,10 +54,10 @@ from .text import analyze, surface_words, words
 SNIPPET_WORDS = 40
 SNIPPET_SCAN_CHARS = 20_000  # a snippet is looked for in this much of the text at most
 WHY_TERMS = 3
-SIMILAR_TERMS = 40
+SIMILAR_TERMS = 40  # a paper's strongest terms stand for it in "similar papers"
 BUILD_RETRY = 30.0  # seconds before a failed index build is tried again; doubles each time
 BUILD_RETRY_MAX = 900.0
-PHRASE_CHECK_LIMIT = 2000  # papers whose text is read to confirm a phrase too rare to index  # a paper's strongest terms stand for it in "similar papers"
+PHRASE_CHECK_LIMIT = 2000  # papers whose text is read to confirm a phrase too rare to index
 
 
 @dataclass
@@ -163,6 +166,7 @@ class Engine:
         self._local = threading.local()
         self._index: Index | None = None
         self._index_lock = threading.Lock()
+        self._segments: dict[str, Segment] = {}  # opened once per process, shared by generations
         self._failure: tuple[float, float, str] | None = None  # (retry after, delay, message)
         self.clock: Callable[[], float] = time.time  # tests inject their own
         self.read_only = self.db_path.exists() and not is_writable(self.db_path)
@@ -226,18 +230,29 @@ class Engine:
         """
         report = IngestReport()
         corpus = self.corpus
-        try:
-            self._ingest_files(paths, corpus, report, progress)
-        except sqlite3.OperationalError as error:
-            raise (storage_error(error, self.db_path) or error) from None
-        if report.counts.changed or self._load_index() is None:
+        # The build lock is held from before the papers are written until the index covering
+        # them is published: readers meanwhile serve the previous generation instead of
+        # building one themselves (a reader that finds the index behind and no writer at work
+        # brings it up to date: that writer died).
+        with build_lock(self.index_dir):
             try:
-                report.index = self.rebuild_index()
-            except IndexBuildError as error:
-                raise IndexBuildError(
-                    f"The papers were saved ({report.summary()}), but {error.message[0].lower()}"
-                    f"{error.message[1:]}"
-                ) from None
+                self._ingest_files(paths, corpus, report, progress)
+            except sqlite3.OperationalError as error:
+                raise (storage_error(error, self.db_path) or error) from None
+            current = read_current(self.index_dir)
+            if (
+                report.counts.changed
+                or current is None
+                or current["corpus_version"] != (corpus.version)
+            ):
+                try:
+                    report.index = self._update_index()
+                except IndexBuildError as error:
+                    raise IndexBuildError(
+                        f"The papers were saved ({report.summary()}), but "
+                        f"{error.message[0].lower()}{error.message[1:]}"
+                    ) from None
+        self._index = self._open_published(verify=False) or self._index
         return report
 
     def _ingest_files(self, paths, corpus: Corpus, report: IngestReport, progress) -> None:
@@ -264,16 +279,25 @@ class Engine:
     # -- the index, kept in step with the corpus --------------------------------------------
 
     def rebuild_index(self) -> BuildStats:
-        """Build the index now (after an ingest); raises IndexBuildError, one sentence."""
-        with self._index_lock, build_lock(self.index_dir):
-            stats = self._build()
-            self._index = Index.load(self.index_dir, verify=False)  # just written
+        """Rebuild the whole index now (one main segment); raises IndexBuildError, one sentence.
+
+        Lookups meanwhile, in this process and others, are answered by the previous generation.
+        """
+        with build_lock(self.index_dir):
+            stats = self._update_index(full=True)
+        self._index = self._open_published(verify=False) or self._index
         return stats
 
-    def _build(self) -> BuildStats:
-        """Build under the build lock, keeping track of failures for the back-off."""
+    def _update_index(self, full: bool = False) -> BuildStats:
+        """Bring the published index up to the corpus, under the build lock: a delta segment
+        with what changed, or a full build when there is no (intact) index to add to.
+        Failures are remembered for the back-off."""
         try:
-            stats = build_index(self.corpus, self.index_dir)
+            # Checksums too (once per process): a delta is never added to a damaged segment.
+            if full or self._open_published(quiet=True) is None:
+                stats = build_index(self.corpus, self.index_dir)
+            else:
+                stats = add_to_index(self.corpus, self.index_dir)
         except IndexBuildError as error:
             previous = self._backoff()
             delay = min(2 * previous[1], BUILD_RETRY_MAX) if previous else BUILD_RETRY
@@ -283,6 +307,13 @@ class Engine:
         self._failure = None
         self._failed_marker().clear()
         return stats
+
+    def _open_published(self, verify: bool = True, quiet: bool = False) -> Index | None:
+        """The generation published now, reusing the segments this process has open."""
+        index = Index.load(self.index_dir, verify=verify, quiet=quiet, segments=self._segments)
+        if index is not None:
+            self._segments = {segment.name: segment for segment in index.segments}
+        return index
 
     def _failed_marker(self) -> _FailedBuild:
         return _FailedBuild(Path(f"{self.index_dir}.failed"))
@@ -296,57 +327,63 @@ class Engine:
         """
         return self._failure or self._failed_marker().read()
 
-    def _load_index(self, quiet: bool = False) -> Index | None:
-        return Index.load(self.index_dir, version=self.corpus.version, quiet=quiet)
-
     @property
     def index(self) -> Index:
-        """The index for the corpus as it is now: reloaded or rebuilt when the corpus changed.
+        """The newest complete index: reopened when another process published a new one.
 
-        Costs one small SQL query and a few ``stat`` calls per call; another process's ingest
-        is picked up on the next lookup, a stale index is never served while a fresh one can
-        be built, and a damaged one never (it is rebuilt). When a build fails (a full disk),
-        the index there was keeps serving and the build is retried only after a back-off
-        (``BUILD_RETRY`` doubling up to ``BUILD_RETRY_MAX`` seconds), not on every lookup; with
-        no index to fall back on, lookups raise the build's one-sentence IndexBuildError.
+        Costs one small SQL query and a few ``stat`` calls per call. A lookup never waits for
+        a writer: while one is adding papers (it holds the build lock) the previous
+        generation answers. Only when the index is behind the corpus with no writer at work
+        (one died mid-way) does a lookup bring it up to date, and only with no index at all
+        does it wait for a build. A damaged index is never served (it is rebuilt). When a
+        build fails (a full disk), the index there was keeps serving and the build is retried
+        only after a back-off (``BUILD_RETRY`` doubling up to ``BUILD_RETRY_MAX`` seconds);
+        with no index to fall back on, lookups raise the build's one-sentence IndexBuildError.
         """
         version = self.corpus.version
         index = self._index
-        if index is not None and index.corpus_version == version and index.intact():
+        if index is not None and index.intact() and self._serves(index, version):
             return index
         with self._index_lock:
             index = self._index
-            if index is None or index.corpus_version != version or not index.intact():
-                index = self._refresh(index)
+            if index is None or not index.intact() or not self._serves(index, version):
+                index = self._refresh(index, version)
                 self._index = index
         return index
 
-    def _refresh(self, current: Index | None) -> Index:
-        """A fresh index: reopened from disk, else built; a previous one while builds fail."""
+    def _serves(self, index: Index, version: int) -> bool:
+        """Whether ``index`` may answer: it covers the corpus, or a writer is bringing the
+        published index up to date (then the newest complete one answers meanwhile)."""
+        return index.corpus_version == version or writer_busy(self.index_dir)
+
+    def _refresh(self, current: Index | None, version: int) -> Index:
+        """The newest published index; brought up to date first when no writer is at work."""
         if current is not None and not current.intact():
             current = None  # changed under us: never read it again
         failure = self._backoff()
         if failure and self.clock() < failure[0]:
-            if stored_version(self.index_dir) == self.corpus.version:
-                fresh = self._load_index()  # another process built it meanwhile
-                if fresh is not None:
-                    self._failure = None
-                    return fresh
-            fallback = current or Index.load(self.index_dir)
+            newest = self._open_published()
+            if newest is not None and newest.corpus_version == version:
+                self._failure = None  # another process built it meanwhile
+                return newest
+            fallback = newest or current
             if fallback is not None:
                 return fallback
             raise IndexBuildError(failure[2])
-        index = self._load_index()
-        if index is not None:
-            return index
+        newest = self._open_published()
+        if newest is not None and self._serves(newest, version):
+            return newest
         try:
-            with build_lock(self.index_dir):
-                index = self._load_index(quiet=True)  # another process may have just built it
-                if index is None:
-                    self._build()
-                    index = Index.load(self.index_dir, verify=False)
+            # With an index to serve, never wait: a writer that just started will publish.
+            with build_lock(self.index_dir, wait=newest is None) as held:
+                if not held:
+                    return newest
+                index = self._open_published(quiet=True)
+                if index is None or index.corpus_version != self.corpus.version:
+                    self._update_index(full=index is None)
+                    index = self._open_published(verify=False)
         except IndexBuildError as error:
-            fallback = current or Index.load(self.index_dir)
+            fallback = current or newest or Index.load(self.index_dir, quiet=True)
             if fallback is None:
                 raise
             retry = self._failure[1] if self._failure else BUILD_RETRY
@@ -444,7 +481,7 @@ class Engine:
         if ranked_terms:
             candidates, scores = index.score(term_ids, weights)
         else:  # filters only: every paper that passes them, newest first
-            candidates = np.arange(index.n_docs)
+            candidates = index.live_docs()
             scores = np.asarray(index.years, dtype=np.float32) / 10_000
         keep = np.ones(len(candidates), dtype=bool)
         for phrase in query.phrases:

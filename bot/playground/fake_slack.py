@@ -64,7 +64,6 @@ class Event:
     replace_original: bool = False
     delete_original: bool = False
     response_type: str | None = None
-    metadata: dict[str, Any] | None = None
     view: dict[str, Any] | None = None  # kind "view": a modal opened with views.open
 
     def to_dict(self) -> dict[str, Any]:
@@ -277,7 +276,7 @@ class FakeSlack:
         if self._server is not None:
             raise RuntimeError("FakeSlack is already running")
         self._server = _Server(("127.0.0.1", 0), self)
-        # A short poll interval keeps stop(), and so every test's teardown, fast.
+        # A short poll interval keeps stop() fast (the playground's Ctrl-C, a test's teardown).
         poll = {"poll_interval": 0.02}
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs=poll, daemon=True)
         self._thread.start()
@@ -318,7 +317,7 @@ class FakeSlack:
         real_name: str | None = None,
         deleted: bool = False,
     ) -> None:
-        ZoneInfo(tz)  # a typo fails here, in the test, not inside a request thread
+        ZoneInfo(tz)  # a typo fails here, in the caller, not inside a request thread
         with self._lock:
             self._users[user_id] = {"tz": tz, "real_name": real_name, "deleted": deleted}
 
@@ -422,7 +421,7 @@ class FakeSlack:
         return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
 
     def _emit(self, kind: str, channel: str | None, source: dict[str, Any], **extra: Any) -> None:
-        content = {k: source.get(k) for k in ("ts", "text", "blocks", "metadata")}
+        content = {k: source.get(k) for k in ("ts", "text", "blocks")}
         event = Event(len(self._events) + 1, kind, channel, **copy.deepcopy({**content, **extra}))
         self._events.append(event)
 
@@ -670,7 +669,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
-        """Silence the per-request stderr lines; tests read ``FakeSlack.calls`` instead."""
+        """Silence the per-request stderr lines (the playground page shows what happened)."""
 
     def do_GET(self) -> None:
         self._serve()
