@@ -119,7 +119,13 @@ def test_an_on_demand_digest_keeps_the_time_of_its_first_claim_when_retaken(engi
 
 
 def test_a_scheduled_claim_keeps_the_time_of_its_first_claim_when_retaken(engine) -> None:
-    Ledger(engine.db, "dead").claim("U1:2024-03-04", "U1", "2024-03-04", plan("U1", "p1"), T0)
+    first = Ledger(engine.db, "dead").claim(
+        "U1:2024-03-04", "U1", "2024-03-04", plan("U1", "p1"), T0
+    )
+    assert first.first_claimed_at == to_iso(T0)
+    at_the_bar = T0 + STALE_CLAIM  # not stale yet: older than STALE_CLAIM is
+    other = Ledger(engine.db, "other")
+    assert other.claim("U1:2024-03-04", "U1", "2024-03-04", plan("U1", "p1"), at_the_bar) is None
     later = T0 + STALE_CLAIM + timedelta(minutes=5)
     retaken = Ledger(engine.db, "alive").claim(
         "U1:2024-03-04", "U1", "2024-03-04", plan("U1", "p2"), later
