@@ -19,9 +19,11 @@ Each segment holds, for its documents (papers, in ``rowid`` order):
   term's 64-bit hash, so segments' vocabularies are matched with numpy, not string by string.
 
 Segments store each term's *sublinear term frequency* (``1 + ln(weighted count)``), not a
-final weight: the idf and the pivoted length normalization are computed when a generation
-is opened, from document frequencies summed over all segments (minus deleted documents), so
-a paper scores the same whichever segment holds it. Small batches of papers go into small
+final weight: the idf and the pivoted length normalization come from document frequencies
+summed over all segments (minus deleted documents), so a paper scores the same whichever
+segment holds it. The norms (a pass over every posting) are computed once, by the writer,
+and stored with the generation (``gen-NNNNNN.norms.npy``, named in CURRENT): a reader that
+notices a new generation only maps it, so no lookup stalls on the statistics. Small batches of papers go into small
 *delta* segments (the parse-and-count cost of the batch only); a paper that changed is
 added again in the delta and deleted (a tombstone) in the older segment. Deltas are merged
 when they grow (``MAX_DELTAS``, ``MERGE_SHARE``).
@@ -65,7 +67,8 @@ TITLE_WEIGHT = 2
 KEYWORD_WEIGHT = 3
 # Bump whenever analysis, weighting or the files change: an index built the old way is then
 # rebuilt once. 3: meta.json lists every file's size and CRC-32. 4: segments and CURRENT.
-FORMAT_VERSION = 4
+# 5: each generation stores its papers' pivoted norms.
+FORMAT_VERSION = 5
 #: Pivoted length normalization (Singhal et al., 1996): a document's vector is divided by
 #: ``(1 - slope) * mean_norm + slope * norm`` instead of its own L2 norm, so long abstracts are
 #: penalised a little less than by plain cosine. 0.6 measured best on the dev queries
@@ -411,8 +414,16 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
         "segments": segments,
         "published_at": time.time(),
     }
+    # The statistics summed over the segments, computed once here by the writer: a reader
+    # opening this generation then maps them instead of a pass over every posting.
+    norms_name = f"gen-{generation:06d}.norms.npy"
     tmp = directory / f"{CURRENT}.tmp-{os.getpid()}"
     try:
+        inverse_pivot = Index(directory, verify=False, current=current).inverse_pivot
+        current["norms"] = {
+            "file": norms_name,
+            **_write_file(directory / norms_name, inverse_pivot),
+        }
         _write_file(tmp, json.dumps(current).encode())
         os.replace(tmp, directory / CURRENT)
         fd = os.open(directory, os.O_RDONLY)
@@ -421,8 +432,9 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
         finally:
             os.close(fd)
     except OSError as error:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        for path in (tmp, directory / norms_name):
+            with contextlib.suppress(OSError):
+                path.unlink()
         raise IndexBuildError(_build_error(directory, error)) from None
     _collect_garbage(directory, current)
     return current
@@ -445,7 +457,7 @@ def _collect_garbage(directory: Path, current: dict) -> None:
     A process still reading an old segment keeps its mmapped pages (POSIX) and moves to the
     new generation on its next lookup.
     """
-    keep = {CURRENT}
+    keep = {CURRENT, current["norms"]["file"]}
     for entry in current["segments"]:
         keep.add(entry["name"])
         if entry.get("deleted"):
@@ -865,17 +877,21 @@ class Index:
         verify: bool = True,
         version: int | None = None,
         segments: dict[str, Segment] | None = None,
+        current: dict | None = None,
     ):
         """Open the generation CURRENT names; raises ``IndexDamaged`` when a file fails its
         manifest. With ``version``, a generation of another corpus version is refused.
         ``segments`` (name -> Segment) are reused when intact: a new generation then costs
-        only its new segments and the statistics below.
+        only its new segments. ``current``: a generation about to be published (the writer
+        computes its norms), instead of the one CURRENT names.
         """
         self.directory = Path(directory)
-        current_path = self.directory / CURRENT
-        st = os.stat(current_path)
-        self._current_stat = (st.st_ino, st.st_size, st.st_mtime_ns)
-        self.meta = read_current(self.directory)
+        if current is None:
+            st = os.stat(self.directory / CURRENT)
+            self._current_stat = (st.st_ino, st.st_size, st.st_mtime_ns)
+            self.meta = read_current(self.directory)
+        else:
+            self._current_stat, self.meta = None, current
         if self.meta is None:
             raise ValueError("no index of this format")
         if version is not None and self.meta.get("corpus_version") != version:
@@ -890,7 +906,21 @@ class Index:
                 segment = Segment(self.directory / entry["name"], verify=verify)
             self.segments.append(segment)
             deleted.append(self._deletions(entry, verify))
-        self._assemble(deleted)
+        self._assemble(deleted, self._stored_norms(verify))
+
+    def _stored_norms(self, verify: bool) -> np.ndarray | None:
+        """The generation's 1 / pivoted norms, as its writer stored them (None: not yet)."""
+        info = self.meta.get("norms")
+        if not info:
+            return None
+        path = self.directory / info["file"]
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise IndexDamaged(f"{info['file']} is missing") from None
+        if st.st_size != info["size"] or (verify and file_checksum(path) != info["crc32"]):
+            raise IndexDamaged(f"{info['file']} does not match its manifest")
+        return np.load(path)
 
     def _deletions(self, entry: dict, verify: bool) -> np.ndarray:
         info = entry.get("deleted")
@@ -906,8 +936,9 @@ class Index:
         self._deletion_stats.append((str(path), (st.st_ino, st.st_size, st.st_mtime_ns)))
         return np.load(path).astype(np.int64)
 
-    def _assemble(self, deleted: list[np.ndarray]) -> None:
-        """Global term ids, document numbers, idf and pivoted norms over all segments."""
+    def _assemble(self, deleted: list[np.ndarray], inverse_pivot: np.ndarray | None) -> None:
+        """Global term ids, document numbers, idf and pivoted norms over all segments (the
+        norms are computed only when the generation has none stored: by its writer)."""
         main = self.segments[0]
         n_main = main.n_terms
         sorted_hashes = np.asarray(main.term_hashes)[main.hash_order]
@@ -1021,14 +1052,18 @@ class Index:
                 local_idf = np.where(to_global >= 0, self.idf[np.maximum(to_global, 0)], 0)
                 local_idf = local_idf.astype(np.float32)
             self._idf_local.append(local_idf)
-            norms.append(_row_norms(segment, local_idf))
-        all_norms = arrange(np.concatenate(norms) if norms else np.zeros(0))
-        mean = float(all_norms[self.live].mean()) if self.n_live else 1.0
-        pivot = (1 - PIVOT_SLOPE) * mean + PIVOT_SLOPE * all_norms
-        inverse = (1 / np.maximum(pivot, 1e-9)).astype(np.float32)
-        inverse[~self.live] = 0
+            if inverse_pivot is None:
+                norms.append(_row_norms(segment, local_idf))
+        if inverse_pivot is None:
+            all_norms = arrange(np.concatenate(norms) if norms else np.zeros(0))
+            mean = float(all_norms[self.live].mean()) if self.n_live else 1.0
+            pivot = (1 - PIVOT_SLOPE) * mean + PIVOT_SLOPE * all_norms
+            inverse_pivot = (1 / np.maximum(pivot, 1e-9)).astype(np.float32)
+            inverse_pivot[~self.live] = 0
+        elif len(inverse_pivot) != self.n_docs:
+            raise IndexDamaged(f"{self.meta['norms']['file']} does not match its segments")
         #: 1 / pivoted norm of each document (0 for deleted ones).
-        self.inverse_pivot = inverse
+        self.inverse_pivot = np.asarray(inverse_pivot, dtype=np.float32)
         self._matrix_xt: sp.csr_matrix | None = None
         self._live_docs = live_docs
 
