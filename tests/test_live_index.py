@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import bot.engine.index as index_module
+from bot.cli import main as cli_main
 from bot.engine.index import Index, read_current
 from bot.engine.search import Engine
 from bot.settings import SEED_DIR
@@ -289,6 +291,23 @@ def test_a_reader_opens_a_new_generation_without_recomputing_the_norms(
     for query in queries:
         same_top(reader, fresh, query)
     assert len(read_current(reader.index_dir)["segments"]) == 2  # the delta was opened
+
+
+def test_stats_counts_each_updated_paper_once(tmp_path, sentences, monkeypatch):
+    """An updated paper's old copy stays in its segment (deleted) until the next merge;
+    ``paperboy stats`` counts the papers a lookup can find."""
+    monkeypatch.setattr(index_module, "MERGE_SHARE", 0.5)  # keep the tombstones
+    papers = make_papers(sentences, "s", 60, seed=14)
+    db = tmp_path / "s.db"
+    Engine.open(db).ingest([write_jsonl(tmp_path / "a.jsonl", papers)])
+    revised = [{**p, "abstract": p["abstract"] + " Revised."} for p in papers[:5]]
+    Engine.open(db).ingest([write_jsonl(tmp_path / "b.jsonl", revised)])
+    assert Engine.open(db).index.n_docs == 65  # the 5 old copies, deleted, still there
+    result = CliRunner().invoke(cli_main, ["--db", str(db), "stats", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["index"]["documents"] == 60
+    text = CliRunner().invoke(cli_main, ["--db", str(db), "stats"]).stdout
+    assert "over 60 papers" in text
 
 
 READER_SCRIPT = """
