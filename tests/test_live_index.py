@@ -369,7 +369,7 @@ def test_a_reader_process_never_waits_for_a_writer(tmp_path, sentences, monkeypa
 def published(engine: Engine) -> set[str]:
     """The files and folders the published generation names."""
     current = read_current(engine.index_dir)
-    names = {"CURRENT", current["norms"]["file"]}
+    names = {"CURRENT", current["norms"]["file"], current["impacts"]["file"]}
     for entry in current["segments"]:
         names.add(entry["name"])
         if entry["deleted"]:

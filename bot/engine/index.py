@@ -50,7 +50,7 @@ import shutil
 import time
 import zlib
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,8 +67,8 @@ TITLE_WEIGHT = 2
 KEYWORD_WEIGHT = 3
 # Bump whenever analysis, weighting or the files change: an index built the old way is then
 # rebuilt once. 3: meta.json lists every file's size and CRC-32. 4: segments and CURRENT.
-# 5: each generation stores its papers' pivoted norms.
-FORMAT_VERSION = 5
+# 5: each generation stores its papers' pivoted norms. 6: and each term's best impact.
+FORMAT_VERSION = 6
 #: Pivoted length normalization (Singhal et al., 1996): a document's vector is divided by
 #: ``(1 - slope) * mean_norm + slope * norm`` instead of its own L2 norm, so long abstracts are
 #: penalised a little less than by plain cosine. 0.6 measured best on the dev queries
@@ -417,12 +417,17 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
     # The statistics summed over the segments, computed once here by the writer: a reader
     # opening this generation then maps them instead of a pass over every posting.
     norms_name = f"gen-{generation:06d}.norms.npy"
+    impacts_name = f"gen-{generation:06d}.impacts.npy"
     tmp = directory / f"{CURRENT}.tmp-{os.getpid()}"
     try:
-        inverse_pivot = Index(directory, verify=False, current=current).inverse_pivot
+        pending = Index(directory, verify=False, current=current)
         current["norms"] = {
             "file": norms_name,
-            **_write_file(directory / norms_name, inverse_pivot),
+            **_write_file(directory / norms_name, pending.inverse_pivot),
+        }
+        current["impacts"] = {
+            "file": impacts_name,
+            **_write_file(directory / impacts_name, pending.best_impacts()),
         }
         _write_file(tmp, json.dumps(current).encode())
         os.replace(tmp, directory / CURRENT)
@@ -432,7 +437,7 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
         finally:
             os.close(fd)
     except OSError as error:
-        for path in (tmp, directory / norms_name):
+        for path in (tmp, directory / norms_name, directory / impacts_name):
             with contextlib.suppress(OSError):
                 path.unlink()
         raise IndexBuildError(_build_error(directory, error)) from None
@@ -457,7 +462,7 @@ def _collect_garbage(directory: Path, current: dict) -> None:
     A process still reading an old segment keeps its mmapped pages (POSIX) and moves to the
     new generation on its next lookup.
     """
-    keep = {CURRENT, current["norms"]["file"]}
+    keep = {CURRENT, current["norms"]["file"], current["impacts"]["file"]}
     for entry in current["segments"]:
         keep.add(entry["name"])
         if entry.get("deleted"):
@@ -906,11 +911,16 @@ class Index:
                 segment = Segment(self.directory / entry["name"], verify=verify)
             self.segments.append(segment)
             deleted.append(self._deletions(entry, verify))
-        self._assemble(deleted, self._stored_norms(verify))
+        self._assemble(deleted, self._stored("norms", verify))
+        #: Each term's highest ``tf / pivoted norm`` over the live papers (for MaxScore);
+        #: None while the writer computes it (``best_impacts``).
+        self.impacts = self._stored("impacts", verify)
+        if self.impacts is not None and len(self.impacts) != self.n_terms:
+            raise IndexDamaged(f"{self.meta['impacts']['file']} does not match its segments")
 
-    def _stored_norms(self, verify: bool) -> np.ndarray | None:
-        """The generation's 1 / pivoted norms, as its writer stored them (None: not yet)."""
-        info = self.meta.get("norms")
+    def _stored(self, key: str, verify: bool) -> np.ndarray | None:
+        """An array the generation's writer stored with it (None: not yet)."""
+        info = self.meta.get(key)
         if not info:
             return None
         path = self.directory / info["file"]
@@ -1200,6 +1210,137 @@ class Index:
         order = np.argsort(docs, kind="stable")
         return docs[order], values[order]
 
+    def best_impacts(self, chunk: int = 1 << 22) -> np.ndarray:
+        """Each term's highest ``tf x 1 / pivoted norm`` over the live papers: a term's best
+        possible contribution to a score is its query weight x idf x this (MaxScore's bound).
+        A pass over every posting, a few terms' postings at a time; done by the writer."""
+        out = np.zeros(self.n_terms, dtype=np.float32)
+        for i, segment in enumerate(self.segments):
+            indptr = np.asarray(segment.xt_indptr)
+            term = 0
+            while term < segment.n_terms:
+                end = int(np.searchsorted(indptr, indptr[term] + chunk, side="right")) - 1
+                end = min(max(end, term + 1), segment.n_terms)
+                a, b = int(indptr[term]), int(indptr[end])
+                if b > a:
+                    docs = self._to_docs(i, np.asarray(segment.xt_indices[a:b]))
+                    values = np.asarray(segment.xt_data[a:b]) * self.inverse_pivot[docs]
+                    rows = np.flatnonzero(np.diff(indptr[term : end + 1]) > 0)
+                    best = np.maximum.reduceat(values, indptr[term + rows] - a)
+                    rows = rows + term
+                    if self._to_global[i] is not None:
+                        rows = self._to_global[i][rows]
+                        best, rows = best[rows >= 0], rows[rows >= 0]
+                    np.maximum.at(out, rows, best)
+                term = end
+        return out
+
+    def top_candidates(
+        self,
+        term_ids: np.ndarray,
+        weights: np.ndarray,
+        want: int,
+        passes: Callable[[np.ndarray], np.ndarray],
+        coordinate: bool,
+        budget: int = 1000,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(documents, final scores) among which are the ``want`` best, without walking every
+        posting list: MaxScore (Turtle and Flood, 1995).
+
+        The terms are taken by their best possible contribution (``impacts``), highest
+        first; each new document of a term's posting list is scored exactly (every query
+        term, by bisection in the other lists, added in ``score``'s order, so the score is
+        the same to the bit), kept if it ``passes`` the filters, and coordinated (x the
+        squared share of the query's terms it has). Once the want-th best final score
+        exceeds what the remaining terms together could give, a document only they contain
+        cannot enter the top: their posting lists are never walked. Coordination only lowers
+        a score, so this is exact with it too. None when that would score more than
+        ``budget`` documents one by one: the exhaustive product (``score``) is cheaper then.
+        """
+        term_ids = np.asarray(term_ids, dtype=np.int64)
+        weights = np.asarray(weights, dtype=np.float32) * self.idf[term_ids]
+        bound = weights.astype(np.float64) * self.impacts[term_ids]
+        order = np.argsort(-bound, kind="stable")
+        # What the terms from the j-th on could add at most (a margin for float rounding).
+        rest = np.append(np.cumsum(bound[order][::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12
+        lists = []  # per segment: (query positions it has, posting list bounds)
+        for i, segment in enumerate(self.segments):
+            at, local = self._local(i, term_ids)
+            lists.append((at, segment.xt_indptr[local], segment.xt_indptr[local + 1]))
+        n_terms = np.float32(len(term_ids))
+        seen = [np.zeros(0, np.int64) for _ in self.segments]
+        found_docs, found_scores = [], []
+        best = np.zeros(0, np.float32)  # the want best final scores so far
+
+        def score_new(positions: list[int]) -> bool:
+            """Score the documents of these terms' lists not scored yet; False: over budget."""
+            nonlocal best
+            for i, segment in enumerate(self.segments):
+                at, starts, ends = lists[i]
+                ks = np.flatnonzero(np.isin(at, positions))
+                if not len(ks):
+                    continue
+                parts = [segment.xt_indices[starts[k] : ends[k]] for k in ks.tolist()]
+                already = sum(len(s) for s in seen)
+                if max(len(p) for p in parts) - len(seen[i]) + already > budget:
+                    return False  # over budget whatever the lists share: not worth a union
+                new = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+                new = np.asarray(new).astype(np.int64)
+                if self._live_local[i] is not None:
+                    new = new[self._live_local[i][new]]
+                if len(seen[i]):
+                    new = new[~_sorted_contains(seen[i], new)]
+                if not len(new):
+                    continue
+                if sum(len(s) for s in seen) + len(new) > budget:
+                    return False
+                seen[i] = np.union1d(seen[i], new)
+                total = np.zeros(len(new), dtype=np.float32)
+                matched = np.zeros(len(new), dtype=np.float32)
+                for j in range(len(at)):
+                    posting = segment.xt_indices[starts[j] : ends[j]]
+                    hit = _sorted_contains(posting, new)
+                    if not hit.any():
+                        continue
+                    pos = np.searchsorted(posting, new[hit])
+                    add = np.zeros(len(new), dtype=np.float32)
+                    add[hit] = weights[at[j]] * segment.xt_data[starts[j] + pos]
+                    total += add
+                    matched += hit
+                docs = self._to_docs(i, new)
+                scores = (total * self.inverse_pivot[docs]).astype(np.float32)
+                keep = (total != 0) & passes(docs)
+                docs, scores = docs[keep], scores[keep]
+                if coordinate:
+                    share = matched[keep] / n_terms
+                    scores = scores * share * share
+                found_docs.append(docs)
+                found_scores.append(scores)
+                best = np.concatenate([best, scores])
+                if len(best) > want:
+                    best = best[np.argpartition(best, len(best) - want)[len(best) - want :]]
+            return True
+
+        # One term at a time until there are ``want`` documents (a bar), then at once every
+        # term that could still lift an unseen document over that bar.
+        step = 0
+        while step < len(order):
+            if len(best) < want:
+                if not score_new([int(order[step])]):
+                    return None
+                step += 1
+                continue
+            bar = float(best.min())
+            cut = step
+            while cut < len(order) and rest[cut] >= bar:
+                cut += 1
+            if cut > step and not score_new(order[step:cut].tolist()):
+                return None
+            break
+        if not found_docs:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return np.concatenate(found_docs), np.concatenate(found_scores)
+
     def score(self, term_ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(documents, scores) of every live document sharing a term with the query, unordered.
 
@@ -1365,6 +1506,15 @@ class Index:
             matrix.sort_indices()
             self._matrix_xt = matrix
         return self._matrix_xt
+
+
+def _sorted_contains(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
+    """Which of ``needles`` are in the sorted ``haystack`` (bisection: only touches a few
+    of its pages, however long it is)."""
+    if not len(haystack):
+        return np.zeros(len(needles), dtype=bool)
+    pos = np.minimum(np.searchsorted(haystack, needles), len(haystack) - 1)
+    return haystack[pos] == needles
 
 
 def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
