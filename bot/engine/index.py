@@ -68,7 +68,8 @@ KEYWORD_WEIGHT = 3
 # Bump whenever analysis, weighting or the files change: an index built the old way is then
 # rebuilt once. 3: meta.json lists every file's size and CRC-32. 4: segments and CURRENT.
 # 5: each generation stores its papers' pivoted norms. 6: and each term's best impact.
-FORMAT_VERSION = 6
+# 7: a paper's own vector (``x``) is stored as integer counts (uint8 mostly), not floats.
+FORMAT_VERSION = 7
 #: Pivoted length normalization (Singhal et al., 1996): a document's vector is divided by
 #: ``(1 - slope) * mean_norm + slope * norm`` instead of its own L2 norm, so long abstracts are
 #: penalised a little less than by plain cosine. 0.6 measured best on the dev queries
@@ -85,7 +86,7 @@ _ARRAYS = (
     "xt_data",
     "xt_indices",
     "xt_indptr",
-    "x_data",
+    "x_counts",
     "x_indices",
     "x_indptr",
     "rowids",
@@ -312,9 +313,25 @@ def _count(documents: Iterable[tuple[int, dict]], min_bigram_df: int) -> _Counte
     )
 
 
+def _narrowest_counts(counts: np.ndarray) -> np.ndarray:
+    """Weighted counts (whole numbers) in the narrowest unsigned integer type that holds them."""
+    top = float(counts.max()) if len(counts) else 0.0
+    dtype = np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.uint32
+    return counts.astype(dtype)
+
+
+def sublinear(counts: np.ndarray) -> np.ndarray:
+    """``1 + ln(count)`` in float32, exactly as the term frequencies of ``xt`` were computed."""
+    tf = np.log(np.asarray(counts).astype(np.float32))
+    tf += 1
+    return tf
+
+
 def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes, dict]:
     """The files of a segment: sublinear term frequencies both ways, vocabulary, hashes."""
     x = counted.counts
+    x.sort_indices()
+    x_counts = _narrowest_counts(x.data)
     # Weighted in place: at 872k papers each copy of the matrix is over a gigabyte.
     np.log(x.data, out=x.data)
     x.data += 1
@@ -335,7 +352,7 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
         "xt_data": xt.data.astype(np.float32),
         "xt_indices": xt.indices.astype(np.int32),
         "xt_indptr": xt.indptr.astype(np.int64),
-        "x_data": x.data.astype(np.float32),
+        "x_counts": x_counts,
         "x_indices": x.indices.astype(np.int32),
         "x_indptr": x.indptr.astype(np.int64),
         "rowids": counted.rowids,
@@ -769,7 +786,7 @@ class Segment:
         self.n_terms = int(self.meta["terms"])
         self.xt_data, self.xt_indices = arrays["xt_data"], arrays["xt_indices"]
         self.xt_indptr = arrays["xt_indptr"]
-        self.x_data, self.x_indices = arrays["x_data"], arrays["x_indices"]
+        self.x_counts, self.x_indices = arrays["x_counts"], arrays["x_indices"]
         self.x_indptr = arrays["x_indptr"]
         self.rowids = arrays["rowids"]
         self.years = arrays["years"]
@@ -1423,7 +1440,7 @@ class Index:
         segment = self.segments[i]
         start, end = segment.x_indptr[local], segment.x_indptr[local + 1]
         terms = np.asarray(segment.x_indices[start:end]).astype(np.int64)
-        values = np.asarray(segment.x_data[start:end]) * self._idf_local[i][terms]
+        values = sublinear(segment.x_counts[start:end]) * self._idf_local[i][terms]
         values = values * self.inverse_pivot[doc]
         if self._to_global[i] is not None:
             terms = self._to_global[i][terms]
@@ -1528,7 +1545,7 @@ def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 22) -> np.nd
         end = int(np.searchsorted(indptr, indptr[doc] + chunk, side="right")) - 1
         end = min(max(end, doc + 1), n)
         a, b = int(indptr[doc]), int(indptr[end])
-        tf = np.asarray(segment.x_data[a:b])
+        tf = sublinear(segment.x_counts[a:b])
         weight = idf[np.asarray(segment.x_indices[a:b])]
         sums = np.zeros(b - a + 1, dtype=np.float64)
         np.cumsum(np.square(tf * weight, dtype=np.float64), out=sums[1:])
