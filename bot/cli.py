@@ -99,6 +99,7 @@ def open_engine(
     """
     from .engine.corpus import DatabaseError, NoDatabase  # numpy and scikit-learn: see above
     from .engine.search import Engine
+    from .state import configure as configure_state
 
     seed_dir = settings.seed_dir if write and seed else None
     if seed_dir and not db_path.exists() and not seed_dir.is_dir():
@@ -109,6 +110,7 @@ def open_engine(
         )
         seed_dir = None
     try:
+        configure_state(settings.database_url)  # DATABASE_URL, when set, holds the state
         engine = Engine.open(db_path, seed_dir=seed_dir, create=write)
     except NoDatabase:
         raise click.ClickException(NO_DATABASE.format(path=db_path)) from None
@@ -660,6 +662,51 @@ def send(
     click.echo(summary)
     if counts.get("failed") or counts.get("pending"):
         sys.exit(1)
+
+
+# --- the shared state ------------------------------------------------------------------------
+
+
+@main.command("migrate-state")
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    envvar="DATABASE_URL",
+    metavar="postgresql://...",
+    help="The PostgreSQL database to copy into (default: $DATABASE_URL).",
+)
+@db_option
+@click.pass_context
+def migrate_state(ctx, target: str, db_path) -> None:
+    """Copy this SQLite deployment's shared state (members, topics, digests, sent papers) into
+    PostgreSQL. Safe to run again: rows already there are written again, never doubled."""
+    from .state import StateError, StateStore, database_url, describe
+
+    path = _ctx(ctx, db_path).db_path
+    if not path.exists():
+        raise click.ClickException(f"There is no database at {path} to copy the state from.")
+    try:
+        target_store = StateStore(database_url(target))
+        if not target_store.is_postgres:
+            raise click.UsageError("--to must be a postgresql:// URL.")
+        copied = StateStore(path).copy_to(target_store)
+    except StateError as error:
+        raise click.ClickException(str(error)) from None
+    rows = ", ".join(f"{count(n, name)}" for name, n in _state_rows(copied))
+    click.echo(f"Copied the state of {path} into {describe(target_store.url)}: {rows}.")
+    click.echo("Now set DATABASE_URL to it for every Paperboy process.")
+
+
+def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
+    names = {
+        "members": "member",
+        "topics": "topic",
+        "digests": "digest",
+        "sent_papers": "sent paper",
+        "clock_heartbeat": "clock heartbeat",
+    }
+    return [(names[table], n) for table, n in copied.items()]
 
 
 if __name__ == "__main__":  # pragma: no cover

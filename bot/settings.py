@@ -160,6 +160,9 @@ class Settings:
     http_threads: int = 16
     http_connection_limit: int = 1000
     http_channel_timeout: int = 30
+    # Where the shared state lives: None keeps it in the SQLite database (db_path);
+    # a postgresql:// URL puts it in PostgreSQL, shared by processes on any host.
+    database_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -202,6 +205,13 @@ class Settings:
         http_threads = _positive(env, "PAPERBOY_HTTP_THREADS", 16, problems)
         http_connections = _positive(env, "PAPERBOY_HTTP_CONNECTIONS", 1000, problems)
         http_timeout = _positive(env, "PAPERBOY_HTTP_TIMEOUT", 30, problems)
+        database_url = opt("DATABASE_URL")
+        if database_url and not database_url.startswith(("postgresql://", "postgres://")):
+            scheme = database_url.split("://", 1)[0] if "://" in database_url else database_url
+            problems.append(
+                "DATABASE_URL must be a postgresql:// URL (or unset, to keep the state in the "
+                f"SQLite database), not one starting {scheme[:20]!r}."
+            )
         feeds, feed_problems = parse_feeds(opt("PAPERBOY_FEEDS") or "")
         problems += feed_problems
         arxiv_api_url = opt("PAPERBOY_ARXIV_API_URL") or ARXIV_API_DEFAULT
@@ -231,6 +241,7 @@ class Settings:
             http_threads=http_threads,
             http_connection_limit=http_connections,
             http_channel_timeout=http_timeout,
+            database_url=database_url,
         )
 
     @property

@@ -29,6 +29,8 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
 
+from bot.state import state_of
+
 from . import schedule
 from .delivery import Dispatcher, Outcome
 from .feeds import run_feeds
@@ -216,14 +218,10 @@ class Clock:
 # -- heartbeat ------------------------------------------------------------------------------
 
 
-def write_heartbeat(db: Any, now: datetime, tick_seconds: int, worker: str = "") -> None:
-    db.execute(
-        "insert or replace into clock_heartbeat (name, last_tick, tick_seconds, worker) "
-        "values (?, ?, ?, ?)",
-        [HEARTBEAT, to_iso(now), int(tick_seconds), worker],
-    )
-    if db.conn.in_transaction:
-        db.conn.commit()
+def write_heartbeat(state: Any, now: datetime, tick_seconds: int, worker: str = "") -> None:
+    """The clock's tick, in the shared state (``state``: a ``StateStore`` or the engine's
+    connection, which means the same)."""
+    state_of(state).beat(HEARTBEAT, to_iso(now), tick_seconds, worker)
 
 
 @dataclass
@@ -234,26 +232,15 @@ class ClockHealth:
     stale: bool
 
 
-def clock_health(db: Any, now: datetime) -> ClockHealth:
+def clock_health(state: Any, now: datetime) -> ClockHealth:
     """The clock's last tick; stale when some member's digest is on and no tick was written
     for ``STALE_TICKS`` ticks."""
-    tables = set(db.table_names())
+    store = state_of(state)
+    beat = store.heartbeat(HEARTBEAT)
     last_tick, tick_seconds = None, TICK_SECONDS
-    if "clock_heartbeat" in tables:
-        row = db.execute(
-            "select last_tick, tick_seconds from clock_heartbeat where name = ?", [HEARTBEAT]
-        ).fetchone()
-        if row is not None:
-            last_tick, tick_seconds = from_iso(row[0]), int(row[1] or TICK_SECONDS)
-    digests_on = False
-    if {"members", "topics"} <= tables:
-        digests_on = (
-            db.execute(
-                "select 1 from members m where coalesce(m.digest_enabled, 1) = 1 "
-                "and exists (select 1 from topics t where t.user_id = m.user_id) limit 1"
-            ).fetchone()
-            is not None
-        )
+    if beat is not None:
+        last_tick, tick_seconds = from_iso(beat.last_tick), int(beat.tick_seconds or TICK_SECONDS)
+    digests_on = store.digests_on()
     stale = digests_on and (
         last_tick is None or now - last_tick > timedelta(seconds=STALE_TICKS * tick_seconds)
     )

@@ -23,9 +23,10 @@ Why each crash is safe (the caller posts between ``claim`` and ``record_sent``):
 * after the record: ``sent`` is final; ``sent_papers`` was written in the same transaction, so
   the papers never come again.
 
-Two schedulers running at once: every decision is one ``BEGIN IMMEDIATE`` transaction (SQLite
-lets one writer in at a time), the unique id makes one insert win, and a claim that is still
-fresh is never retaken. A member has at most one digest in flight, so a scheduled digest and
+Two schedulers running at once, on one host or many: every decision is one transaction in which
+nobody else decides for the member (``StateStore.member_transaction``: SQLite's write lock, or
+the member's advisory lock in PostgreSQL), the unique id makes one insert win, and a claim that
+is still fresh (its lease, ``STALE_CLAIM``) is never retaken. A member has at most one digest in flight, so a scheduled digest and
 ``/papers digest now`` cannot send the same papers side by side.
 """
 
@@ -35,13 +36,14 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlite_utils import Database
+
+from bot.state import StateStore, state_of
 
 from .plan import DigestPlan
 from .subscriptions import from_iso, to_iso
@@ -69,23 +71,15 @@ class Claim:
     retaken: bool = False  # a dead worker's claim: it may already be in Slack
 
 
-@contextmanager
-def _write(db: Database) -> Iterator[None]:
-    """One write transaction that takes SQLite's write lock at once (no upgrade races)."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if db.conn.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    else:
-        db.execute("COMMIT")
-
-
 class Ledger:
-    def __init__(self, db: Database, worker: str | None = None):
-        self.db = db
+    """The digests' record in the shared state (``bot.state``), for one worker.
+
+    Made from a ``StateStore`` or, as before the store existed, from the engine's
+    connection (``Ledger(engine.db, worker)``), which means the same store.
+    """
+
+    def __init__(self, store: StateStore | Database, worker: str | None = None):
+        self.store = state_of(store)
         self.worker = worker or worker_name()
 
     @staticmethod
@@ -93,21 +87,15 @@ class Ledger:
         return f"{user_id}:{local_date}"
 
     def get(self, digest_id: str) -> dict[str, Any] | None:
-        cursor = self.db.execute("select * from digests where id = ?", [digest_id])
-        row = cursor.fetchone()
-        return dict(zip([d[0] for d in cursor.description], row, strict=True)) if row else None
+        return self.store.digest(digest_id)
+
+    def latest(self, user_id: str) -> dict[str, Any] | None:
+        """The member's most recent digest (any status), for "last digest" in the App Home."""
+        return self.store.latest_digest(user_id)
 
     def existing(self, digest_ids: Iterable[str]) -> set[str]:
         """Which of these digests already have a row, whatever its status."""
-        ids = list(digest_ids)
-        found: set[str] = set()
-        for start in range(0, len(ids), 5000):
-            batch = ids[start : start + 5000]
-            rows = self.db.execute(
-                f"select id from digests where id in ({','.join('?' * len(batch))})", batch
-            )
-            found.update(r[0] for r in rows)
-        return found
+        return self.store.existing_digests(digest_ids)
 
     def claim(
         self, digest_id: str, user_id: str, local_date: str, plan: DigestPlan, now: datetime
@@ -121,20 +109,21 @@ class Ledger:
         with the content it had.
         """
         stale_before = to_iso(now - STALE_CLAIM)
-        with _write(self.db):
-            row = self.db.execute(
-                "select status, claimed_at, content, channel from digests where id = ?",
-                [digest_id],
-            ).fetchone()
+        with self.store.member_transaction(user_id) as conn:
+            row = self.store.digest(digest_id, conn)
             if row is not None:
-                status, claimed_at, content, channel = row
-                if status == "claimed" and claimed_at < stale_before:
-                    return self._retake(digest_id, user_id, local_date, content, channel, now)
+                if row["status"] == "claimed" and row["claimed_at"] < stale_before:
+                    if not self.store.retake(
+                        conn, digest_id, self.worker, to_iso(now), stale_before
+                    ):
+                        return None
+                    return self._retaken(row, now)
                 return None
-            if self._in_flight(user_id, stale_before):
+            if self.store.in_flight(conn, user_id, stale_before):
                 return None
-            plan = self._unsent(user_id, plan)
-            self._insert(digest_id, user_id, local_date, plan, now)
+            plan = self._unsent(conn, user_id, plan)
+            if not self._insert(conn, digest_id, user_id, local_date, plan, now):
+                return None
         if not plan.size:
             return None
         return Claim(digest_id, user_id, local_date, plan, to_iso(now))
@@ -152,101 +141,71 @@ class Ledger:
         retake path as a scheduled one.
         """
         stale_before = to_iso(now - STALE_CLAIM)
-        with _write(self.db):
-            if self._in_flight(user_id, stale_before):
+        with self.store.member_transaction(user_id) as conn:
+            if self.store.in_flight(conn, user_id, stale_before):
                 return None, "busy"
-            plan = self._unsent(user_id, plan)
+            plan = self._unsent(conn, user_id, plan)
             if not plan.size:
                 return None, "skipped"
-            # The write lock is held, so counting then inserting cannot race another worker.
-            taken = self.db.execute(
-                "select count(*) from digests where user_id = ? and local_date like ?",
-                [user_id, f"{local_minute}#%"],
-            ).fetchone()[0]
+            # Nobody else decides for this member meanwhile, so counting then inserting
+            # cannot race another worker.
+            taken = self.store.count_digests_like(conn, user_id, f"{local_minute}#")
             local_date = f"{local_minute}#{taken + 1}"
             digest_id = self.scheduled_id(user_id, local_date)
-            self._insert(digest_id, user_id, local_date, plan, now)
+            if not self._insert(conn, digest_id, user_id, local_date, plan, now):
+                return None, "busy"
         return Claim(digest_id, user_id, local_date, plan, to_iso(now)), "claimed"
 
-    def _in_flight(self, user_id: str, stale_before: str) -> bool:
-        """Whether the member has a digest claimed by a live worker: one at a time, so a
-        scheduled digest and ``digest now`` never send the same papers side by side."""
-        return (
-            self.db.execute(
-                "select 1 from digests where user_id = ? and status = 'claimed' "
-                "and claimed_at >= ? limit 1",
-                [user_id, stale_before],
-            ).fetchone()
-            is not None
-        )
-
-    def _unsent(self, user_id: str, plan: DigestPlan) -> DigestPlan:
+    def _unsent(self, conn: Any, user_id: str, plan: DigestPlan) -> DigestPlan:
         """The plan without the papers sent to the member since it was made."""
         ids = plan.paper_ids
         if not ids:
             return plan
-        already = {
-            r[0]
-            for r in self.db.execute(
-                "select paper_id from sent_papers where user_id = ? and paper_id in "
-                f"({','.join('?' * len(ids))})",
-                [user_id, *ids],
-            )
-        }
+        already = self.store.sent_among(conn, user_id, ids)
         return plan.keeping(i for i in ids if i not in already)
 
     def _insert(
-        self, digest_id: str, user_id: str, local_date: str, plan: DigestPlan, now: datetime
-    ) -> None:
-        """The digest's row: ``claimed`` when it has papers, else ``skipped`` (finished)."""
-        stamp = to_iso(now)
-        self.db.execute(
-            "insert into digests (id, user_id, local_date, status, claimed_by, claimed_at, "
-            "paper_ids, content, finished_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                digest_id,
-                user_id,
-                local_date,
-                "claimed" if plan.size else "skipped",
-                self.worker,
-                stamp,
-                json.dumps(plan.paper_ids),
-                json.dumps({"first_claimed_at": stamp, "plan": json.loads(plan.to_json())}),
-                None if plan.size else stamp,
-            ],
-        )
-
-    def _retake(
         self,
+        conn: Any,
         digest_id: str,
         user_id: str,
         local_date: str,
-        content: str | None,
-        channel: str | None,
+        plan: DigestPlan,
         now: datetime,
-    ) -> Claim:
-        self.db.execute(
-            "update digests set claimed_by = ?, claimed_at = ? where id = ?",
-            [self.worker, to_iso(now), digest_id],
+    ) -> bool:
+        """The digest's row: ``claimed`` when it has papers, else ``skipped`` (finished)."""
+        stamp = to_iso(now)
+        return self.store.insert_digest(
+            conn,
+            id=digest_id,
+            user_id=user_id,
+            local_date=local_date,
+            status="claimed" if plan.size else "skipped",
+            claimed_by=self.worker,
+            claimed_at=stamp,
+            paper_ids=json.dumps(plan.paper_ids),
+            content=json.dumps({"first_claimed_at": stamp, "plan": json.loads(plan.to_json())}),
+            finished_at=None if plan.size else stamp,
         )
-        data = json.loads(content or "{}")
+
+    def _retaken(self, row: dict[str, Any], now: datetime) -> Claim:
+        user_id = row["user_id"]
+        data = json.loads(row["content"] or "{}")
         plan = DigestPlan.from_json(json.dumps(data.get("plan") or {"user_id": user_id}))
         first = data.get("first_claimed_at") or to_iso(now)
-        return Claim(digest_id, user_id, local_date, plan, first, channel, retaken=True)
+        return Claim(
+            row["id"], user_id, row["local_date"], plan, first, row["channel"], retaken=True
+        )
 
     def retake_stale(self, now: datetime, user_id: str | None = None) -> list[Claim]:
         """Every claim left behind by a worker that stopped (only ``user_id``'s when given),
         now this worker's."""
-        sql = "select id, user_id, local_date from digests where status = 'claimed' and claimed_at < ?"
-        params = [to_iso(now - STALE_CLAIM)]
-        if user_id is not None:
-            sql += " and user_id = ?"
-            params.append(user_id)
-        stale = self.db.execute(sql + " order by claimed_at", params).fetchall()
         claims = []
-        for digest_id, user_id, local_date in stale:
+        for row in self.store.stale_claims(to_iso(now - STALE_CLAIM), user_id):
             # claim() re-checks inside its transaction: another worker may have been first.
-            claim = self.claim(digest_id, user_id, local_date, DigestPlan(user_id), now)
+            claim = self.claim(
+                row["id"], row["user_id"], row["local_date"], DigestPlan(row["user_id"]), now
+            )
             if claim is not None:
                 claims.append(claim)
         return claims
@@ -256,14 +215,10 @@ class Ledger:
 
         False when it is no longer ours: then it must not be posted.
         """
-        cursor = self.db.execute(
-            "update digests set claimed_at = ?, channel = coalesce(?, channel) "
-            "where id = ? and status = 'claimed' and claimed_by = ?",
-            [to_iso(now), channel, claim.digest_id, self.worker],
-        )
-        if cursor.rowcount == 1 and channel:
+        renewed = self.store.renew(claim.digest_id, self.worker, to_iso(now), channel)
+        if renewed and channel:
             claim.channel = channel
-        return cursor.rowcount == 1
+        return renewed
 
     def release(self, claim: Claim, now: datetime) -> None:
         """Let the claim go at once, stale as if its worker had died, so the next run (a tick,
@@ -271,41 +226,18 @@ class Ledger:
         refused because of the token, which an operator is about to replace. Retaking keeps it
         exactly-once as after a crash; a claim this worker made itself (not retaken) was
         certainly not posted, so it also forgets its channel and is posted without a lookup."""
-        self.db.execute(
-            "update digests set claimed_at = ?, channel = case when ? then channel end "
-            "where id = ? and status = 'claimed' and claimed_by = ?",
-            [
-                to_iso(now - STALE_CLAIM - timedelta(seconds=1)),
-                int(claim.retaken),
-                claim.digest_id,
-                self.worker,
-            ],
-        )
-        if self.db.conn.in_transaction:
-            self.db.conn.commit()
+        stale_at = to_iso(now - STALE_CLAIM - timedelta(seconds=1))
+        self.store.release(claim.digest_id, self.worker, stale_at, keep_channel=claim.retaken)
 
     def record_sent(self, claim: Claim, channel: str, ts: str, now: datetime) -> None:
         """The digest is in Slack: mark it sent and its papers as sent, in one transaction."""
-        stamp = to_iso(now)
-        with _write(self.db):
-            self.db.execute(
-                "update digests set status = 'sent', channel = ?, ts = ?, finished_at = ?, "
-                "error = null where id = ? and status = 'claimed'",
-                [channel, ts, stamp, claim.digest_id],
-            )
-            self.db.conn.executemany(
-                "insert or ignore into sent_papers (user_id, paper_id, digest_id, sent_at) "
-                "values (?, ?, ?, ?)",
-                [(claim.user_id, p, claim.digest_id, stamp) for p in claim.plan.paper_ids],
-            )
+        self.store.record_sent(
+            claim.digest_id, claim.user_id, claim.plan.paper_ids, channel, ts, to_iso(now)
+        )
 
     def record_failed(self, claim: Claim, error: str, now: datetime) -> None:
         """Slack refused it for good (or it is too late): its papers stay unsent."""
-        self.db.execute(
-            "update digests set status = 'failed', error = ?, finished_at = ? "
-            "where id = ? and status = 'claimed'",
-            [error, to_iso(now), claim.digest_id],
-        )
+        self.store.record_failed(claim.digest_id, error, to_iso(now))
 
     def expired(self, claim: Claim, now: datetime, grace: timedelta) -> bool:
         """True when a retaken digest is older than the grace period: too late to post."""

@@ -22,8 +22,9 @@ import numpy as np
 
 from bot.engine.index import Index
 from bot.engine.search import Engine
+from bot.state import state_for
 
-from .matching import Matcher, TopicMatch, match_topics
+from .matching import Matcher, TopicMatch, _rowids_of_ids, match_topics
 from .plan import DigestItem, DigestPlan, DigestSection
 from .subscriptions import Subscriptions, Topic, from_iso
 
@@ -69,36 +70,21 @@ class _AddedAt:
 # --- the shared state selection reads (members' sent papers and last digests) -----------------
 
 
-def _where_users(column: str, user_ids: list[str] | None) -> tuple[str, list[str]]:
-    if user_ids is None:
-        return "", []
-    return f" and {column} in ({','.join('?' * len(user_ids))})", list(user_ids)
-
-
 def _sent_docs(engine: Engine, index: Index, user_ids: list[str] | None) -> dict[str, np.ndarray]:
-    where, params = _where_users("s.user_id", user_ids)
-    rows = engine.db.execute(
-        "select s.user_id, p.rowid from sent_papers s join papers p on p.id = s.paper_id "
-        "where 1" + where,
-        params,
-    ).fetchall()
-    by_user: dict[str, list[int]] = {}
-    for user, rowid in rows:
-        by_user.setdefault(user, []).append(rowid)
-    return {u: index.docs_of_rowids(r) for u, r in by_user.items()}
+    """Each member's sent papers as index documents: the ids from the shared state, their
+    rows from this process's corpus (a paper it does not have cannot be chosen anyway)."""
+    sent = state_for(engine.db_path).sent_papers(user_ids)
+    wanted = sorted({paper for papers in sent.values() for paper in papers})
+    rowid_of = dict(_rowids_of_ids(engine, wanted))
+    return {
+        user: index.docs_of_rowids([rowid_of[p] for p in papers if p in rowid_of])
+        for user, papers in sent.items()
+    }
 
 
 def _last_digests(engine: Engine, user_ids: list[str] | None) -> dict[str, str]:
     """When each member's last digest was claimed: later papers are new to them."""
-    where, params = _where_users("user_id", user_ids)
-    return dict(
-        engine.db.execute(
-            "select user_id, max(claimed_at) from digests where status = 'sent'"
-            + where
-            + " group by user_id",
-            params,
-        ).fetchall()
-    )
+    return state_for(engine.db_path).last_digests(user_ids)
 
 
 # --- choosing -----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Members, their topics and their digest preferences, stored in SQLite (no Slack here).
+"""Members, their topics and their digest preferences, kept in the shared state (no Slack here).
 
 A topic is a query in the lookup language (``"graph neural networks" -survey venue:ICLR``).
 Two spellings that match exactly the same papers ("Graph Neural Networks", "graph neural
@@ -23,11 +23,9 @@ from sqlite_utils import Database
 
 from bot.engine.query import parse_query
 from bot.engine.text import words
+from bot.state import StateStore, state_of
 
 MAX_TOPICS = 25
-#: How long a member's write waits for another writer (a slash command's reply can wait that
-#: long; the transactions themselves take milliseconds).
-WRITE_WAIT_SECONDS = 60
 MAX_TOPIC_CHARS = 200
 DEFAULT_TIME = "09:00"
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -233,22 +231,17 @@ def describe_days(days: Iterable[str]) -> str:
 
 
 class Subscriptions:
-    """Members and topics in the Paperboy database. Pass ``now`` to anything that writes.
+    """Members and topics in the shared state (``bot.state``). Pass ``now`` to anything that
+    writes.
 
-    A write that reads first (count the topics, then insert) is one ``BEGIN IMMEDIATE``
-    transaction: it takes the write lock before reading, so thirty members subscribing at
-    once queue for it (``WRITE_WAIT_SECONDS``) instead of failing with "database is locked"
-    (a deferred transaction cannot wait when another writer committed after its read).
-    Single statements are their own transactions and wait on the busy timeout.
+    Made from a ``StateStore`` (``Subscriptions(state_for(engine.db_path))``), or, as before
+    the store existed, from the engine's connection (``Subscriptions(engine.db)``), which
+    means the same store. A write that reads first (count the topics, then add one) is one
+    transaction in which nobody else decides for the member (``StateStore.member_transaction``).
     """
 
-    def __init__(self, db: Database):
-        self.db = db
-
-    def _write(self):
-        from bot.engine.corpus import write_transaction
-
-        return write_transaction(self.db, wait=WRITE_WAIT_SECONDS)
+    def __init__(self, store: StateStore | Database):
+        self.store = state_of(store)
 
     # members
 
@@ -261,23 +254,12 @@ class Subscriptions:
     ) -> list[Member]:
         """Members (all, or those asked for), with their topic counts; by default only those
         whose digest is on."""
-        sql = (
-            "select m.*, (select count(*) from topics t where t.user_id = m.user_id) as n "
-            "from members m"
-        )
-        params: list[Any] = []
-        if user_ids is not None:
-            ids = list(user_ids)
-            if not ids:
-                return []
-            sql += f" where m.user_id in ({','.join('?' * len(ids))})"
-            params = ids
-        cursor = self.db.execute(sql + " order by m.user_id", params)
-        names = [d[0] for d in cursor.description]
+        ids = None if user_ids is None else list(user_ids)
+        if ids is not None and not ids:
+            return []
         members = []
-        for values in cursor:
-            row = dict(zip(names, values, strict=True))
-            member = Member.from_row(row, topic_count=row.pop("n"))
+        for row in self.store.members(ids):
+            member = Member.from_row(row, topic_count=row.pop("topic_count"))
             if member.enabled or not enabled_only:
                 members.append(member)
         return members
@@ -289,26 +271,19 @@ class Subscriptions:
         member = self.member(user_id)
         if member is not None and (not team_id or member.team_id):
             return member
-        self.db.execute(
-            "insert or ignore into members (user_id, team_id, digest_time, digest_days, "
-            "created_at) values (?, ?, ?, ?, ?)",
-            [user_id, team_id, DEFAULT_TIME, ",".join(DEFAULT_DAYS), to_iso(now)],
-        )
-        if team_id:
-            self.db.execute(
-                "update members set team_id = ? where user_id = ? and team_id is null",
-                [team_id, user_id],
-            )
+        defaults = {
+            "digest_time": DEFAULT_TIME,
+            "digest_days": ",".join(DEFAULT_DAYS),
+            "created_at": to_iso(now),
+        }
+        self.store.add_member(user_id, team_id, defaults)
         member = self.member(user_id)
         assert member is not None
         return member
 
     def _update(self, user_id: str, now: datetime, **values: Any) -> Member:
         self.ensure_member(user_id, now)
-        assignments = ", ".join(f"{name} = ?" for name in values)
-        self.db.execute(
-            f"update members set {assignments} where user_id = ?", [*values.values(), user_id]
-        )
+        self.store.update_member(user_id, **values)
         member = self.member(user_id)
         assert member is not None
         return member
@@ -327,7 +302,7 @@ class Subscriptions:
 
     def set_dm_channel(self, user_id: str, channel: str | None) -> None:
         """Remember (or, with None, forget) the member's DM channel with the bot."""
-        self.db.execute("update members set dm_channel = ? where user_id = ?", [channel, user_id])
+        self.store.update_member(user_id, dm_channel=channel)
 
     def set_tz(self, user_id: str, tz: str | None, now: datetime) -> Member:
         """Record the time zone read from Slack (None: keep the old one, but note the check)."""
@@ -347,18 +322,12 @@ class Subscriptions:
         return self.topics_by_member([user_id]).get(user_id, [])
 
     def topics_by_member(self, user_ids: Iterable[str] | None = None) -> dict[str, list[Topic]]:
-        sql = "select id, user_id, query, normalized, created_at from topics"
-        params: list[Any] = []
-        if user_ids is not None:
-            ids = list(user_ids)
-            if not ids:
-                return {}
-            sql += f" where user_id in ({','.join('?' * len(ids))})"
-            params = ids
+        ids = None if user_ids is None else list(user_ids)
+        if ids is not None and not ids:
+            return {}
         out: dict[str, list[Topic]] = {}
-        for row in self.db.execute(sql + " order by user_id, id", params):
-            topic = Topic(*row)
-            out.setdefault(topic.user_id, []).append(topic)
+        for row in self.store.topics(ids):
+            out.setdefault(row["user_id"], []).append(Topic(**row))
         return out
 
     def add_topic(
@@ -388,24 +357,15 @@ class Subscriptions:
         for topic in self.topics(user_id):
             if topic.normalized == normalized:
                 return topic, False
-        with self._write():
-            count = self.db.execute(
-                "select count(*) from topics where user_id = ?", [user_id]
-            ).fetchone()[0]
-            if count >= MAX_TOPICS:
-                raise SubscriptionError(
-                    f"You already follow {MAX_TOPICS} topics, the most Paperboy keeps per "
-                    "person. Drop one with `/papers unsubscribe <number>` "
-                    "(`/papers topics` lists them)."
-                )
-            cursor = self.db.execute(
-                "insert or ignore into topics (user_id, query, normalized, created_at) "
-                "values (?, ?, ?, ?)",
-                [user_id, text, normalized, to_iso(now)],
+        outcome = self.store.add_topic(user_id, text, normalized, to_iso(now), MAX_TOPICS)
+        if outcome == "full":
+            raise SubscriptionError(
+                f"You already follow {MAX_TOPICS} topics, the most Paperboy keeps per "
+                "person. Drop one with `/papers unsubscribe <number>` "
+                "(`/papers topics` lists them)."
             )
-            created = cursor.rowcount == 1
         topic = next(t for t in self.topics(user_id) if t.normalized == normalized)
-        return topic, created
+        return topic, outcome == "added"
 
     def remove_topic(self, user_id: str, which: str) -> Topic:
         """Unsubscribe from a topic given by its number in ``topics`` or by its text."""
@@ -439,5 +399,5 @@ class Subscriptions:
                     f"You do not follow “{which}”. `/papers topics` lists your topics; "
                     "unsubscribe by number, like `/papers unsubscribe 2`."
                 )
-        self.db.execute("delete from topics where id = ?", [target.id])
+        self.store.remove_topic(target.id)
         return target

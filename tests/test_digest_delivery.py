@@ -11,23 +11,30 @@ from types import SimpleNamespace
 
 import pytest
 from slack_sdk.http_retry import builtin_handlers
+from sqlalchemy import select
 
 from bot.engine.search import Engine
 from bot.settings import Settings
 from bot.slack.client import make_client
 from bot.slack.poster import SlackPoster
 from bot.slack.render.digest import DIGEST_EVENT
+from bot.state import state_for
+from bot.state.tables import digests
 from digest.delivery import Dispatcher
 from digest.ledger import STALE_CLAIM, Ledger
 from digest.subscriptions import Subscriptions
 from tests.digest_support import ManualClock, write_corpus
 from tests.fake_slack import FakeSlack
+from tests.postgres import state_env
 
 REPO = Path(__file__).resolve().parents[1]
 MONDAY_0700 = datetime(2024, 3, 4, 7, 0, tzinfo=UTC)
 BERLIN_0900 = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)  # CET
 STEPS = ("claimed", "opened", "posted", "recorded")
 GNN = 9  # papers matching "graph neural networks" in the test corpus
+
+# Every test here runs with the shared state in SQLite and in PostgreSQL (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("state_backend")
 
 
 class Crash(BaseException):
@@ -78,7 +85,9 @@ def killed_after_posting(db_path: Path, api_url: str, call: str) -> subprocess.C
         "from bot.settings import Settings\n"
         "from bot.slack.client import make_client\n"
         "from bot.slack.poster import SlackPoster\n"
+        "from bot.state import configure\n"
         "from digest.delivery import Dispatcher\n"
+        "configure(os.environ.get('DATABASE_URL'))  # the parent's state, when in PostgreSQL\n"
         "db, api = sys.argv[1:3]\n"
         "def fault(step, digest_id):\n"
         "    if step == 'posted':\n"
@@ -91,7 +100,7 @@ def killed_after_posting(db_path: Path, api_url: str, call: str) -> subprocess.C
     return subprocess.run(
         [sys.executable, "-c", child, str(db_path), api_url],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **state_env()},
         capture_output=True,
         timeout=120,
     )
@@ -125,9 +134,16 @@ def digest_row(engine: Engine, digest_id: str) -> dict:
     return row
 
 
+def digests_of(engine: Engine, user: str) -> list[dict]:
+    """Every digest row of the member (through the state store: SQLite or PostgreSQL)."""
+    store = state_for(engine.db_path)
+    with store.read() as conn:
+        rows = conn.execute(select(digests).where(digests.c.user_id == user)).mappings()
+        return [dict(r) for r in rows]
+
+
 def sent_papers(engine: Engine, user: str) -> list[str]:
-    rows = engine.db.execute("select paper_id from sent_papers where user_id = ?", [user])
-    return sorted(r[0] for r in rows)
+    return sorted(state_for(engine.db_path).sent_papers([user]).get(user, []))
 
 
 # --- the happy path ----------------------------------------------------------------------------
@@ -294,8 +310,8 @@ def test_a_channel_digest_survives_a_crash_at_any_step(engine, fake, waits, step
     restarted.run_due(later + timedelta(minutes=1))
     [message] = fake.messages_in("CPAPERS")
     assert len(fake.calls_to("chat.postMessage")) == 1
-    rows = engine.db.execute("select status, ts from digests where user_id = 'U1'").fetchall()
-    assert rows == [("sent", message["ts"])]
+    [digest] = digests_of(engine, "U1")
+    assert (digest["status"], digest["ts"]) == ("sent", message["ts"])
     assert len(sent_papers(engine, "U1")) == GNN
     assert fake.is_member("CPAPERS")
 
@@ -443,7 +459,7 @@ def test_digest_now_with_nothing_to_send_uses_up_no_id(engine, fake, waits) -> N
     send = dispatcher(engine, fake, waits)
     at = MONDAY_0700 + timedelta(seconds=5)
     assert send.send_now("U1", at).status == "skipped"
-    assert engine.db.execute("select count(*) from digests").fetchone()[0] == 0
+    assert digests_of(engine, "U1") == []
     Subscriptions(engine.db).add_topic("U1", "protein design", at)
     assert send.preview("U1").size
     outcome = send.send_now("U1", at + timedelta(seconds=20))

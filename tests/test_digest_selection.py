@@ -35,6 +35,10 @@ TOPICS = [
 ]
 
 
+# Every test here runs with the shared state in SQLite and in PostgreSQL (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("state_backend")
+
+
 @pytest.fixture
 def engine(tmp_path: Path) -> Engine:
     engine = Engine.open(tmp_path / "d.db")

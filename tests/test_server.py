@@ -551,7 +551,8 @@ def test_a_signed_but_malformed_body_is_a_400_and_one_log_line(
     with caplog.at_level("INFO"):
         status, answer = slack.post(body, content_type=content_type)
     assert (status, answer) == (400, "Malformed request body")
-    problems = [r for r in caplog.records if r.levelno >= 30]
+    # waitress warns "Task queue depth is N" when the machine is loaded: not this request's doing.
+    problems = [r for r in caplog.records if r.levelno >= 30 and r.name != "waitress.queue"]
     assert [r.name for r in problems] == ["bot.slack.server"], caplog.text
     assert "refused a signed request" in problems[0].getMessage()
     assert not [r for r in caplog.records if r.exc_info], caplog.text

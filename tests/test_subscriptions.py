@@ -7,6 +7,7 @@ import pytest
 
 from bot.engine.corpus import open_database
 from bot.engine.query import QueryError
+from bot.state import StateStore
 from digest.subscriptions import (
     MAX_TOPIC_CHARS,
     MAX_TOPICS,
@@ -21,6 +22,9 @@ from digest.subscriptions import (
 from tests.slack_harness import SlackHarness, assert_valid, blocks_text
 
 NOW = datetime(2024, 3, 4, 10, 0, tzinfo=UTC)
+
+# Every test here runs with the shared state in SQLite and in PostgreSQL (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("state_backend")
 
 
 @pytest.fixture
@@ -327,11 +331,9 @@ def test_mistakes_are_escaped_once(slack: SlackHarness) -> None:
 def test_an_existing_member_is_read_without_writing(tmp_path) -> None:
     """``ensure_member`` on someone already stored writes nothing: through a read-only
     connection it answers instead of failing "attempt to write a readonly database"."""
-    from bot.engine.corpus import connect
-
     path = tmp_path / "m.db"
-    Subscriptions(open_database(path)).ensure_member("U1", NOW, "T1")
-    reader = Subscriptions(connect(path, read_only=True))
+    Subscriptions(StateStore(path)).ensure_member("U1", NOW, "T1")  # SQLite on both runs
+    reader = Subscriptions(StateStore(path, read_only=True))
     member = reader.ensure_member("U1", NOW + timedelta(days=1), "T1")
     assert (member.user_id, member.team_id) == ("U1", "T1")
     assert reader.ensure_member("U1", NOW).user_id == "U1"

@@ -55,7 +55,7 @@ class Event:
     """One visible change, in order, so the playground page can replay what a user would see."""
 
     seq: int
-    kind: str  # "message" | "ephemeral" | "response" | "update" | "delete" | "view"
+    kind: str  # "message" | "ephemeral" | "response" | "update" | "delete" | "view" | "home"
     channel: str | None = None
     user: str | None = None
     ts: str | None = None
@@ -64,7 +64,7 @@ class Event:
     replace_original: bool = False
     delete_original: bool = False
     response_type: str | None = None
-    view: dict[str, Any] | None = None  # kind "view": a modal opened with views.open
+    view: dict[str, Any] | None = None  # "view": a modal opened or updated; "home": a Home tab
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -342,6 +342,11 @@ class FakeSlack:
         with self._lock:
             return copy.deepcopy(self._channels.get(channel, []))
 
+    def published_home(self, user_id: str) -> dict[str, Any] | None:
+        """The App Home view last published for ``user_id`` (what the page's Home tab shows)."""
+        with self._lock:
+            return copy.deepcopy(self._home_views.get(user_id))
+
     def modal(self, view_id: str) -> dict[str, Any] | None:
         with self._lock:
             return copy.deepcopy(self._modals.get(view_id))
@@ -608,6 +613,7 @@ class FakeSlack:
             return _error("invalid_blocks", errors=errors)
         published = {**view, "id": f"V{len(self._home_views) + 1:08d}", "team_id": TEAM_ID}
         self._home_views[user_id] = published
+        self._emit("home", None, {}, user=user_id, view=published)
         return _ok(view=copy.deepcopy(published))
 
     def _api_views_open(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -644,6 +650,32 @@ class FakeSlack:
         self._modals[view_id] = opened
         self._emit("view", None, {}, view=opened)
         return _ok(view=copy.deepcopy(opened))
+
+    def _api_views_update(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Replace an open modal's content. A ``hash`` that is not the view's current one is
+        refused (``hash_conflict``), as Slack does to keep a stale update from winning."""
+        view, current = p.get("view"), self._modals.get(str(p.get("view_id") or ""))
+        if current is None:
+            return _error("not_found")
+        if p.get("hash") and p["hash"] != current["hash"]:
+            return _error("hash_conflict")
+        if not isinstance(view, dict) or view.get("type") != "modal":
+            return _error("invalid_arguments")
+        if errors := _check_modal(view):
+            return _error("invalid_arguments", response_metadata={"messages": errors})
+        if errors := validate_blocks(view.get("blocks", []), MAX_VIEW_BLOCKS):
+            return _error("invalid_blocks", errors=errors)
+        updated = {
+            **view,
+            **{k: current[k] for k in ("id", "team_id", "app_id", "bot_id")},
+            "hash": uuid.uuid4().hex[:16],
+            "private_metadata": view.get("private_metadata") or "",
+            "callback_id": view.get("callback_id") or "",
+            "state": {"values": {}},
+        }
+        self._modals[current["id"]] = updated
+        self._emit("view", None, {}, view=updated)
+        return _ok(view=copy.deepcopy(updated))
 
 
 # --- HTTP plumbing -----------------------------------------------------------------------------

@@ -11,6 +11,9 @@ Slack channel. What the page does goes through the real path:
 so a slash command is form-encoded and signed exactly as Slack sends it, with a response_url
 from the stand-in, a button click is a signed ``block_actions`` payload, and a modal the app
 opens (``views.open``) is drawn by the page, whose Submit is a signed ``view_submission``.
+The page also has the App Home tab (``app_home_opened``; its controls are ``block_actions``
+on the published view), the shortcuts (``shortcut``, ``message_action``), and messages typed
+in the Paperboy DM or mentioning @Paperboy (``message.im``, ``app_mention`` events).
 
 The playground also runs the digest scheduler in-process (a ``BackgroundScheduler`` posting
 through the stand-in), so digests arrive in the page's Paperboy DM at their time. In
@@ -37,7 +40,7 @@ from urllib.parse import parse_qs, urlencode
 from slack_sdk.signature import SignatureVerifier
 
 from bot.engine.search import Engine
-from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
+from bot.playground.fake_slack import APP_ID, BOT_USER_ID, TEAM_ID, FakeSlack
 from bot.settings import Settings
 from bot.slack.app import build_app
 from bot.slack.poster import SlackPoster
@@ -51,6 +54,8 @@ log = logging.getLogger(__name__)
 USER_ID, USER_NAME = "U0PLAYER", "you"
 CHANNELS = {"C0GENERAL": "general", "C0READING": "reading-group"}
 COMMAND = "/papers"
+# "@Paperboy" typed in the page (Slack's client turns a picked mention into <@U...>).
+MENTION = re.compile(r"(?<![\w<])@paperboy\b", re.IGNORECASE)
 MAX_BODY = 64 * 1024
 
 
@@ -108,6 +113,9 @@ class Playground:
             "/playground/action": self._json_post(self.action),
             "/playground/view": self._json_post(self.submit_view),
             "/playground/hello": self._json_post(self.hello),
+            "/playground/home": self._json_post(self.open_home),
+            "/playground/shortcut": self._json_post(self.shortcut),
+            "/playground/message": self._json_post(self.message),
             "/playground/events": self._events,
         }
         wsgi = make_wsgi_app(self.settings, engine, app=self.app, routes=routes)
@@ -175,7 +183,11 @@ class Playground:
         return self._forward(urlencode(form).encode())
 
     def action(self, data: dict[str, Any]) -> dict[str, Any]:
-        """Click a button: a signed ``block_actions`` payload about the message it sits on."""
+        """Click a button: a signed ``block_actions`` payload about the message it sits on
+        (or, with ``view_id`` or ``home``, about the open modal or the Home tab, with what the
+        control picked: ``selected_time``, ``selected_options``, ``selected_conversation``)."""
+        if data.get("view_id") or data.get("home"):
+            return self.view_action(data)
         channel = self._channel(data.get("channel"))
         message_ts = str(data.get("message_ts") or "")
         ephemeral = bool(data.get("ephemeral"))
@@ -248,7 +260,77 @@ class Playground:
             "is_enterprise_install": False,
             "enterprise": None,
         }
+        return self._forward(urlencode({"payload": json.dumps(payload)}).encode(), whole=True)
+
+    def view_action(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A control used in a modal or on the Home tab: ``block_actions`` with the view."""
+        if data.get("home"):
+            view = self.fake.published_home(USER_ID)
+        else:
+            view = self.fake.modal(str(data.get("view_id") or ""))
+        if view is None:
+            return {"status": 404, "ok": False, "body": "no such view"}
+        action: dict[str, Any] = {
+            "type": str(data.get("type") or "button"),
+            "action_id": str(data.get("action_id") or ""),
+            "block_id": str(data.get("block_id") or ""),
+            "action_ts": f"{time.time():.6f}",
+        }
+        if action["type"] == "button":
+            action["value"] = str(data.get("value") or "")
+        for picked in ("selected_time", "selected_conversation"):
+            if data.get(picked):
+                action[picked] = str(data[picked])
+        if action["type"] == "checkboxes":
+            chosen = [str(v) for v in data.get("selected_options") or []]
+            action["selected_options"] = [{"value": v} for v in chosen]
+        payload = {
+            **self._interaction("block_actions"),
+            "container": {"type": "view", "view_id": view.get("id")},
+            "view": view,
+            "actions": [action],
+        }
         return self._forward(urlencode({"payload": json.dumps(payload)}).encode())
+
+    def open_home(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Open the Home tab: the ``app_home_opened`` event Slack sends."""
+        event = {"type": "app_home_opened", "user": USER_ID, "channel": "D" + USER_ID}
+        return self._event({**event, "tab": "home"})
+
+    def shortcut(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The global shortcut (⚡ Search papers), or, with ``text`` and ``channel``, the
+        message shortcut on the message saying ``text``."""
+        callback_id = str(data.get("callback_id") or "")
+        if "text" not in data:
+            payload = {**self._interaction("shortcut"), "callback_id": callback_id}
+            return self._forward(urlencode({"payload": json.dumps(payload)}).encode())
+        channel = self._channel(data.get("channel"))
+        ts = str(data.get("ts") or "") or f"{time.time():.6f}"
+        message = {"type": "message", "user": USER_ID, "text": str(data["text"]), "ts": ts}
+        payload = {
+            **self._interaction("message_action"),
+            "callback_id": callback_id,
+            "channel": {"id": channel, "name": CHANNELS.get(channel, "directmessage")},
+            "message_ts": ts,
+            "message": message,
+            "response_url": self.fake.response_url(channel=channel, user=USER_ID),
+        }
+        return self._forward(urlencode({"payload": json.dumps(payload)}).encode())
+
+    def message(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A message typed in the page: in the Paperboy DM, a ``message.im`` event; in a
+        channel, an ``app_mention`` when it names @Paperboy (else Paperboy never sees it)."""
+        channel = self._channel(data.get("channel"))
+        text = slack_escape(str(data.get("text") or ""))
+        event = {"user": USER_ID, "channel": channel, "ts": f"{time.time():.6f}"}
+        if channel.startswith("D"):
+            # On Slack the DM exists once the member writes in it.
+            self.app.client.conversations_open(users=USER_ID)
+            return self._event({**event, "type": "message", "channel_type": "im", "text": text})
+        if not MENTION.search(text):
+            return {"status": 200, "ok": True, "body": "", "unheard": True}
+        mention = MENTION.sub(f"<@{BOT_USER_ID}>", text)
+        return self._event({**event, "type": "app_mention", "text": mention})
 
     def hello(self, data: dict[str, Any]) -> dict[str, Any]:
         """The page says hello with the browser's time zone, which becomes the user's tz."""
@@ -278,14 +360,47 @@ class Playground:
             return channel
         return next(iter(CHANNELS))
 
-    def _forward(self, body: bytes) -> dict[str, Any]:
-        """POST to our own /slack/events, signed with the signing secret, like Slack does."""
+    def _interaction(self, kind: str) -> dict[str, Any]:
+        """The fields every interaction payload from the page's user has."""
+        return {
+            "type": kind,
+            "user": {"id": USER_ID, "username": USER_NAME, "name": USER_NAME, "team_id": TEAM_ID},
+            "api_app_id": APP_ID,
+            "token": "playground",
+            "trigger_id": f"{int(time.time())}.playground.{secrets.token_hex(8)}",
+            "team": {"id": TEAM_ID, "domain": "paperboy"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+        }
+
+    def _event(self, event: dict[str, Any]) -> dict[str, Any]:
+        """An Events API callback, POSTed as JSON like Slack does."""
+        callback = {
+            "token": "playground",
+            "team_id": TEAM_ID,
+            "api_app_id": APP_ID,
+            "event": {"event_ts": f"{time.time():.6f}", **event},
+            "type": "event_callback",
+            "event_id": "Ev" + secrets.token_hex(5).upper(),
+            "event_time": int(time.time()),
+        }
+        return self._forward(json.dumps(callback).encode(), "application/json")
+
+    def _forward(
+        self,
+        body: bytes,
+        content_type: str = "application/x-www-form-urlencoded",
+        *,
+        whole: bool = False,
+    ) -> dict[str, Any]:
+        """POST to our own /slack/events, signed with the signing secret, like Slack does
+        (``whole``: the app's answer in full, e.g. a modal's ``response_action: update``)."""
         timestamp = str(int(time.time()))
         request = urllib.request.Request(
             self.server.url + "/slack/events",
             data=body,
             headers={
-                "Content-Type": "application/x-www-form-urlencoded",
+                "Content-Type": content_type,
                 "X-Slack-Request-Timestamp": timestamp,
                 "X-Slack-Signature": signature(self.signing_secret, timestamp, body),
                 "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots) [paperboy playground]",
@@ -297,7 +412,7 @@ class Playground:
         except urllib.error.HTTPError as error:
             status, text = error.code, error.read().decode("utf-8", "replace")
         # A body in the ack would be shown by Slack too; Paperboy acks empty and responds later.
-        return {"status": status, "ok": status == 200, "body": text[:2000]}
+        return {"status": status, "ok": status == 200, "body": text if whole else text[:2000]}
 
     def _page(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         page = resources.files("bot.playground").joinpath("page.html").read_bytes()

@@ -11,7 +11,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qsl
 
-from slack_bolt import Ack, App, BoltContext
+from slack_bolt import Ack, App, BoltContext, BoltResponse, Respond
 from slack_bolt.error import BoltError
 from slack_bolt.logger.messages import error_auth_test_failure
 from slack_sdk import WebClient
@@ -22,6 +22,8 @@ from bot.settings import Settings
 
 from . import listeners
 from .client import is_local_api, retry_handlers
+from .render import apology_message
+from .replies import EPHEMERAL_BELOW
 from .services import Services
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,7 @@ def build_app(
     if verify_token:
         verify(app.client)
     app.middleware(log_request)
+    app.error(tell_user_of_failure)
     listeners.register(app, services)
     return app
 
@@ -145,13 +148,75 @@ def log_acked(fields: dict[str, Any], started: float) -> None:
     fields = {**fields, "latency_ms": round((time.perf_counter() - started) * 1000, 1)}
     what = fields.get("command") or fields.get("action_id") or fields.get("callback_id")
     request_log.info(
-        "%s from %s in %s: acked in %.1f ms",
-        what or fields.get("type"),
+        "%s (%s) from %s in %s: acked in %.1f ms",
+        what or fields.get("event") or fields.get("type"),
+        fields.get("surface"),
         fields.get("user"),
         fields.get("team"),
         fields["latency_ms"],
         extra=fields,
     )
+
+
+def surface(body: dict[str, Any]) -> str | None:
+    """Where in Slack the request came from: ``slash_command``, ``home`` (the App Home tab),
+    ``modal``, ``message`` (a button on a message), ``global_shortcut``, ``message_shortcut``,
+    ``mention``, ``dm``, or the event's type."""
+    kind = body.get("type")
+    if "command" in body:
+        return "slash_command"
+    if kind == "shortcut":
+        return "global_shortcut"
+    if kind == "message_action":
+        return "message_shortcut"
+    if kind == "view_submission" or kind == "view_closed":
+        return "modal"
+    view = body.get("view")
+    if kind == "block_actions":
+        if isinstance(view, dict):
+            return "home" if view.get("type") == "home" else "modal"
+        return "message"
+    event = body.get("event")
+    if isinstance(event, dict):
+        if event.get("type") == "app_home_opened":
+            return "home"
+        if event.get("type") == "app_mention":
+            return "mention"
+        if event.get("type") == "message" and event.get("channel_type") == "im":
+            return "dm"
+        return event.get("type")
+    return kind
+
+
+def tell_user_of_failure(
+    error: Exception,
+    body: dict[str, Any],
+    context: BoltContext,
+    response: BoltResponse | None,
+    respond: Respond | None = None,
+    client: WebClient | None = None,
+) -> BoltResponse | None:
+    """Bolt's global error handler: a listener that raised is logged with its traceback, the
+    member gets a short private apology (in the conversation, or in a direct message when
+    the request came from a modal or the Home tab), and Slack gets a 200, so no one ever sees
+    ``dispatch_failed``."""
+    fields = request_fields(context, body)
+    log.error("a listener failed: %s", fields, exc_info=error)
+    message = apology_message()
+    user = context.user_id
+    channel = context.channel_id
+    try:
+        if respond is not None and respond.response_url:
+            respond(**message, **EPHEMERAL_BELOW)
+        elif client is not None and user and channel:
+            client.chat_postEphemeral(channel=channel, user=user, **message)
+        elif client is not None and user:
+            client.chat_postMessage(channel=user, **message)
+    except Exception:
+        log.exception("could not send the apology either")
+    if response is not None:
+        return BoltResponse(status=200, body="")
+    return None
 
 
 def raw_request_fields(body: dict[str, Any]) -> dict[str, Any]:
@@ -175,6 +240,7 @@ def request_fields(context: BoltContext, body: dict[str, Any]) -> dict[str, Any]
         "team": context.team_id,
         "user": context.user_id,
         "type": body.get("type") or ("slash_command" if "command" in body else None),
+        "surface": surface(body),
     }
     if body.get("command"):
         fields["command"] = body["command"]
@@ -184,6 +250,8 @@ def request_fields(context: BoltContext, body: dict[str, Any]) -> dict[str, Any]
     view = body.get("view")
     if isinstance(view, dict) and view.get("callback_id"):
         fields["callback_id"] = view["callback_id"]
+    elif isinstance(body.get("callback_id"), str):  # a shortcut
+        fields["callback_id"] = body["callback_id"]
     event = body.get("event")
     if isinstance(event, dict) and event.get("type"):
         fields["event"] = event["type"]

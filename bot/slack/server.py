@@ -59,6 +59,8 @@ from bot.engine.corpus import DatabaseError, connect, is_writable
 from bot.engine.search import Engine
 from bot.logs import configure_logging, quiet_slack_sdk, say
 from bot.settings import Settings, SettingsError
+from bot.state import configure as configure_state
+from bot.state import state_for
 from bot.stopping import sigterm_exits
 from digest.clock import Clock, clock_health
 
@@ -301,7 +303,7 @@ def health_report(db_path: Path, now: datetime | None = None) -> dict[str, Any]:
             papers = db.execute("select count(*) from papers").fetchone()[0]
             row = db.execute("select value from meta where key = 'corpus_version'").fetchone()
             clock = clock_health(db, now or datetime.now(UTC))
-    except sqlite3.Error as error:
+    except (sqlite3.Error, DatabaseError) as error:  # DatabaseError: the state's database
         return {"status": "unhealthy", "database": f"{error}"}
     body["database"] = "ok"
     body["writable"] = is_writable(db_path)
@@ -565,7 +567,11 @@ def open_engine(settings: Settings) -> Engine:
     built now (a full disk, say) is logged, and lookups try again and say why meanwhile.
     """
     try:
+        # The shared state: DATABASE_URL's database, pooled for the request threads and the
+        # post-ack workers; it must answer now, or the process does not start.
+        configure_state(settings.database_url, pool_size=settings.http_threads + 8)
         engine = Engine.open(settings.db_path, seed_dir=settings.seed_dir)
+        state_for(engine.db_path)  # opened (and migrated) now, not by the first request
     except DatabaseError as error:
         raise StartupError(str(error)) from None
     except (sqlite3.Error, OSError) as error:

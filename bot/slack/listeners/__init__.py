@@ -1,7 +1,8 @@
 """Slack listeners, one module per surface (Bolt starter template layout).
 
 ``commands`` answers ``/papers``, ``actions`` the buttons, ``views`` the modals' submissions,
-``events`` the App Home, ``subscriptions`` the topic and digest subcommands of ``/papers``
+``home`` the App Home tab and its controls, ``shortcuts`` the search modal and the message
+shortcut, ``events`` mentions and direct messages, ``subscriptions`` the topic and digest subcommands of ``/papers``
 (handed over by ``commands``). Each surface has a ``register(app, services)``. A listener is
 small: ack, parse the payload, call the engine or the digest package, render, reply
 (``bot.slack.replies.reply``).
@@ -13,7 +14,7 @@ from slack_bolt import App
 
 from bot.slack.services import Services
 
-from . import actions, commands, events, views
+from . import actions, commands, events, home, shortcuts, views
 
 
 def register(app: App, services: Services) -> None:
@@ -21,3 +22,5 @@ def register(app: App, services: Services) -> None:
     actions.register(app, services)
     views.register(app, services)
     events.register(app, services)
+    home.register(app, services)
+    shortcuts.register(app, services)

@@ -1,8 +1,14 @@
-"""Events: the App Home tab shows how to use Paperboy when someone opens it."""
+"""Events that ask for papers in plain words: ``@Paperboy <keywords>`` in a channel or a thread
+(``app_mention``, answered in the thread) and a direct message to Paperboy (``message.im``,
+the Messages tab: the message is read as a query and answered there).
+
+Slash commands do not work in threads; a mention does. The App Home's events are in ``home``.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from slack_bolt import App
@@ -11,17 +17,65 @@ from slack_sdk import WebClient
 from bot.slack import render
 from bot.slack.services import Services
 
+from .commands import HELP_WORDS, command_text
+
 log = logging.getLogger(__name__)
+
+#: At most this much of a message is searched for (a long message is mostly noise).
+MAX_QUERY_CHARS = 500
+# Links as Slack sends them: <https://x.org|label> (the label is kept) or <https://x.org>.
+_LINK = re.compile(r"<(?:https?|mailto):[^<>|]*(?:\|([^<>]*))?>")
+MENTION_HINT = (
+    "Mention me with keywords to look papers up, like `@Paperboy diffusion models year:2024`. "
+    + render.HELP_HINT
+)
 
 
 def register(app: App, services: Services) -> None:
-    @app.event("app_home_opened")
-    def home_opened(event: dict[str, Any], client: WebClient) -> None:
-        # Events are acknowledged by Bolt before this runs; publishing is one quick call.
-        if event.get("tab", "home") != "home" or not event.get("user"):
+    @app.event("app_mention")
+    def mentioned(event: dict[str, Any], client: WebClient) -> None:
+        if event.get("bot_id") or event.get("subtype"):
             return
-        services.later(None, publish_home, event["user"], client)
+        # In the thread the mention started, or is in.
+        thread = event.get("thread_ts") or event.get("ts")
+        services.later(None, answer_in, client, services, event, thread)
+
+    # Bolt matches on type and subtype only ("subtype": None: none, so no edits, deletions
+    # or joins); the conversation's kind is checked below.
+    @app.event({"type": "message", "subtype": None})
+    def direct_message(event: dict[str, Any], client: WebClient) -> None:
+        # Only what a person typed in their DM with Paperboy: not our own replies, other bots.
+        if event.get("channel_type") != "im" or event.get("bot_id") or not event.get("user"):
+            return
+        services.later(None, answer_in, client, services, event, event.get("thread_ts"))
 
 
-def publish_home(user_id: str, client: WebClient) -> None:
-    client.views_publish(user_id=user_id, view=render.home_view())
+def message_query(text: str) -> str:
+    """What a Slack message asks for: its words without mentions and link targets (a link's
+    label is kept), unescaped, cut to :data:`MAX_QUERY_CHARS`."""
+    text = _LINK.sub(lambda m: f" {m.group(1) or ''} ", text or "")
+    return " ".join(command_text(text).split())[:MAX_QUERY_CHARS].strip()
+
+
+def lookup_message(services: Services, query: str) -> dict[str, Any]:
+    """The answer to a query typed in a message: results, or how to ask."""
+    if not query or query.lower() in HELP_WORDS:
+        return render.as_message(MENTION_HINT, [render.section(MENTION_HINT)])
+    result = services.engine.search(query, limit=render.PAGE_SIZE)
+    if not result.hits and services.engine.corpus.count() == 0:
+        return render.empty_corpus_message()
+    return render.search_message(result, query=query)
+
+
+def answer_in(
+    client: WebClient, services: Services, event: dict[str, Any], thread_ts: str | None
+) -> None:
+    """Post the answer where the question was asked (in ``thread_ts``'s thread if given)."""
+    message = lookup_message(services, message_query(event.get("text") or ""))
+    client.chat_postMessage(
+        channel=event.get("channel") or "",
+        unfurl_links=False,
+        unfurl_media=False,
+        **({"thread_ts": thread_ts} if thread_ts else {}),
+        **message,
+    )

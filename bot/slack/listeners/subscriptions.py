@@ -19,6 +19,7 @@ from slack_sdk.models.blocks import Block
 from bot.engine.query import QueryError
 from bot.english import count, empty_corpus, noun_for
 from bot.slack import render
+from bot.slack.home import republish_home
 from bot.slack.poster import SlackPoster
 from bot.slack.render.digest import digest_message
 from bot.slack.replies import EPHEMERAL, reply
@@ -99,6 +100,8 @@ def handle(
     except (SubscriptionError, QueryError) as error:
         message = render.error_message(str(error))
     reply(respond, message, **EPHEMERAL)
+    if _writes(word, rest) and not services.engine.read_only:
+        republish_home(client, services.engine, user_id)  # the Home tab shows the change
 
 
 #: ``digest`` actions that save something (``now`` records the digest it sends).

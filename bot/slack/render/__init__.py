@@ -9,7 +9,9 @@ Split along its seams, each module with one job:
 * ``digest`` — a digest as a message (``bot.slack.poster`` posts it);
 * ``modals`` — the "Share to channel" picker;
 * ``notices`` — problems, apologies, a read-only database, an empty corpus;
-* ``help`` — ``/papers help`` and the App Home, written from ``bot.help_text``.
+* ``help`` — ``/papers help`` and the App Home, written from ``bot.help_text``;
+* ``home`` — the App Home as the member's dashboard (topics, digest controls, search);
+* ``search_modal`` — the "Search papers" modal and the Home tab's "Add a topic" modal.
 
 Listeners use them through this package (``render.search_message`` ...), which re-exports
 each module's public names.
@@ -47,7 +49,20 @@ from .escaping import (
     snippet_mrkdwn,
     unescape,
 )
-from .help import DIGEST_USAGE, HELP_HINT, HELP_SECTIONS, help_message, home_view
+from .help import DIGEST_USAGE, HELP_HINT, HELP_SECTIONS, help_message
+from .home import (
+    HOME_ADD_TOPIC,
+    HOME_CHANNEL,
+    HOME_DAYS,
+    HOME_DIGEST_OFF,
+    HOME_DIGEST_ON,
+    HOME_DM,
+    HOME_REMOVE_TOPIC,
+    HOME_SEARCH,
+    HOME_TIME,
+    home_dashboard,
+    last_digest_line,
+)
 from .lookup import (
     ACTION_MORE,
     ACTION_PREVIOUS,
@@ -80,8 +95,43 @@ from .notices import (
     error_message,
     read_only_message,
 )
+from .search_modal import (
+    ADD_TOPIC_ACTION,
+    ADD_TOPIC_BLOCK,
+    ADD_TOPIC_VIEW,
+    SEARCH_NEXT,
+    SEARCH_PREVIOUS,
+    SEARCH_QUERY_ACTION,
+    SEARCH_QUERY_BLOCK,
+    SEARCH_VIEW,
+    add_topic_view,
+    search_view,
+    topic_added_view,
+)
 
 __all__ = [
+    "HOME_ADD_TOPIC",
+    "HOME_CHANNEL",
+    "HOME_DAYS",
+    "HOME_DIGEST_OFF",
+    "HOME_DIGEST_ON",
+    "HOME_DM",
+    "HOME_REMOVE_TOPIC",
+    "HOME_SEARCH",
+    "HOME_TIME",
+    "home_dashboard",
+    "last_digest_line",
+    "ADD_TOPIC_ACTION",
+    "ADD_TOPIC_BLOCK",
+    "ADD_TOPIC_VIEW",
+    "SEARCH_NEXT",
+    "SEARCH_PREVIOUS",
+    "SEARCH_QUERY_ACTION",
+    "SEARCH_QUERY_BLOCK",
+    "SEARCH_VIEW",
+    "add_topic_view",
+    "search_view",
+    "topic_added_view",
     "ACTION_MORE",
     "ACTION_PREVIOUS",
     "ACTION_SHARE",
@@ -120,7 +170,6 @@ __all__ = [
     "escape",
     "escape_plain",
     "help_message",
-    "home_view",
     "link",
     "mention",
     "mrkdwn",

@@ -1,6 +1,6 @@
 """The help, written from ``bot.help_text`` (the one list of what Paperboy understands, which
-the command line's help uses too): ``/papers help``, the App Home tab, the usage line of the
-digest subcommands, and the hint under a problem."""
+the command line's help uses too): ``/papers help``, the sections under the App Home's
+dashboard, the usage line of the digest subcommands, and the hint under a problem."""
 
 from __future__ import annotations
 
@@ -58,9 +58,3 @@ def help_message() -> dict[str, Any]:
     digests = ", ".join(f"{COMMAND} {escape(u.args)}" for u in DIGEST_COMMANDS)
     text = f"Paperboy help: {COMMAND} &lt;keywords&gt; to look papers up; {topics}; {digests}."
     return as_message(text, blocks)
-
-
-def home_view() -> dict[str, Any]:
-    """The App Home tab: the help, so people find their way without typing anything."""
-    message = help_message()
-    return {"type": "home", "blocks": message["blocks"]}

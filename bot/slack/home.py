@@ -1,0 +1,68 @@
+"""Publishing a member's App Home (``views.publish``): when they open it, and after every
+change they make anywhere (a ``/papers`` subcommand, a control on the Home tab itself).
+
+Its own module, below the listeners (``listeners/home.py`` and ``listeners/subscriptions.py``
+both republish), reading members through ``digest`` only.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from slack_sdk import WebClient
+
+from bot.engine.search import Engine
+from bot.slack import render
+from digest.ledger import Ledger
+from digest.matching import match_topics
+from digest.schedule import next_digest
+from digest.subscriptions import MAX_TOPICS, Member, Subscriptions
+
+log = logging.getLogger(__name__)
+
+
+def home_view(
+    engine: Engine, user_id: str, *, now: datetime | None = None, notice: str | None = None
+) -> dict[str, object]:
+    """The member's Home tab as it is now (a member not yet stored sees the defaults)."""
+    now = now or datetime.now(UTC)
+    subscriptions = Subscriptions(engine.db)
+    member = subscriptions.member(user_id) or Member(user_id)
+    topics = subscriptions.topics(user_id)
+    counts = [m.count for m in match_topics(engine, [t.query for t in topics])] if topics else []
+    last = render.last_digest_line(Ledger(engine.db).latest(user_id), member.zone)
+    return render.home_dashboard(
+        topics=[(t.query, c) for t, c in zip(topics, counts, strict=True)],
+        max_topics=MAX_TOPICS,
+        enabled=member.enabled,
+        digest_enabled=member.digest_enabled,
+        digest_time=member.digest_time,
+        digest_days=member.digest_days,
+        digest_channel=member.digest_channel,
+        tz=member.tz or "UTC",
+        upcoming=next_digest(member, now),
+        last=last,
+        notice=notice,
+    )
+
+
+def publish_home(
+    client: WebClient,
+    engine: Engine,
+    user_id: str,
+    *,
+    now: datetime | None = None,
+    notice: str | None = None,
+) -> None:
+    """Publish the member's Home tab (raises what ``views.publish`` raises)."""
+    client.views_publish(user_id=user_id, view=home_view(engine, user_id, now=now, notice=notice))
+
+
+def republish_home(client: WebClient, engine: Engine, user_id: str) -> None:
+    """After a change made elsewhere: refresh the Home tab, never failing the change itself
+    (a member who never opened it gets it published anyway, as Slack allows)."""
+    try:
+        publish_home(client, engine, user_id)
+    except Exception:
+        log.exception("could not republish the App Home of %s", user_id)

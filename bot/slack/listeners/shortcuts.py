@@ -1,0 +1,116 @@
+"""Search from anywhere: the global shortcut "Search papers" (and the Home tab's button),
+which opens the search modal, the modal's submissions and paging, and the message shortcut
+"Find papers about this message", answered in the message's thread, visible only to the
+member (with the Share buttons every lookup has).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from slack_bolt import Ack, App
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.slack import render
+from bot.slack.client import error_code
+from bot.slack.replies import EPHEMERAL, reply
+from bot.slack.services import Services
+
+from .actions import MAX_OFFSET
+from .events import lookup_message, message_query
+
+log = logging.getLogger(__name__)
+
+SEARCH_SHORTCUT = "search_papers"  # manifest.yml: the global shortcut's callback_id
+MESSAGE_SHORTCUT = "find_papers_message"  # manifest.yml: the message shortcut's callback_id
+
+
+def register(app: App, services: Services) -> None:
+    @app.shortcut(SEARCH_SHORTCUT)
+    @app.action(render.HOME_SEARCH)
+    def open_search(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        ack()
+        # At once, on this thread: the trigger_id expires 3 seconds after the click.
+        client.views_open(trigger_id=body.get("trigger_id") or "", view=render.search_view())
+
+    @app.view(render.SEARCH_VIEW)
+    def search_submitted(ack: Ack, view: dict[str, Any]) -> None:
+        query = read_query(view)
+        if not query:
+            ack(response_action="errors", errors={render.SEARCH_QUERY_BLOCK: "Type a few words."})
+            return
+        result = services.engine.search(query, limit=render.PAGE_SIZE)
+        ack(response_action="update", view=render.search_view(query, result))
+
+    @app.action(render.SEARCH_NEXT)
+    @app.action(render.SEARCH_PREVIOUS)
+    def page(ack: Ack, action: dict[str, Any], body: dict[str, Any], client: WebClient) -> None:
+        ack()
+        services.later(None, show_page, action, body.get("view") or {}, client, services)
+
+    @app.message_shortcut(MESSAGE_SHORTCUT)
+    def about_message(
+        ack: Ack, shortcut: dict[str, Any], respond: Callable[..., Any], client: WebClient
+    ) -> None:
+        ack()
+        services.later(respond, answer_message, shortcut, respond, client, services)
+
+
+def read_query(view: dict[str, Any]) -> str:
+    values = (view.get("state") or {}).get("values") or {}
+    typed = (values.get(render.SEARCH_QUERY_BLOCK) or {}).get(render.SEARCH_QUERY_ACTION) or {}
+    return " ".join(str(typed.get("value") or "").split())
+
+
+def show_page(
+    action: dict[str, Any], view: dict[str, Any], client: WebClient, services: Services
+) -> None:
+    """Next/Previous in the modal: the other page, in place (``views.update``; the view's
+    hash makes Slack refuse it if the member submitted a new query meanwhile)."""
+    data = render.decode_value(action.get("value"))
+    query, offset = data.get("q"), data.get("o", 0)
+    if not isinstance(query, str) or not isinstance(offset, int) or isinstance(offset, bool):
+        return
+    offset = min(max(offset, 0), MAX_OFFSET)
+    result = services.engine.search(query, limit=render.PAGE_SIZE, offset=offset)
+    try:
+        client.views_update(
+            view_id=view.get("id") or "",
+            hash=view.get("hash"),
+            view=render.search_view(query, result),
+        )
+    except SlackApiError as error:
+        if error_code(error) != "hash_conflict":  # a newer search won: nothing to do
+            raise
+
+
+def answer_message(
+    shortcut: dict[str, Any],
+    respond: Callable[..., Any],
+    client: WebClient,
+    services: Services,
+) -> None:
+    """Papers about a message, in its thread, only for the member who asked."""
+    message = shortcut.get("message") or {}
+    channel = (shortcut.get("channel") or {}).get("id") or ""
+    user_id = (shortcut.get("user") or {}).get("id") or ""
+    query = message_query(message.get("text") or "")
+    if not query:
+        text = "That message has no words to look papers up with."
+        reply(respond, render.error_message(text), **EPHEMERAL)
+        return
+    answer = lookup_message(services, query)
+    thread = message.get("thread_ts") or message.get("ts")
+    try:
+        client.chat_postEphemeral(channel=channel, user=user_id, thread_ts=thread, **answer)
+    except SlackApiError as error:
+        # A private channel or DM without Paperboy: the shortcut's response_url still works.
+        log.info(
+            "chat.postEphemeral in %s refused (%s); answering via response_url",
+            channel,
+            error_code(error),
+        )
+        reply(respond, answer, **EPHEMERAL)

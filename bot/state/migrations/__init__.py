@@ -1,0 +1,1 @@
+"""Alembic migrations of the shared state, run by ``StateStore`` on both backends."""

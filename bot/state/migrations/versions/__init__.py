@@ -1,0 +1,1 @@
+"""One module per migration (Alembic revisions s001, s002, ...)."""

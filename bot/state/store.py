@@ -1,0 +1,736 @@
+"""``StateStore``: every read and write of the shared state, for SQLite and PostgreSQL alike.
+
+One code path (SQLAlchemy Core) serves both; what differs between them stays in here:
+
+* **Writes that read first** (claim a digest, add a topic) run in ``member_transaction``: on
+  SQLite a ``BEGIN IMMEDIATE`` transaction (one writer at a time, queued on the busy timeout);
+  on PostgreSQL a transaction holding the member's advisory lock
+  (``pg_advisory_xact_lock``), so processes on different hosts decide one member's digest
+  one after the other while other members go on in parallel. Inserts that may collide are
+  ``INSERT ... ON CONFLICT DO NOTHING`` on both.
+* **Errors**: SQLite's are raised as the ``sqlite3`` errors they are (the callers already
+  tell a read-only or full database apart); PostgreSQL going away (restart, network) is
+  ``StateUnavailable``, one sentence, and the pool's pre-ping reconnects on the next call.
+* **Connections** are held only for the statements themselves, never while Slack is asked.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import click
+from sqlalchemy import (
+    Connection,
+    create_engine,
+    event,
+    func,
+    inspect,
+    literal,
+    make_url,
+    select,
+    text,
+)
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.pool import NullPool
+from sqlite_utils import Database
+
+from bot.engine.corpus import DatabaseError, db_path, is_writable, open_database
+
+from .tables import ALL, clock_heartbeat, digests, members, sent_papers, topics
+
+log = logging.getLogger(__name__)
+
+#: How long a write waits for another writer on SQLite (a slash command's reply can wait
+#: that long; the transactions themselves take milliseconds).
+SQLITE_WAIT_SECONDS = 60
+#: PostgreSQL: the longest one statement may run, and how long to wait for a connection.
+STATEMENT_TIMEOUT_MS = 15_000
+CONNECT_TIMEOUT_SECONDS = 5
+#: Ids per ``IN (...)`` list: below SQLite's variable limit.
+BATCH = 5000
+MEMBER_COLUMNS = frozenset(c.name for c in members.columns) - {"user_id"}
+
+
+class StateError(DatabaseError):
+    """The shared state cannot be used as asked; the message is one sentence."""
+
+
+class StateUnavailable(StateError, click.ClickException):
+    """The state database does not answer (PostgreSQL down, restarting, unreachable).
+
+    Also a ``ClickException`` so a command prints it as ``Error: ...`` and exits 1.
+    """
+
+    def __init__(self, message: str) -> None:
+        click.ClickException.__init__(self, message)
+
+
+def database_url(target: str | Path) -> URL:
+    """The SQLAlchemy URL for a ``DATABASE_URL`` or a SQLite path.
+
+    ``postgresql://`` and Heroku's older ``postgres://`` both mean psycopg 3.
+    """
+    if isinstance(target, Path) or "://" not in str(target):
+        return URL.create("sqlite", database=str(Path(target).absolute()))
+    raw = str(target)
+    if raw.startswith("postgres://"):
+        raw = "postgresql://" + raw[len("postgres://") :]
+    url = make_url(raw)
+    if url.drivername in ("postgresql", "postgresql+psycopg"):
+        return url.set(drivername="postgresql+psycopg")
+    if url.get_backend_name() == "sqlite" and url.database:
+        return url
+    raise StateError(
+        f"DATABASE_URL must be a postgresql:// URL (or unset, to keep the state in the SQLite "
+        f"database), not {url.render_as_string(hide_password=True)!r}."
+    )
+
+
+def describe(url: URL) -> str:
+    """The database named for an operator, password hidden."""
+    if url.get_backend_name() == "sqlite":
+        return str(url.database)
+    return url.render_as_string(hide_password=True).replace("+psycopg", "")
+
+
+@dataclass
+class Heartbeat:
+    last_tick: str
+    tick_seconds: int
+    worker: str
+
+
+def _sqlite_creator(path: str, read_only: bool) -> Callable[[], sqlite3.Connection]:
+    """Connections to the corpus file; read-only ones never write (as ``corpus.connect``)."""
+
+    def connect() -> sqlite3.Connection:
+        if not read_only:
+            return sqlite3.connect(
+                path, timeout=SQLITE_WAIT_SECONDS, check_same_thread=False, isolation_level=None
+            )
+        uri = Path(path).absolute().as_uri() + "?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+            conn.execute("select count(*) from sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            if Path(f"{path}-wal").exists():
+                raise
+            conn = sqlite3.connect(
+                uri + "&immutable=1", uri=True, check_same_thread=False, isolation_level=None
+            )
+        conn.execute(f"PRAGMA busy_timeout = {SQLITE_WAIT_SECONDS * 1000}")
+        return conn
+
+    return connect
+
+
+#: The latest migration in ``migrations/versions`` (a test checks they agree): knowing it, a
+#: process whose database is up to date never loads Alembic, which takes a third of a second.
+HEAD = "s001"
+
+
+def _upgrade(connection: Connection) -> None:
+    """Run Alembic's pending migrations on ``connection`` (imported here, when there are
+    some: see ``HEAD``)."""
+    from alembic import command
+
+    command.upgrade(_migrations_config(connection), "head")
+
+
+def _migrations_config(connection: Connection) -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option(
+        "script_location", str(resources.files("bot.state").joinpath("migrations"))
+    )
+    config.attributes["connection"] = connection
+    return config
+
+
+class StateStore:
+    """Members, topics, the digest ledger, sent papers and the clock's heartbeat.
+
+    Obtain it with ``bot.state.open_state(DATABASE_URL or corpus path)`` or, beside an
+    engine, ``bot.state.state_for(engine.db_path)``. Safe to share between threads.
+    """
+
+    def __init__(
+        self,
+        target: str | Path | URL,
+        *,
+        pool_size: int = 20,
+        migrate: bool = True,
+        read_only: bool | None = None,
+    ):
+        """``read_only`` (SQLite): open the file without ever writing it; by default, when
+        this process may not write it (lookups still work, as with the corpus)."""
+        self.url = target if isinstance(target, URL) else database_url(target)
+        self.dialect = self.url.get_backend_name()
+        self.read_only = False
+        if self.dialect == "sqlite":
+            path = str(self.url.database)
+            if read_only is None:
+                read_only = Path(path).exists() and not is_writable(path)
+            self.read_only = read_only
+            # A connection per use: opening a SQLite file costs microseconds, and no file
+            # descriptors stay open between calls (the corpus keeps its own connections).
+            self.engine: Engine = create_engine(
+                "sqlite://", creator=_sqlite_creator(path, self.read_only), poolclass=NullPool
+            )
+            event.listen(self.engine, "begin", _sqlite_begin)
+        else:
+            self.engine = create_engine(
+                self.url,
+                pool_size=pool_size,
+                max_overflow=pool_size // 2,
+                pool_timeout=CONNECT_TIMEOUT_SECONDS * 2,
+                pool_pre_ping=True,  # a connection the server dropped (restart) is replaced
+                pool_recycle=1800,
+                connect_args={
+                    "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+                    "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+                    "application_name": "paperboy",
+                },
+            )
+        self._writer = self.engine.execution_options(immediate=True)
+        if migrate:
+            self.migrate()
+
+    def __repr__(self) -> str:
+        return f"StateStore({describe(self.url)!r})"
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.dialect == "postgresql"
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- connections and errors ------------------------------------------------------------
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except sa_exc.DBAPIError as error:
+            if self.dialect == "sqlite" and isinstance(error.orig, sqlite3.Error):
+                raise error.orig from None
+            if error.connection_invalidated or isinstance(
+                error, sa_exc.OperationalError | sa_exc.InterfaceError
+            ):
+                raise self._unavailable(error) from None
+            raise
+        except sa_exc.TimeoutError:
+            raise StateUnavailable(
+                f"Every connection to the database {describe(self.url)} is busy; try again in "
+                "a moment."
+            ) from None
+
+    def _unavailable(self, error: Exception) -> StateUnavailable:
+        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        return StateUnavailable(
+            f"The database {describe(self.url)} is not answering ({reason}); try again in a moment."
+        )
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection for reads, returned to the pool at once."""
+        with self._translated(), self.engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One write transaction (SQLite: the write lock taken at its start)."""
+        with self._translated(), self._writer.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def member_transaction(self, user_id: str) -> Iterator[Connection]:
+        """One transaction in which nobody else decides for this member: a read-then-write
+        (claim a digest, count then add a topic) cannot race another process, on any host."""
+        with self.write() as conn:
+            if self.is_postgres:
+                key = zlib.crc32(user_id.encode()) - 2**31  # fits PostgreSQL's int4/bigint
+                conn.execute(text("select pg_advisory_xact_lock(:k)"), {"k": key})
+            yield conn
+
+    def _insert(self, table: Any) -> Any:
+        """``INSERT`` in this dialect, so ``on_conflict_do_nothing`` is available."""
+        module = pg_dialect if self.is_postgres else sqlite_dialect
+        return module.insert(table)
+
+    def check(self) -> None:
+        """Raise ``StateUnavailable`` (or sqlite3's error) unless the database answers now."""
+        with self.read() as conn:
+            conn.execute(select(literal(1))).scalar()
+
+    # -- schema ----------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Bring the state tables to the latest revision (Alembic; nothing is written when
+        they are there already).
+
+        On SQLite the corpus's own migrations create the tables first, so the file is a
+        complete Paperboy database, and Alembic only has work once a revision after ``s001``
+        exists. On PostgreSQL a session lock makes processes starting together migrate one
+        after the other.
+        """
+        if self.read_only:
+            self._refuse_if_behind()
+            return
+        if self.dialect == "sqlite":
+            open_database(Path(str(self.url.database))).close()
+        if self._is_current():
+            return
+        with self._translated(), self._writer.connect() as conn:
+            if self.is_postgres:
+                conn.execute(text("select pg_advisory_lock(7357001)"))
+                conn.commit()
+            try:
+                _upgrade(conn)
+                conn.commit()
+            finally:
+                if self.is_postgres:
+                    conn.execute(text("select pg_advisory_unlock(7357001)"))
+                    conn.commit()
+
+    def _is_current(self) -> bool:
+        return self.revision() == HEAD
+
+    def _refuse_if_behind(self) -> None:
+        if not self._is_current():
+            raise StateError(
+                f"The database at {describe(self.url)} needs upgrading to this version of "
+                "Paperboy, which a read-only database cannot be: run any command that writes "
+                "(such as `paperboy serve`) once as a user who may write it."
+            )
+
+    def revision(self) -> str | None:
+        """The state's schema revision; a SQLite file whose tables the corpus migrations made
+        (every file so far) is at ``s001``, which adopts them unchanged."""
+        with self.read() as conn:
+            present = set(inspect(conn).get_table_names())
+            current = None
+            if "alembic_version" in present:
+                current = conn.execute(text("select version_num from alembic_version")).scalar()
+            if current is None and {t.name for t in ALL} <= present:
+                return "s001"
+            return current
+
+    # -- members and their settings --------------------------------------------------------
+
+    def members(self, user_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Member rows (all, or those asked for) in user id order, each with ``topic_count``."""
+        count = (
+            select(func.count())
+            .where(topics.c.user_id == members.c.user_id)
+            .scalar_subquery()
+            .label("topic_count")
+        )
+        query = select(members, count).order_by(members.c.user_id)
+        with self.read() as conn:
+            if user_ids is None:
+                return [dict(r._mapping) for r in conn.execute(query)]
+            rows = []
+            for batch in _batches(user_ids):
+                rows += conn.execute(query.where(members.c.user_id.in_(batch))).mappings().all()
+        return sorted((dict(r) for r in rows), key=lambda r: r["user_id"])
+
+    def add_member(self, user_id: str, team_id: str | None, defaults: dict[str, Any]) -> None:
+        """Create the member unless they exist; fill in their team when it was unknown."""
+        with self.write() as conn:
+            conn.execute(
+                self._insert(members)
+                .values(user_id=user_id, team_id=team_id, **defaults)
+                .on_conflict_do_nothing()
+            )
+            if team_id:
+                conn.execute(
+                    members.update()
+                    .where(members.c.user_id == user_id, members.c.team_id.is_(None))
+                    .values(team_id=team_id)
+                )
+
+    def update_member(self, user_id: str, **values: Any) -> None:
+        unknown = set(values) - MEMBER_COLUMNS
+        if unknown:
+            raise ValueError(f"not a member setting: {', '.join(sorted(unknown))}")
+        with self.write() as conn:
+            conn.execute(members.update().where(members.c.user_id == user_id).values(**values))
+
+    def digests_on(self) -> bool:
+        """Whether any member's digest is on (on by default once they have a topic)."""
+        has_topic = select(topics.c.id).where(topics.c.user_id == members.c.user_id).exists()
+        query = select(literal(1)).where(func.coalesce(members.c.digest_enabled, 1) == 1, has_topic)
+        with self.read() as conn:
+            return conn.execute(query.limit(1)).first() is not None
+
+    # -- topics ----------------------------------------------------------------------------
+
+    def topics(self, user_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Topic rows by member, each member's in the order they subscribed."""
+        query = select(topics).order_by(topics.c.user_id, topics.c.id)
+        with self.read() as conn:
+            if user_ids is None:
+                return [dict(r) for r in conn.execute(query).mappings()]
+            rows = []
+            for batch in _batches(user_ids):
+                rows += conn.execute(query.where(topics.c.user_id.in_(batch))).mappings().all()
+        return sorted((dict(r) for r in rows), key=lambda r: (r["user_id"], r["id"]))
+
+    def add_topic(
+        self, user_id: str, query: str, normalized: str, created_at: str, most: int
+    ) -> str:
+        """Add the topic: ``"added"``, ``"exists"`` (same normalized topic) or ``"full"``
+        (the member already has ``most``)."""
+        with self.member_transaction(user_id) as conn:
+            count = conn.execute(
+                select(func.count()).where(topics.c.user_id == user_id)
+            ).scalar_one()
+            if count >= most:
+                return "full"
+            added = conn.execute(
+                self._insert(topics)
+                .values(user_id=user_id, query=query, normalized=normalized, created_at=created_at)
+                .on_conflict_do_nothing()
+                .returning(topics.c.id)
+            ).first()
+            return "added" if added is not None else "exists"
+
+    def remove_topic(self, topic_id: int) -> None:
+        with self.write() as conn:
+            conn.execute(topics.delete().where(topics.c.id == topic_id))
+
+    # -- the digest ledger -----------------------------------------------------------------
+
+    def digest(self, digest_id: str, conn: Connection | None = None) -> dict[str, Any] | None:
+        """The digest's row, or None."""
+        query = select(digests).where(digests.c.id == digest_id)
+        if conn is not None:
+            row = conn.execute(query).mappings().first()
+            return dict(row) if row else None
+        with self.read() as own:
+            return self.digest(digest_id, own)
+
+    def latest_digest(self, user_id: str) -> dict[str, Any] | None:
+        """The member's most recent digest row (any status), or None."""
+        query = (
+            select(digests)
+            .where(digests.c.user_id == user_id)
+            .order_by(func.coalesce(digests.c.finished_at, digests.c.claimed_at).desc())
+            .order_by(digests.c.id.desc())
+            .limit(1)
+        )
+        with self.read() as conn:
+            row = conn.execute(query).mappings().first()
+        return dict(row) if row else None
+
+    def existing_digests(self, digest_ids: Iterable[str]) -> set[str]:
+        """Which of these digests already have a row, whatever its status."""
+        found: set[str] = set()
+        with self.read() as conn:
+            for batch in _batches(digest_ids):
+                found.update(
+                    conn.execute(select(digests.c.id).where(digests.c.id.in_(batch))).scalars()
+                )
+        return found
+
+    def in_flight(self, conn: Connection, user_id: str, stale_before: str) -> bool:
+        """Whether the member has a digest claimed by a live worker."""
+        query = select(literal(1)).where(
+            digests.c.user_id == user_id,
+            digests.c.status == "claimed",
+            digests.c.claimed_at >= stale_before,
+        )
+        return conn.execute(query.limit(1)).first() is not None
+
+    def sent_among(self, conn: Connection, user_id: str, paper_ids: list[str]) -> set[str]:
+        """Which of these papers the member has already been sent."""
+        found: set[str] = set()
+        for batch in _batches(paper_ids):
+            found.update(
+                conn.execute(
+                    select(sent_papers.c.paper_id).where(
+                        sent_papers.c.user_id == user_id, sent_papers.c.paper_id.in_(batch)
+                    )
+                ).scalars()
+            )
+        return found
+
+    def count_digests_like(self, conn: Connection, user_id: str, local_date_prefix: str) -> int:
+        """How many of the member's digests have a ``local_date`` starting with the prefix."""
+        return conn.execute(
+            select(func.count()).where(
+                digests.c.user_id == user_id,
+                digests.c.local_date.like(local_date_prefix.replace("%", r"\%") + "%", escape="\\"),
+            )
+        ).scalar_one()
+
+    def insert_digest(self, conn: Connection, **row: Any) -> bool:
+        """The digest's row; False when one with its id (or member and date) exists."""
+        done = conn.execute(
+            self._insert(digests).values(**row).on_conflict_do_nothing().returning(digests.c.id)
+        )
+        return done.first() is not None
+
+    def retake(
+        self, conn: Connection, digest_id: str, worker: str, now: str, stale_before: str
+    ) -> bool:
+        """Take over a claim whose holder stopped renewing it; False when it is not stale."""
+        done = conn.execute(
+            digests.update()
+            .where(
+                digests.c.id == digest_id,
+                digests.c.status == "claimed",
+                digests.c.claimed_at < stale_before,
+            )
+            .values(claimed_by=worker, claimed_at=now)
+        )
+        return done.rowcount == 1
+
+    def stale_claims(self, stale_before: str, user_id: str | None = None) -> list[dict[str, Any]]:
+        """Claims not renewed since ``stale_before``, oldest first."""
+        query = select(digests.c.id, digests.c.user_id, digests.c.local_date).where(
+            digests.c.status == "claimed", digests.c.claimed_at < stale_before
+        )
+        if user_id is not None:
+            query = query.where(digests.c.user_id == user_id)
+        with self.read() as conn:
+            return [dict(r) for r in conn.execute(query.order_by(digests.c.claimed_at)).mappings()]
+
+    def renew(self, digest_id: str, worker: str, now: str, channel: str | None) -> bool:
+        """Refresh the worker's claim (and note its channel); False when it is not theirs."""
+        with self.write() as conn:
+            done = conn.execute(
+                digests.update()
+                .where(
+                    digests.c.id == digest_id,
+                    digests.c.status == "claimed",
+                    digests.c.claimed_by == worker,
+                )
+                .values(claimed_at=now, channel=func.coalesce(channel, digests.c.channel))
+            )
+        return done.rowcount == 1
+
+    def release(self, digest_id: str, worker: str, stale_at: str, keep_channel: bool) -> None:
+        """Make the worker's claim stale at once (forgetting its channel unless kept)."""
+        values: dict[str, Any] = {"claimed_at": stale_at}
+        if not keep_channel:
+            values["channel"] = None
+        with self.write() as conn:
+            conn.execute(
+                digests.update()
+                .where(
+                    digests.c.id == digest_id,
+                    digests.c.status == "claimed",
+                    digests.c.claimed_by == worker,
+                )
+                .values(**values)
+            )
+
+    def record_sent(
+        self, digest_id: str, user_id: str, paper_ids: list[str], channel: str, ts: str, now: str
+    ) -> None:
+        """The digest is sent, and its papers with it, in one transaction."""
+        with self.write() as conn:
+            conn.execute(
+                digests.update()
+                .where(digests.c.id == digest_id, digests.c.status == "claimed")
+                .values(status="sent", channel=channel, ts=ts, finished_at=now, error=None)
+            )
+            if paper_ids:
+                conn.execute(
+                    self._insert(sent_papers).on_conflict_do_nothing(),
+                    [
+                        {"user_id": user_id, "paper_id": p, "digest_id": digest_id, "sent_at": now}
+                        for p in paper_ids
+                    ],
+                )
+
+    def record_failed(self, digest_id: str, error: str, now: str) -> None:
+        with self.write() as conn:
+            conn.execute(
+                digests.update()
+                .where(digests.c.id == digest_id, digests.c.status == "claimed")
+                .values(status="failed", error=error, finished_at=now)
+            )
+
+    # -- what digests read -----------------------------------------------------------------
+
+    def sent_papers(self, user_ids: Iterable[str] | None = None) -> dict[str, list[str]]:
+        """The ids of every paper sent to each member (all members, or those asked for)."""
+        query = select(sent_papers.c.user_id, sent_papers.c.paper_id)
+        out: dict[str, list[str]] = {}
+        with self.read() as conn:
+            batches = [None] if user_ids is None else list(_batches(user_ids))
+            for batch in batches:
+                where = query if batch is None else query.where(sent_papers.c.user_id.in_(batch))
+                for user, paper in conn.execute(where):
+                    out.setdefault(user, []).append(paper)
+        return out
+
+    def last_digests(self, user_ids: Iterable[str] | None = None) -> dict[str, str]:
+        """When each member's last sent digest was claimed."""
+        query = (
+            select(digests.c.user_id, func.max(digests.c.claimed_at))
+            .where(digests.c.status == "sent")
+            .group_by(digests.c.user_id)
+        )
+        out: dict[str, str] = {}
+        with self.read() as conn:
+            batches = [None] if user_ids is None else list(_batches(user_ids))
+            for batch in batches:
+                where = query if batch is None else query.where(digests.c.user_id.in_(batch))
+                out.update({u: t for u, t in conn.execute(where)})
+        return out
+
+    # -- the clock's heartbeat -------------------------------------------------------------
+
+    def beat(self, name: str, last_tick: str, tick_seconds: int, worker: str) -> None:
+        row = {"last_tick": last_tick, "tick_seconds": int(tick_seconds), "worker": worker}
+        with self.write() as conn:
+            conn.execute(
+                self._insert(clock_heartbeat)
+                .values(name=name, **row)
+                .on_conflict_do_update(index_elements=["name"], set_=row)
+            )
+
+    def heartbeat(self, name: str) -> Heartbeat | None:
+        with self.read() as conn:
+            row = (
+                conn.execute(select(clock_heartbeat).where(clock_heartbeat.c.name == name))
+                .mappings()
+                .first()
+            )
+        if row is None:
+            return None
+        return Heartbeat(row["last_tick"], row["tick_seconds"], row["worker"] or "")
+
+    # -- copying a deployment --------------------------------------------------------------
+
+    def copy_to(self, target: StateStore) -> dict[str, int]:
+        """Copy every state row into ``target`` (``paperboy migrate-state``), idempotently.
+
+        Rows are matched by their keys: a second run writes the same rows again, and rows
+        the target has that this store lacks are left alone. Counts rows copied per table.
+        """
+        counts: dict[str, int] = {}
+        with self.read() as source, target.write() as conn:
+            for table in ALL:
+                rows = [dict(r) for r in source.execute(select(table)).mappings()]
+                counts[table.name] = len(rows)
+                if not rows:
+                    continue
+                keys = [c.name for c in table.primary_key.columns]
+                statement = target._insert(table)
+                others = {
+                    c.name: statement.excluded[c.name] for c in table.columns if c.name not in keys
+                }
+                if table is topics:
+                    # The topic's id may differ between databases; (member, topic) decides.
+                    statement = statement.on_conflict_do_nothing()
+                else:
+                    statement = statement.on_conflict_do_update(index_elements=keys, set_=others)
+                for start in range(0, len(rows), 1000):
+                    conn.execute(statement, rows[start : start + 1000])
+            if target.is_postgres:
+                conn.execute(
+                    text(
+                        "select setval(pg_get_serial_sequence('topics', 'id'), "
+                        "coalesce((select max(id) from topics), 0) + 1, false)"
+                    )
+                )
+        return counts
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    """SQLite transactions begun by us: ``IMMEDIATE`` for writes (the write lock is taken
+    before the first read, so a writer waits in line instead of failing "database is locked")."""
+    conn.exec_driver_sql(
+        "BEGIN IMMEDIATE" if conn.get_execution_options().get("immediate") else "BEGIN"
+    )
+
+
+def _batches(ids: Iterable[str]) -> Iterator[list[str]]:
+    values = list(ids)
+    for start in range(0, len(values), BATCH):
+        yield values[start : start + BATCH]
+
+
+# -- which store a process uses ------------------------------------------------------------
+
+_lock = threading.Lock()
+_configured: StateStore | None = None
+_by_file: dict[tuple[str, int], StateStore] = {}
+
+
+def open_state(target: str | Path, *, pool_size: int = 20) -> StateStore:
+    """The store for a ``DATABASE_URL`` or a SQLite path, opened (and migrated) once per
+    process and then shared."""
+    url = database_url(target)
+    if url.get_backend_name() == "sqlite":
+        return _sqlite_store(Path(str(url.database)))
+    with _lock:
+        key = (url.render_as_string(hide_password=False), 0)
+        store = _by_file.get(key)
+        if store is None:
+            store = _by_file[key] = StateStore(url, pool_size=pool_size)
+        return store
+
+
+def _sqlite_store(path: Path) -> StateStore:
+    path = path.absolute()
+    try:
+        inode = path.stat().st_ino  # a file replaced at the same path is a new database
+    except OSError:
+        inode = 0
+    with _lock:
+        store = _by_file.get((str(path), inode))
+        if store is None:
+            store = StateStore(path)
+            if inode == 0:
+                inode = path.stat().st_ino
+            _by_file[(str(path), inode)] = store
+        return store
+
+
+def configure(database_url: str | None, *, pool_size: int = 20) -> StateStore | None:
+    """Where this process keeps the shared state: ``DATABASE_URL``'s database, or (None)
+    each corpus's own SQLite file. Called once at start by the commands (``open_engine``);
+    opening it checks that it answers and migrates it."""
+    global _configured
+    store = open_state(database_url, pool_size=pool_size) if database_url else None
+    with _lock:
+        _configured = store
+    return store
+
+
+def configured() -> StateStore | None:
+    return _configured
+
+
+def state_for(corpus_path: str | Path) -> StateStore:
+    """The shared state of the deployment whose corpus is at ``corpus_path``: the configured
+    ``DATABASE_URL``'s database, else that SQLite file itself."""
+    return _configured or _sqlite_store(Path(corpus_path))
+
+
+def state_of(source: StateStore | Database) -> StateStore:
+    """The store itself; for a corpus connection (``Subscriptions(engine.db)``, the way
+    callers obtained the state before there was a store), the state of that deployment."""
+    if isinstance(source, StateStore):
+        return source
+    return state_for(db_path(source))

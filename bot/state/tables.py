@@ -1,0 +1,79 @@
+"""The shared state's tables, described once for both backends (SQLAlchemy Core).
+
+They are the tables the SQLite corpus file has held since migrations m002-m006 of
+``bot/engine/schema.py`` (same names, columns, keys and index names), so an existing SQLite
+deployment is adopted as it is, and a PostgreSQL database gets the very same shape. Timestamps
+are ISO 8601 UTC text in both, so comparisons and ``max()`` behave alike.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, ForeignKey, Index, Integer, MetaData, Table, Text
+
+metadata = MetaData()
+
+members = Table(
+    "members",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("team_id", Text),
+    Column("tz", Text),  # IANA name from users.info
+    Column("tz_checked_at", Text),
+    Column("digest_enabled", Integer),  # NULL: the default (on once there is a topic)
+    Column("digest_time", Text),  # "HH:MM" local time
+    Column("digest_days", Text),  # "mon,tue,wed,thu,fri"
+    Column("digest_channel", Text),  # NULL: a direct message
+    Column("created_at", Text),
+    Column("dm_channel", Text),
+)
+
+topics = Table(
+    "topics",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("user_id", Text, ForeignKey("members.user_id")),
+    Column("query", Text),
+    Column("normalized", Text),
+    Column("created_at", Text),
+    Index("idx_topics_user_id_normalized", "user_id", "normalized", unique=True),
+)
+
+digests = Table(
+    "digests",
+    metadata,
+    Column("id", Text, primary_key=True),  # "U1:2025-03-04" or "U1:2025-03-04T08:30#2"
+    Column("user_id", Text),
+    Column("local_date", Text),
+    Column("status", Text),  # claimed | sent | skipped | failed
+    Column("claimed_by", Text),
+    Column("claimed_at", Text),
+    Column("channel", Text),
+    Column("ts", Text),
+    Column("paper_ids", Text),  # JSON list
+    Column("error", Text),
+    Column("finished_at", Text),
+    Column("content", Text),  # JSON: the plan as claimed, so a retry posts the same digest
+    Index("idx_digests_user_id_local_date", "user_id", "local_date", unique=True),
+    Index("idx_digests_status_claimed_at", "status", "claimed_at"),
+)
+
+sent_papers = Table(
+    "sent_papers",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("paper_id", Text, primary_key=True),
+    Column("digest_id", Text),
+    Column("sent_at", Text),
+)
+
+clock_heartbeat = Table(
+    "clock_heartbeat",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("last_tick", Text),
+    Column("tick_seconds", Integer),
+    Column("worker", Text),
+)
+
+#: In the order rows can be copied (topics refer to members).
+ALL = (members, topics, digests, sent_papers, clock_heartbeat)

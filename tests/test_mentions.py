@@ -1,0 +1,119 @@
+"""``@Paperboy <keywords>`` answered in the thread, a direct message read as a query, and the
+global error handler: a listener that raises gives the member a friendly word, never
+``dispatch_failed``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from slack_sdk import WebClient
+
+from tests.slack_harness import BOT_TOKEN, SlackHarness, assert_valid, buttons
+from tests.surfaces import global_shortcut, post_payload
+
+
+def shared_ids(message: dict[str, Any]) -> list[str]:
+    return [b["value"] for aid, b in buttons(message).items() if aid.startswith("share:")]
+
+
+def test_a_mention_in_a_channel_answers_in_a_thread_under_it(slack: SlackHarness) -> None:
+    event = {
+        "type": "app_mention",
+        "user": "U2",
+        "text": "<@UPAPERBOY> diffusion models",
+        "ts": "1700000000.000300",
+        "channel": "C5",
+    }
+    status, _ = slack.event(event)
+    assert status == 200
+    (answer,) = slack.fake.wait_for(lambda: slack.fake.messages_in("C5"))
+    assert answer["thread_ts"] == "1700000000.000300"
+    assert_valid(answer)
+    assert shared_ids(answer) == [h.id for h in slack.engine.search("diffusion models").hits]
+
+
+def test_a_mention_inside_a_thread_answers_in_that_thread(slack: SlackHarness) -> None:
+    slack.event(
+        {
+            "type": "app_mention",
+            "user": "U2",
+            "text": "what about <@UPAPERBOY> graph neural networks",
+            "ts": "1700000000.000500",
+            "thread_ts": "1700000000.000100",
+            "channel": "C5",
+        }
+    )
+    (answer,) = slack.fake.wait_for(lambda: slack.fake.messages_in("C5"))
+    assert answer["thread_ts"] == "1700000000.000100"
+    expected = slack.engine.search("what about graph neural networks").hits
+    assert shared_ids(answer) == [h.id for h in expected]
+
+
+def open_dm(slack: SlackHarness, user: str) -> str:
+    """The DM a member opened with Paperboy (on Slack it exists once they write in it)."""
+    client = WebClient(token=BOT_TOKEN, base_url=slack.fake.api_url)
+    return client.conversations_open(users=user)["channel"]["id"]
+
+
+def test_a_direct_message_is_read_as_a_query(slack: SlackHarness) -> None:
+    channel = open_dm(slack, "U2")
+    dm = {"type": "message", "channel_type": "im", "channel": channel, "user": "U2"}
+    # Our own messages, other bots' and edits are not questions.
+    slack.event({**dm, "text": "graph neural networks", "bot_id": "B1", "ts": "1.1"})
+    slack.event({**dm, "subtype": "message_changed", "ts": "1.2", "message": {"text": "x"}})
+    slack.event({**dm, "text": "graph neural networks", "ts": "1700000000.000400"})
+    (answer,) = slack.fake.wait_for(lambda: slack.fake.messages_in(channel))
+    assert "thread_ts" not in answer  # a DM answers in the conversation itself
+    assert shared_ids(answer) == [h.id for h in slack.engine.search("graph neural networks").hits]
+    assert len(slack.fake.calls_to("chat.postMessage")) == 1
+
+
+def test_a_failing_listener_apologises_privately_after_acking(slack: SlackHarness) -> None:
+    slack.fake.fail_next("views.open", error="internal_error")
+    status, _ = post_payload(slack, global_shortcut("search_papers", user="U3"))
+    assert status == 200
+    (apology,) = slack.fake.wait_for(lambda: slack.fake.messages_in("DU3"))
+    assert "Sorry, something went wrong on Paperboy's side" in apology["text"]
+
+
+def test_a_listener_raising_before_its_ack_answers_200_not_dispatch_failed(
+    slack: SlackHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    post_payload(slack, global_shortcut("search_papers", user="U4"))
+    (modal,) = slack.fake.wait_for(slack.fake.modals)
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the index is on fire")
+
+    monkeypatch.setattr(slack.engine, "search", broken)
+    status, ack = slack.submit_view(modal, {"search_query": "diffusion"}, user="U4")
+    assert (status, ack) == (200, "")  # Bolt's default is a 500, which Slack shows as an error
+    (apology,) = slack.fake.wait_for(lambda: slack.fake.messages_in("DU4"))
+    assert "Sorry, something went wrong on Paperboy's side" in apology["text"]
+
+
+def test_a_message_in_a_channel_without_a_mention_is_not_a_query(slack: SlackHarness) -> None:
+    channel = open_dm(slack, "U2")
+    slack.event(
+        {
+            "type": "message",
+            "channel_type": "channel",
+            "channel": "C5",
+            "user": "U2",
+            "text": "graph neural networks",
+            "ts": "1.3",
+        }
+    )
+    slack.event(
+        {
+            "type": "message",
+            "channel_type": "im",
+            "channel": channel,
+            "user": "U2",
+            "text": "diffusion",
+            "ts": "1.4",
+        }
+    )
+    slack.fake.wait_for(lambda: slack.fake.messages_in(channel))
+    assert not slack.fake.messages_in("C5")
