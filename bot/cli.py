@@ -334,7 +334,7 @@ def stats(ctx, as_json: bool, db_path) -> None:
     data = engine.corpus.stats()
     index = engine.index
     data["index"] = {
-        "documents": index.n_docs,
+        "documents": index.n_live,
         "terms": index.n_terms,
         "path": None if context.seed_preview else str(index.directory),
     }
@@ -349,7 +349,7 @@ def stats(ctx, as_json: bool, db_path) -> None:
     else:
         click.echo(f"database  {data['database']}" + ("  (read-only)" if engine.read_only else ""))
     click.echo(f"papers    {data['papers']:,}")
-    click.echo(f"index     {count(index.n_terms, 'term')} over {count(index.n_docs, 'paper')}")
+    click.echo(f"index     {count(index.n_terms, 'term')} over {count(index.n_live, 'paper')}")
     for n, line in enumerate(status_lines(data["feeds"])):
         click.echo(f"{'feeds' if n == 0 else '':<10}{line}")
     click.echo("")

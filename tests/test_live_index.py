@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import bot.engine.index as index_module
+from bot.cli import main as cli_main
 from bot.engine.index import Index, read_current
 from bot.engine.search import Engine
 from bot.settings import SEED_DIR
@@ -263,6 +265,51 @@ def test_readers_in_threads_never_wait_for_a_writer(tmp_path, sentences, monkeyp
         assert reader.rank(query) == fresh.rank(query)  # the next lookup sees the new papers
 
 
+def test_a_reader_opens_a_new_generation_without_recomputing_the_norms(
+    tmp_path, sentences, monkeypatch
+):
+    """The writer stores each generation's pivoted norms (a pass over every posting); a
+    reader noticing the new generation maps them instead of stalling a lookup on that pass,
+    and ranks exactly as a fresh build does."""
+    monkeypatch.setattr(index_module, "MERGE_SHARE", 0.5)  # a delta, not a rebuild
+    monkeypatch.setattr(index_module, "MIN_BIGRAM_DF", 1)
+    papers = make_papers(sentences, "n", 300, seed=11)
+    db = tmp_path / "n.db"
+    Engine.open(db).ingest([write_jsonl(tmp_path / "a.jsonl", papers[:250])])
+    reader = Engine.open(db)
+    queries = queries_from(papers, 8, seed=12)
+    before = [reader.rank(q) for q in queries]
+    Engine.open(db).ingest([write_jsonl(tmp_path / "b.jsonl", papers[250:])])
+    fresh = Engine.open(tmp_path / "f.db")
+    fresh.ingest([write_jsonl(tmp_path / "all.jsonl", papers)])
+    assert [fresh.rank(q) for q in queries] != before
+
+    def recomputed(*args):
+        raise AssertionError("a reader recomputed the norms")
+
+    monkeypatch.setattr(index_module, "_row_norms", recomputed)
+    for query in queries:
+        same_top(reader, fresh, query)
+    assert len(read_current(reader.index_dir)["segments"]) == 2  # the delta was opened
+
+
+def test_stats_counts_each_updated_paper_once(tmp_path, sentences, monkeypatch):
+    """An updated paper's old copy stays in its segment (deleted) until the next merge;
+    ``paperboy stats`` counts the papers a lookup can find."""
+    monkeypatch.setattr(index_module, "MERGE_SHARE", 0.5)  # keep the tombstones
+    papers = make_papers(sentences, "s", 60, seed=14)
+    db = tmp_path / "s.db"
+    Engine.open(db).ingest([write_jsonl(tmp_path / "a.jsonl", papers)])
+    revised = [{**p, "abstract": p["abstract"] + " Revised."} for p in papers[:5]]
+    Engine.open(db).ingest([write_jsonl(tmp_path / "b.jsonl", revised)])
+    assert Engine.open(db).index.n_docs == 65  # the 5 old copies, deleted, still there
+    result = CliRunner().invoke(cli_main, ["--db", str(db), "stats", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["index"]["documents"] == 60
+    text = CliRunner().invoke(cli_main, ["--db", str(db), "stats"]).stdout
+    assert "over 60 papers" in text
+
+
 READER_SCRIPT = """
 import json, sys
 from bot.engine.search import Engine
@@ -322,7 +369,7 @@ def test_a_reader_process_never_waits_for_a_writer(tmp_path, sentences, monkeypa
 def published(engine: Engine) -> set[str]:
     """The files and folders the published generation names."""
     current = read_current(engine.index_dir)
-    names = {"CURRENT"}
+    names = {"CURRENT", current["norms"]["file"], current["impacts"]["file"]}
     for entry in current["segments"]:
         names.add(entry["name"])
         if entry["deleted"]:
@@ -400,5 +447,5 @@ def test_an_index_of_the_previous_format_is_rebuilt_once(tmp_path, sentences):
     upgraded = Engine.open(db)
     assert upgraded.rank("learning")
     names = {p.name for p in engine.index_dir.iterdir()}
-    assert names == {"CURRENT", read_current(engine.index_dir)["segments"][0]["name"]}
+    assert names == published(engine)
     assert os.path.isdir(engine.index_dir / read_current(engine.index_dir)["segments"][0]["name"])

@@ -19,9 +19,11 @@ Each segment holds, for its documents (papers, in ``rowid`` order):
   term's 64-bit hash, so segments' vocabularies are matched with numpy, not string by string.
 
 Segments store each term's *sublinear term frequency* (``1 + ln(weighted count)``), not a
-final weight: the idf and the pivoted length normalization are computed when a generation
-is opened, from document frequencies summed over all segments (minus deleted documents), so
-a paper scores the same whichever segment holds it. Small batches of papers go into small
+final weight: the idf and the pivoted length normalization come from document frequencies
+summed over all segments (minus deleted documents), so a paper scores the same whichever
+segment holds it. The norms (a pass over every posting) are computed once, by the writer,
+and stored with the generation (``gen-NNNNNN.norms.npy``, named in CURRENT): a reader that
+notices a new generation only maps it, so no lookup stalls on the statistics. Small batches of papers go into small
 *delta* segments (the parse-and-count cost of the batch only); a paper that changed is
 added again in the delta and deleted (a tombstone) in the older segment. Deltas are merged
 when they grow (``MAX_DELTAS``, ``MERGE_SHARE``).
@@ -48,7 +50,7 @@ import shutil
 import time
 import zlib
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +67,9 @@ TITLE_WEIGHT = 2
 KEYWORD_WEIGHT = 3
 # Bump whenever analysis, weighting or the files change: an index built the old way is then
 # rebuilt once. 3: meta.json lists every file's size and CRC-32. 4: segments and CURRENT.
-FORMAT_VERSION = 4
+# 5: each generation stores its papers' pivoted norms. 6: and each term's best impact.
+# 7: a paper's own vector (``x``) is stored as integer counts (uint8 mostly), not floats.
+FORMAT_VERSION = 7
 #: Pivoted length normalization (Singhal et al., 1996): a document's vector is divided by
 #: ``(1 - slope) * mean_norm + slope * norm`` instead of its own L2 norm, so long abstracts are
 #: penalised a little less than by plain cosine. 0.6 measured best on the dev queries
@@ -82,7 +86,7 @@ _ARRAYS = (
     "xt_data",
     "xt_indices",
     "xt_indptr",
-    "x_data",
+    "x_counts",
     "x_indices",
     "x_indptr",
     "rowids",
@@ -309,9 +313,25 @@ def _count(documents: Iterable[tuple[int, dict]], min_bigram_df: int) -> _Counte
     )
 
 
+def _narrowest_counts(counts: np.ndarray) -> np.ndarray:
+    """Weighted counts (whole numbers) in the narrowest unsigned integer type that holds them."""
+    top = float(counts.max()) if len(counts) else 0.0
+    dtype = np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.uint32
+    return counts.astype(dtype)
+
+
+def sublinear(counts: np.ndarray) -> np.ndarray:
+    """``1 + ln(count)`` in float32, exactly as the term frequencies of ``xt`` were computed."""
+    tf = np.log(np.asarray(counts).astype(np.float32))
+    tf += 1
+    return tf
+
+
 def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes, dict]:
     """The files of a segment: sublinear term frequencies both ways, vocabulary, hashes."""
     x = counted.counts
+    x.sort_indices()
+    x_counts = _narrowest_counts(x.data)
     # Weighted in place: at 872k papers each copy of the matrix is over a gigabyte.
     np.log(x.data, out=x.data)
     x.data += 1
@@ -332,7 +352,7 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
         "xt_data": xt.data.astype(np.float32),
         "xt_indices": xt.indices.astype(np.int32),
         "xt_indptr": xt.indptr.astype(np.int64),
-        "x_data": x.data.astype(np.float32),
+        "x_counts": x_counts,
         "x_indices": x.indices.astype(np.int32),
         "x_indptr": x.indptr.astype(np.int64),
         "rowids": counted.rowids,
@@ -411,8 +431,21 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
         "segments": segments,
         "published_at": time.time(),
     }
+    # The statistics summed over the segments, computed once here by the writer: a reader
+    # opening this generation then maps them instead of a pass over every posting.
+    norms_name = f"gen-{generation:06d}.norms.npy"
+    impacts_name = f"gen-{generation:06d}.impacts.npy"
     tmp = directory / f"{CURRENT}.tmp-{os.getpid()}"
     try:
+        pending = Index(directory, verify=False, current=current)
+        current["norms"] = {
+            "file": norms_name,
+            **_write_file(directory / norms_name, pending.inverse_pivot),
+        }
+        current["impacts"] = {
+            "file": impacts_name,
+            **_write_file(directory / impacts_name, pending.best_impacts()),
+        }
         _write_file(tmp, json.dumps(current).encode())
         os.replace(tmp, directory / CURRENT)
         fd = os.open(directory, os.O_RDONLY)
@@ -421,8 +454,9 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
         finally:
             os.close(fd)
     except OSError as error:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        for path in (tmp, directory / norms_name, directory / impacts_name):
+            with contextlib.suppress(OSError):
+                path.unlink()
         raise IndexBuildError(_build_error(directory, error)) from None
     _collect_garbage(directory, current)
     return current
@@ -445,7 +479,7 @@ def _collect_garbage(directory: Path, current: dict) -> None:
     A process still reading an old segment keeps its mmapped pages (POSIX) and moves to the
     new generation on its next lookup.
     """
-    keep = {CURRENT}
+    keep = {CURRENT, current["norms"]["file"], current["impacts"]["file"]}
     for entry in current["segments"]:
         keep.add(entry["name"])
         if entry.get("deleted"):
@@ -752,7 +786,7 @@ class Segment:
         self.n_terms = int(self.meta["terms"])
         self.xt_data, self.xt_indices = arrays["xt_data"], arrays["xt_indices"]
         self.xt_indptr = arrays["xt_indptr"]
-        self.x_data, self.x_indices = arrays["x_data"], arrays["x_indices"]
+        self.x_counts, self.x_indices = arrays["x_counts"], arrays["x_indices"]
         self.x_indptr = arrays["x_indptr"]
         self.rowids = arrays["rowids"]
         self.years = arrays["years"]
@@ -865,17 +899,21 @@ class Index:
         verify: bool = True,
         version: int | None = None,
         segments: dict[str, Segment] | None = None,
+        current: dict | None = None,
     ):
         """Open the generation CURRENT names; raises ``IndexDamaged`` when a file fails its
         manifest. With ``version``, a generation of another corpus version is refused.
         ``segments`` (name -> Segment) are reused when intact: a new generation then costs
-        only its new segments and the statistics below.
+        only its new segments. ``current``: a generation about to be published (the writer
+        computes its norms), instead of the one CURRENT names.
         """
         self.directory = Path(directory)
-        current_path = self.directory / CURRENT
-        st = os.stat(current_path)
-        self._current_stat = (st.st_ino, st.st_size, st.st_mtime_ns)
-        self.meta = read_current(self.directory)
+        if current is None:
+            st = os.stat(self.directory / CURRENT)
+            self._current_stat = (st.st_ino, st.st_size, st.st_mtime_ns)
+            self.meta = read_current(self.directory)
+        else:
+            self._current_stat, self.meta = None, current
         if self.meta is None:
             raise ValueError("no index of this format")
         if version is not None and self.meta.get("corpus_version") != version:
@@ -890,7 +928,26 @@ class Index:
                 segment = Segment(self.directory / entry["name"], verify=verify)
             self.segments.append(segment)
             deleted.append(self._deletions(entry, verify))
-        self._assemble(deleted)
+        self._assemble(deleted, self._stored("norms", verify))
+        #: Each term's highest ``tf / pivoted norm`` over the live papers (for MaxScore);
+        #: None while the writer computes it (``best_impacts``).
+        self.impacts = self._stored("impacts", verify)
+        if self.impacts is not None and len(self.impacts) != self.n_terms:
+            raise IndexDamaged(f"{self.meta['impacts']['file']} does not match its segments")
+
+    def _stored(self, key: str, verify: bool) -> np.ndarray | None:
+        """An array the generation's writer stored with it (None: not yet)."""
+        info = self.meta.get(key)
+        if not info:
+            return None
+        path = self.directory / info["file"]
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise IndexDamaged(f"{info['file']} is missing") from None
+        if st.st_size != info["size"] or (verify and file_checksum(path) != info["crc32"]):
+            raise IndexDamaged(f"{info['file']} does not match its manifest")
+        return np.load(path)
 
     def _deletions(self, entry: dict, verify: bool) -> np.ndarray:
         info = entry.get("deleted")
@@ -906,8 +963,9 @@ class Index:
         self._deletion_stats.append((str(path), (st.st_ino, st.st_size, st.st_mtime_ns)))
         return np.load(path).astype(np.int64)
 
-    def _assemble(self, deleted: list[np.ndarray]) -> None:
-        """Global term ids, document numbers, idf and pivoted norms over all segments."""
+    def _assemble(self, deleted: list[np.ndarray], inverse_pivot: np.ndarray | None) -> None:
+        """Global term ids, document numbers, idf and pivoted norms over all segments (the
+        norms are computed only when the generation has none stored: by its writer)."""
         main = self.segments[0]
         n_main = main.n_terms
         sorted_hashes = np.asarray(main.term_hashes)[main.hash_order]
@@ -1021,14 +1079,18 @@ class Index:
                 local_idf = np.where(to_global >= 0, self.idf[np.maximum(to_global, 0)], 0)
                 local_idf = local_idf.astype(np.float32)
             self._idf_local.append(local_idf)
-            norms.append(_row_norms(segment, local_idf))
-        all_norms = arrange(np.concatenate(norms) if norms else np.zeros(0))
-        mean = float(all_norms[self.live].mean()) if self.n_live else 1.0
-        pivot = (1 - PIVOT_SLOPE) * mean + PIVOT_SLOPE * all_norms
-        inverse = (1 / np.maximum(pivot, 1e-9)).astype(np.float32)
-        inverse[~self.live] = 0
+            if inverse_pivot is None:
+                norms.append(_row_norms(segment, local_idf))
+        if inverse_pivot is None:
+            all_norms = arrange(np.concatenate(norms) if norms else np.zeros(0))
+            mean = float(all_norms[self.live].mean()) if self.n_live else 1.0
+            pivot = (1 - PIVOT_SLOPE) * mean + PIVOT_SLOPE * all_norms
+            inverse_pivot = (1 / np.maximum(pivot, 1e-9)).astype(np.float32)
+            inverse_pivot[~self.live] = 0
+        elif len(inverse_pivot) != self.n_docs:
+            raise IndexDamaged(f"{self.meta['norms']['file']} does not match its segments")
         #: 1 / pivoted norm of each document (0 for deleted ones).
-        self.inverse_pivot = inverse
+        self.inverse_pivot = np.asarray(inverse_pivot, dtype=np.float32)
         self._matrix_xt: sp.csr_matrix | None = None
         self._live_docs = live_docs
 
@@ -1165,6 +1227,137 @@ class Index:
         order = np.argsort(docs, kind="stable")
         return docs[order], values[order]
 
+    def best_impacts(self, chunk: int = 1 << 22) -> np.ndarray:
+        """Each term's highest ``tf x 1 / pivoted norm`` over the live papers: a term's best
+        possible contribution to a score is its query weight x idf x this (MaxScore's bound).
+        A pass over every posting, a few terms' postings at a time; done by the writer."""
+        out = np.zeros(self.n_terms, dtype=np.float32)
+        for i, segment in enumerate(self.segments):
+            indptr = np.asarray(segment.xt_indptr)
+            term = 0
+            while term < segment.n_terms:
+                end = int(np.searchsorted(indptr, indptr[term] + chunk, side="right")) - 1
+                end = min(max(end, term + 1), segment.n_terms)
+                a, b = int(indptr[term]), int(indptr[end])
+                if b > a:
+                    docs = self._to_docs(i, np.asarray(segment.xt_indices[a:b]))
+                    values = np.asarray(segment.xt_data[a:b]) * self.inverse_pivot[docs]
+                    rows = np.flatnonzero(np.diff(indptr[term : end + 1]) > 0)
+                    best = np.maximum.reduceat(values, indptr[term + rows] - a)
+                    rows = rows + term
+                    if self._to_global[i] is not None:
+                        rows = self._to_global[i][rows]
+                        best, rows = best[rows >= 0], rows[rows >= 0]
+                    np.maximum.at(out, rows, best)
+                term = end
+        return out
+
+    def top_candidates(
+        self,
+        term_ids: np.ndarray,
+        weights: np.ndarray,
+        want: int,
+        passes: Callable[[np.ndarray], np.ndarray],
+        coordinate: bool,
+        budget: int = 1000,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(documents, final scores) among which are the ``want`` best, without walking every
+        posting list: MaxScore (Turtle and Flood, 1995).
+
+        The terms are taken by their best possible contribution (``impacts``), highest
+        first; each new document of a term's posting list is scored exactly (every query
+        term, by bisection in the other lists, added in ``score``'s order, so the score is
+        the same to the bit), kept if it ``passes`` the filters, and coordinated (x the
+        squared share of the query's terms it has). Once the want-th best final score
+        exceeds what the remaining terms together could give, a document only they contain
+        cannot enter the top: their posting lists are never walked. Coordination only lowers
+        a score, so this is exact with it too. None when that would score more than
+        ``budget`` documents one by one: the exhaustive product (``score``) is cheaper then.
+        """
+        term_ids = np.asarray(term_ids, dtype=np.int64)
+        weights = np.asarray(weights, dtype=np.float32) * self.idf[term_ids]
+        bound = weights.astype(np.float64) * self.impacts[term_ids]
+        order = np.argsort(-bound, kind="stable")
+        # What the terms from the j-th on could add at most (a margin for float rounding).
+        rest = np.append(np.cumsum(bound[order][::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12
+        lists = []  # per segment: (query positions it has, posting list bounds)
+        for i, segment in enumerate(self.segments):
+            at, local = self._local(i, term_ids)
+            lists.append((at, segment.xt_indptr[local], segment.xt_indptr[local + 1]))
+        n_terms = np.float32(len(term_ids))
+        seen = [np.zeros(0, np.int64) for _ in self.segments]
+        found_docs, found_scores = [], []
+        best = np.zeros(0, np.float32)  # the want best final scores so far
+
+        def score_new(positions: list[int]) -> bool:
+            """Score the documents of these terms' lists not scored yet; False: over budget."""
+            nonlocal best
+            for i, segment in enumerate(self.segments):
+                at, starts, ends = lists[i]
+                ks = np.flatnonzero(np.isin(at, positions))
+                if not len(ks):
+                    continue
+                parts = [segment.xt_indices[starts[k] : ends[k]] for k in ks.tolist()]
+                already = sum(len(s) for s in seen)
+                if max(len(p) for p in parts) - len(seen[i]) + already > budget:
+                    return False  # over budget whatever the lists share: not worth a union
+                new = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+                new = np.asarray(new).astype(np.int64)
+                if self._live_local[i] is not None:
+                    new = new[self._live_local[i][new]]
+                if len(seen[i]):
+                    new = new[~_sorted_contains(seen[i], new)]
+                if not len(new):
+                    continue
+                if sum(len(s) for s in seen) + len(new) > budget:
+                    return False
+                seen[i] = np.union1d(seen[i], new)
+                total = np.zeros(len(new), dtype=np.float32)
+                matched = np.zeros(len(new), dtype=np.float32)
+                for j in range(len(at)):
+                    posting = segment.xt_indices[starts[j] : ends[j]]
+                    hit = _sorted_contains(posting, new)
+                    if not hit.any():
+                        continue
+                    pos = np.searchsorted(posting, new[hit])
+                    add = np.zeros(len(new), dtype=np.float32)
+                    add[hit] = weights[at[j]] * segment.xt_data[starts[j] + pos]
+                    total += add
+                    matched += hit
+                docs = self._to_docs(i, new)
+                scores = (total * self.inverse_pivot[docs]).astype(np.float32)
+                keep = (total != 0) & passes(docs)
+                docs, scores = docs[keep], scores[keep]
+                if coordinate:
+                    share = matched[keep] / n_terms
+                    scores = scores * share * share
+                found_docs.append(docs)
+                found_scores.append(scores)
+                best = np.concatenate([best, scores])
+                if len(best) > want:
+                    best = best[np.argpartition(best, len(best) - want)[len(best) - want :]]
+            return True
+
+        # One term at a time until there are ``want`` documents (a bar), then at once every
+        # term that could still lift an unseen document over that bar.
+        step = 0
+        while step < len(order):
+            if len(best) < want:
+                if not score_new([int(order[step])]):
+                    return None
+                step += 1
+                continue
+            bar = float(best.min())
+            cut = step
+            while cut < len(order) and rest[cut] >= bar:
+                cut += 1
+            if cut > step and not score_new(order[step:cut].tolist()):
+                return None
+            break
+        if not found_docs:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return np.concatenate(found_docs), np.concatenate(found_scores)
+
     def score(self, term_ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(documents, scores) of every live document sharing a term with the query, unordered.
 
@@ -1247,7 +1440,7 @@ class Index:
         segment = self.segments[i]
         start, end = segment.x_indptr[local], segment.x_indptr[local + 1]
         terms = np.asarray(segment.x_indices[start:end]).astype(np.int64)
-        values = np.asarray(segment.x_data[start:end]) * self._idf_local[i][terms]
+        values = sublinear(segment.x_counts[start:end]) * self._idf_local[i][terms]
         values = values * self.inverse_pivot[doc]
         if self._to_global[i] is not None:
             terms = self._to_global[i][terms]
@@ -1332,6 +1525,15 @@ class Index:
         return self._matrix_xt
 
 
+def _sorted_contains(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
+    """Which of ``needles`` are in the sorted ``haystack`` (bisection: only touches a few
+    of its pages, however long it is)."""
+    if not len(haystack):
+        return np.zeros(len(needles), dtype=bool)
+    pos = np.minimum(np.searchsorted(haystack, needles), len(haystack) - 1)
+    return haystack[pos] == needles
+
+
 def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
     """Each document's L2 norm of tf * idf: a pass over its nonzeros, whole documents at a
     time (about ``chunk`` nonzeros), so the temporaries stay small at any corpus size."""
@@ -1343,7 +1545,7 @@ def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 22) -> np.nd
         end = int(np.searchsorted(indptr, indptr[doc] + chunk, side="right")) - 1
         end = min(max(end, doc + 1), n)
         a, b = int(indptr[doc]), int(indptr[end])
-        tf = np.asarray(segment.x_data[a:b])
+        tf = sublinear(segment.x_counts[a:b])
         weight = idf[np.asarray(segment.x_indices[a:b])]
         sums = np.zeros(b - a + 1, dtype=np.float64)
         np.cumsum(np.square(tf * weight, dtype=np.float64), out=sums[1:])

@@ -58,6 +58,11 @@ SIMILAR_TERMS = 40  # a paper's strongest terms stand for it in "similar papers"
 BUILD_RETRY = 30.0  # seconds before a failed index build is tried again; doubles each time
 BUILD_RETRY_MAX = 900.0
 PHRASE_CHECK_LIMIT = 2000  # papers whose text is read to confirm a phrase too rare to index
+#: Lookups wanting at most this many results skip the posting lists that cannot change them
+#: (MaxScore, ``Index.top_candidates``); more (a digest's every match) are scored exhaustively.
+PRUNE_MAX_K = 200
+#: Below this many postings over the query's terms the exhaustive product is as cheap.
+PRUNE_MIN_POSTINGS = 5000
 
 
 @dataclass
@@ -396,15 +401,22 @@ class Engine:
     # -- lookups ---------------------------------------------------------------------------
 
     def rank(
-        self, query: str, k: int = 10, *, coordinate: bool = True, raise_errors: bool = False
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        coordinate: bool = True,
+        raise_errors: bool = False,
+        prune: bool = True,
     ) -> list[tuple[str, float]]:
         """Ids and scores only: the fast path for batch evaluation, benchmarks and digests.
 
         ``coordinate=False`` gives the plain TF-IDF cosine scores (digests compare them with
-        a fixed threshold); an unusable query gives ``[]`` unless ``raise_errors``.
+        a fixed threshold); an unusable query gives ``[]`` unless ``raise_errors``. The top
+        ``k`` is found with MaxScore (``prune``; the same ids, order and scores as without).
         """
         try:
-            ranked = self._rank(parse_query(query), k, 0, coordinate=coordinate)
+            ranked = self._rank(parse_query(query), k, 0, coordinate=coordinate, prune=prune)
         except QueryError:
             if raise_errors:
                 raise
@@ -460,7 +472,12 @@ class Engine:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _rank(self, query: Query, limit: int, offset: int, coordinate: bool = True) -> _Ranked:
+    def _rank(
+        self, query: Query, limit: int, offset: int, coordinate: bool = True, prune: bool = False
+    ) -> _Ranked:
+        """The page asked for. With ``prune`` (callers that need no ``total``: it is then
+        only the number of papers scored), MaxScore skips the posting lists that cannot
+        change the page; exhaustive when nothing can be skipped anyway."""
         index = self.index
         ranked_terms = analyze(query.ranked_text)
         term_ids, weights = index.vectorize(ranked_terms)
@@ -478,17 +495,25 @@ class Engine:
                 )
             raise QueryError("Type a few keywords to look for, like `diffusion models`.")
 
+        passes = self._passes(index, query)
+        want = limit + offset
+        if (
+            prune
+            and len(term_ids) > 1
+            and 0 < want <= PRUNE_MAX_K
+            and index.df[term_ids].sum() >= PRUNE_MIN_POSTINGS
+        ):
+            found = index.top_candidates(term_ids, weights, want, passes, coordinate)
+            if found is not None:
+                ranked = self._top(*found, limit, offset, term_ids, weights)
+                ranked.index = index
+                return ranked
         if ranked_terms:
             candidates, scores = index.score(term_ids, weights)
         else:  # filters only: every paper that passes them, newest first
             candidates = index.live_docs()
             scores = np.asarray(index.years, dtype=np.float32) / 10_000
-        keep = np.ones(len(candidates), dtype=bool)
-        for phrase in query.phrases:
-            keep &= np.isin(candidates, self._docs_with_phrase(index, phrase))
-        for excluded in query.excluded:
-            keep &= ~np.isin(candidates, self._docs_with_phrase(index, excluded))
-        keep &= self._filter_mask(index, query, candidates)
+        keep = passes(candidates)
         if not keep.all():
             candidates, scores = candidates[keep], scores[keep]
         total = len(candidates)
@@ -566,9 +591,11 @@ class Engine:
         ]
         return np.asarray(keep, dtype=np.int64)
 
-    def _filter_mask(self, index: Index, query: Query, candidates: np.ndarray) -> np.ndarray:
-        """Which candidates pass the venue, year and author filters."""
-        keep = np.ones(len(candidates), dtype=bool)
+    def _passes(self, index: Index, query: Query) -> Callable[[np.ndarray], np.ndarray]:
+        """Which of some documents pass the query's phrases, exclusions and venue, year and
+        author filters: a function (the pruned lookup asks for a few documents at a time),
+        whose document sets are looked up once. An unknown venue raises QueryError now."""
+        codes = None
         if query.venues:
             wanted = {v.lower() for v in query.venues}
             codes = [i for i, name in enumerate(index.venues) if name.lower() in wanted]
@@ -578,17 +605,34 @@ class Engine:
                     f"No papers from venue `{', '.join(query.venues)}` in this corpus. "
                     f"Venues here: {known}."
                 )
-            keep &= np.isin(index.venue_codes[candidates], codes)
-        if query.year_from is not None or query.year_to is not None:
-            years = index.years[candidates]
-            if query.year_from is not None:
-                keep &= years >= query.year_from
-            if query.year_to is not None:
-                keep &= years <= query.year_to
-        for author in query.authors:
-            rowids = self.corpus.rowids_by_author(author)
-            keep &= np.isin(candidates, index.docs_of_rowids(rowids))
-        return keep
+        sets: list[tuple[np.ndarray, bool]] | None = None
+
+        def doc_sets() -> list[tuple[np.ndarray, bool]]:
+            nonlocal sets
+            if sets is None:
+                sets = [(self._docs_with_phrase(index, p), True) for p in query.phrases]
+                sets += [(self._docs_with_phrase(index, e), False) for e in query.excluded]
+                sets += [
+                    (index.docs_of_rowids(self.corpus.rowids_by_author(a)), True)
+                    for a in query.authors
+                ]
+            return sets
+
+        def passes(candidates: np.ndarray) -> np.ndarray:
+            keep = np.ones(len(candidates), dtype=bool)
+            for docs, inside in doc_sets():
+                keep &= np.isin(candidates, docs) == inside
+            if codes is not None:
+                keep &= np.isin(index.venue_codes[candidates], codes)
+            if query.year_from is not None or query.year_to is not None:
+                years = index.years[candidates]
+                if query.year_from is not None:
+                    keep &= years >= query.year_from
+                if query.year_to is not None:
+                    keep &= years <= query.year_to
+            return keep
+
+        return passes
 
     def _hits(self, ranked: _Ranked, query: Query | None, snippets: bool) -> list[Hit]:
         index = ranked.index
