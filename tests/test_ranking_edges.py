@@ -126,12 +126,6 @@ def test_when_the_best_raw_scores_do_not_settle_the_page_every_match_is_scaled(c
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug (tests/README.md): among more than 64 x (offset + limit) equal scores, "
-    "search._best keeps any of the tied papers, not the first by document, so pages overlap "
-    "and skip",
-)
 def test_pages_of_equally_scored_papers_neither_overlap_nor_skip(tmp_path) -> None:
     """A filter-only lookup scores papers by year alone: 2,000 papers of one year tie. Paging
     through them ("Next" in Slack) must show each once (README: ties by document)."""

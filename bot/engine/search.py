@@ -538,7 +538,7 @@ class Engine:
         want = min(want, len(candidates))
         pool = min(len(candidates), max(4 * want, 64))
         if pool < len(candidates):
-            top = _best(scores, pool)
+            top = _best(scores, pool, candidates)
             share = index.matched_terms(term_ids, candidates[top]) / n_terms
             scaled = scores[top] * share * share
             bar = np.partition(scaled, pool - want)[pool - want]
@@ -559,7 +559,7 @@ class Engine:
         if want <= 0:
             empty = np.zeros(0, np.int64)
             return _Ranked(empty, np.zeros(0, np.float32), total, term_ids, weights)
-        part = _best(scores, want)
+        part = _best(scores, want, candidates)
         # Ties broken by document number so pages never overlap or skip.
         order = part[np.lexsort((candidates[part], -scores[part]))][offset:want]
         return _Ranked(candidates[order], scores[order], total, term_ids, weights)
@@ -727,8 +727,10 @@ class _FailedBuild:
             self.path.unlink(missing_ok=True)
 
 
-def _best(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` highest scores, in no particular order."""
+def _best(scores: np.ndarray, k: int, docs: np.ndarray) -> np.ndarray:
+    """Positions of the ``k`` highest scores, in no particular order; among scores tied with
+    the k-th best, those of the lowest ``docs`` (the callers order ties by document too, so
+    pages of equal scores neither overlap nor skip)."""
     n = len(scores)
     if k >= n:
         return np.arange(n)
@@ -737,9 +739,14 @@ def _best(scores: np.ndarray, k: int) -> np.ndarray:
         # best k are among the (few) scores at or above it: no pass over all n to partition.
         sample = scores[::16]
         bar = np.partition(sample, len(sample) - k)[len(sample) - k]
-        above = np.flatnonzero(scores >= bar)
-        return above[np.argpartition(scores[above], len(above) - k)[len(above) - k :]]
-    return np.argpartition(scores, n - k)[n - k :]
+        pool = np.flatnonzero(scores >= bar)
+    else:
+        pool = np.arange(n)
+    kth = np.partition(scores[pool], len(pool) - k)[len(pool) - k]
+    better = pool[scores[pool] > kth]
+    tied = pool[scores[pool] == kth]
+    tied = tied[np.argsort(docs[tied], kind="stable")]
+    return np.concatenate([better, tied[: k - len(better)]])
 
 
 def _papers_of(stream, file_report: FileReport) -> Iterable[Paper]:
