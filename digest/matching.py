@@ -278,7 +278,7 @@ class TopicCheck:
 def check_topic(engine: Engine, text: str) -> TopicCheck:
     """How many papers a topic matches now, and its best ``CHECK_TOP`` matches (lookup hits)."""
     match = match_topics(engine, [text])[0]
-    check = TopicCheck(text, corpus_size=engine.index.n_docs, error=match.error)
+    check = TopicCheck(text, corpus_size=engine.index.n_live, error=match.error)
     if match.error:
         return check
     check.matches = match.count
