@@ -71,6 +71,12 @@ def close(handler: SocketModeHandler, timeout: float = CLOSE_TIMEOUT) -> None:
     """
     client = handler.client
     client.auto_reconnect_enabled = False  # Slack's answering close must not start a reconnect
+    # Stop the thread that hands envelopes to the workers before the workers stop (else one
+    # arriving in between is logged as a traceback), then hand over what it had queued.
+    client.closed = True
+    client.message_processor.shutdown()
+    while not client.message_queue.empty():
+        client.process_message()
     client.message_workers.shutdown(wait=True)
     session = client.current_session
     if session is not None and session.is_active():
