@@ -378,7 +378,12 @@ with_scheduler_option = click.option(
 
 
 @main.command()
-@click.option("--port", type=int, default=None, help="Port to listen on (default: $PORT or 3000).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port to listen on (default: $PORT or 3000).",
+)
 @click.option(
     "--host", default=None, help="Address to bind (default: $HOST; the playground: 127.0.0.1)."
 )
@@ -548,7 +553,13 @@ def _clock(engine, settings, **options):
 
 @main.command()
 @db_option
-@click.option("--tick", default=60, show_default=True, help="Seconds between due-checks.")
+@click.option(
+    "--tick",
+    default=60,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Seconds between due-checks.",
+)
 @click.pass_context
 @stops_on_sigterm  # first thing: the imports and the start-up take a while
 def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
