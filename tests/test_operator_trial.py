@@ -28,3 +28,18 @@ def test_serve_port_must_be_a_port(invoke, port):
     result = invoke("serve", "--port", port)
     assert result.exit_code == 2, result.output
     assert "--port" in result.output
+
+
+def test_ingest_errors_name_the_file_as_given(invoke, tmp_path, monkeypatch):
+    """Two years' papers.jsonl in their own folders: each message says which one."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "2024").mkdir()
+    (tmp_path / "2025").mkdir()
+    (tmp_path / "2024" / "papers.xml").write_text("<feed><entry>\n")
+    (tmp_path / "2025" / "papers.jsonl").write_text(
+        '{"title": "A paper on things", "abstract": "An abstract long enough to be read."}\n'
+        "not json\n"
+    )
+    result = invoke("--db", "x.db", "ingest", "2024/papers.xml", "2025/papers.jsonl")
+    assert "2024/papers.xml is not well-formed XML" in result.stderr
+    assert "rejected: 2025/papers.jsonl, line 2" in result.stderr
