@@ -477,6 +477,10 @@ def _print_result(result) -> None:
         return
     for notice in result.notices:
         click.secho(notice, dim=True)
+    if not result.hits and result.total:  # paged past the end
+        matches = count(result.total, "paper matches", "papers match")
+        click.echo(f"{matches} “{result.query}”; none after the first {result.total}.")
+        return
     if not result.hits:
         click.echo(f"No papers match “{result.query}”.")
         for suggestion in result.suggestions:

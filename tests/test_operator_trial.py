@@ -43,3 +43,13 @@ def test_ingest_errors_name_the_file_as_given(invoke, tmp_path, monkeypatch):
     result = invoke("--db", "x.db", "ingest", "2024/papers.xml", "2025/papers.jsonl")
     assert "2024/papers.xml is not well-formed XML" in result.stderr
     assert "rejected: 2025/papers.jsonl, line 2" in result.stderr
+
+
+def test_search_paged_past_the_end_says_how_many_match(invoke, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the seed corpus: "diffusion" matches 3 papers
+    monkeypatch.delenv("PAPERBOY_DB", raising=False)
+    monkeypatch.delenv("PAPERBOY_SEED_DIR", raising=False)
+    result = invoke("search", "--offset", "5", "diffusion")
+    assert result.exit_code == 0
+    assert "3 papers match “diffusion”; none after the first 3." in result.stdout
+    assert "No papers match" not in result.stdout
