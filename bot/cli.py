@@ -252,8 +252,37 @@ SEARCH_HELP = f"Look papers up: {QUERY_SUMMARY}.\n\n\b\n" + "\n".join(
 )
 
 
-@main.command(help=SEARCH_HELP, short_help="Look papers up.")
-@click.argument("query", required=False, default="")
+class QueryCommand(click.Command):
+    """A command whose words may start with "-": `search -diffusion` is a query with an
+    exclusion (answered by the query parser), not an unknown option "-d"."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        options: list[str] = []
+        words: list[str] = []
+        names = {
+            name: p
+            for p in self.get_params(ctx)
+            if p.param_type_name == "option"
+            for name in p.opts
+        }
+        rest = iter(args)
+        for arg in rest:
+            if arg == "--":
+                words.extend(rest)
+            elif arg[:2] in names and arg[2:].isdigit() and not arg.startswith("--"):
+                options.append(arg)  # -n5
+            elif arg.split("=", 1)[0] in names and arg.startswith("-"):
+                options.append(arg)
+                param = names[arg.split("=", 1)[0]]
+                if "=" not in arg and not getattr(param, "is_flag", False):
+                    options.extend(value for value in [next(rest, None)] if value is not None)
+            else:
+                words.append(arg)
+        return super().parse_args(ctx, options + (["--", *words] if words else []))
+
+
+@main.command(cls=QueryCommand, help=SEARCH_HELP, short_help="Look papers up.")
+@click.argument("query", nargs=-1)
 @click.option(
     "--limit",
     "-n",
@@ -274,8 +303,9 @@ SEARCH_HELP = f"Look papers up: {QUERY_SUMMARY}.\n\n\b\n" + "\n".join(
 )
 @db_option
 @click.pass_context
-def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_path) -> None:
+def search(ctx, query: tuple[str, ...], limit: int, offset: int, as_json: bool, batch, db_path):
     # The help is written from bot/help_text.py, as Slack's is (see SEARCH_HELP).
+    query = " ".join(query)
     engine = _with_papers(_ctx(ctx, db_path).engine())
     if batch is not None:
         for answer in _batch(engine, batch, limit):

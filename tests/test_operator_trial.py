@@ -1,5 +1,7 @@
 """What an operator trial found: each case answers with one sentence, not a traceback."""
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -53,3 +55,27 @@ def test_search_paged_past_the_end_says_how_many_match(invoke, tmp_path, monkeyp
     assert result.exit_code == 0
     assert "3 papers match “diffusion”; none after the first 3." in result.stdout
     assert "No papers match" not in result.stdout
+
+
+@pytest.fixture
+def seed_only(tmp_path, monkeypatch):
+    """No database: lookups answer from the seed corpus."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PAPERBOY_DB", raising=False)
+    monkeypatch.delenv("PAPERBOY_SEED_DIR", raising=False)
+
+
+def test_a_query_may_start_with_an_exclusion(invoke, seed_only):
+    result = invoke("search", "-diffusion")
+    assert result.exit_code == 2
+    assert "A query needs at least one word" in result.stderr
+    assert "No such option" not in result.output
+
+
+def test_search_options_still_work_beside_exclusions(invoke, seed_only):
+    result = invoke("search", "--json", "-n", "1", "diffusion", "-survey", "--offset=1")
+    answer = json.loads(result.stdout)
+    assert answer["query"] == "diffusion -survey"
+    assert answer["offset"] == 1 and len(answer["results"]) == 1
+    assert invoke("search", "-n1", "diffusion").stdout.startswith("3 papers match; showing 1-1")
+    assert "requires an argument" in invoke("search", "--limit").output
