@@ -79,3 +79,28 @@ def test_search_options_still_work_beside_exclusions(invoke, seed_only):
     assert answer["offset"] == 1 and len(answer["results"]) == 1
     assert invoke("search", "-n1", "diffusion").stdout.startswith("3 papers match; showing 1-1")
     assert "requires an argument" in invoke("search", "--limit").output
+
+
+def test_a_refused_app_token_says_one_sentence_with_the_commands_prefix(
+    tmp_path, seeded_db_template, capsys, caplog
+):
+    from bot.settings import Settings
+    from bot.slack.socket_mode import run_socket_mode
+    from tests.fake_slack import FakeSlack
+    from tests.slack_harness import BOT_TOKEN, seeded_engine
+
+    engine = seeded_engine(tmp_path / "r.db", seeded_db_template)
+    with FakeSlack() as fake:
+        fake.fail_next("apps.connections.open", error="invalid_auth")
+        settings = Settings(
+            db_path=engine.db_path,
+            slack_bot_token=BOT_TOKEN,
+            slack_app_token="xapp-1-A0PAPERBOY-1-0123456789abcdef",
+            slack_api_url=fake.api_url,
+        )
+        with pytest.raises(SystemExit) as exit_info:
+            run_socket_mode(settings, engine)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert not [r for r in caplog.records if r.name.startswith("slack")]  # Bolt said nothing
+    assert err.strip().splitlines()[-1].startswith("paperboy worker: Slack did not accept")
