@@ -342,8 +342,10 @@ def _batch(engine, lines: Iterable[bytes], limit: int) -> Iterable[dict]:
 
 @main.command()
 @click.argument("paper_id")
-@click.option("--limit", "-n", default=5, show_default=True, type=click.IntRange(min=1))
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--limit", "-n", default=5, show_default=True, type=click.IntRange(min=1), help="How many."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @db_option
 @click.pass_context
 def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:

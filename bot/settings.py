@@ -179,7 +179,10 @@ class Settings:
             problems.append(f"PORT must be a number between 1 and 65535, not {port_text!r}.")
             port_text = "3000"
         grace = opt("PAPERBOY_DIGEST_GRACE_SECONDS") or str(6 * 3600)
-        if not grace.isdigit():
+        if grace.startswith("-") and grace[1:].isdigit():
+            problems.append(f"PAPERBOY_DIGEST_GRACE_SECONDS can't be negative, not {grace!r}.")
+            grace = "0"
+        elif not grace.isdigit():
             problems.append(
                 f"PAPERBOY_DIGEST_GRACE_SECONDS must be a whole number of seconds, not {grace!r}."
             )

@@ -104,3 +104,16 @@ def test_a_refused_app_token_says_one_sentence_with_the_commands_prefix(
     err = capsys.readouterr().err
     assert not [r for r in caplog.records if r.name.startswith("slack")]  # Bolt said nothing
     assert err.strip().splitlines()[-1].startswith("paperboy worker: Slack did not accept")
+
+
+def test_a_negative_grace_says_it_cannot_be_negative():
+    from bot.settings import Settings, SettingsError
+
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({"PAPERBOY_DIGEST_GRACE_SECONDS": "-5"})
+    assert "can't be negative" in str(caught.value)
+
+
+def test_similar_options_have_help(invoke):
+    help_text = invoke("similar", "--help").output
+    assert "How many." in help_text and "Print JSON instead of text." in help_text
