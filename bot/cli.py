@@ -640,6 +640,10 @@ def preview(ctx: click.Context, user_id: str, as_json: bool, db_path: Path | Non
     from digest.selection import select_digests
     from digest.subscriptions import Subscriptions
 
+    if not user_id.strip():
+        raise click.BadParameter(
+            "give a member's Slack user id, like U0123ABCD.", param_hint="--user"
+        )
     settings = load_settings()
     engine = _engine(ctx, db_path, settings, write=False)
     if Subscriptions(engine.db).member(user_id) is None:
@@ -688,6 +692,9 @@ def send(
     settings = _digest_settings()
     configure_logging(settings)
     engine = _engine(ctx, db_path, settings)
+    for user_id in user_ids:  # as `digest preview` says it
+        if Subscriptions(engine.db).member(user_id) is None:
+            raise click.ClickException(f"{user_id} has no subscriptions in {engine.db_path}.")
     dispatcher = _clock(engine, settings).dispatcher
     now = datetime.now(UTC)
     try:

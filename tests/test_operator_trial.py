@@ -117,3 +117,20 @@ def test_a_negative_grace_says_it_cannot_be_negative():
 def test_similar_options_have_help(invoke):
     help_text = invoke("similar", "--help").output
     assert "How many." in help_text and "Print JSON instead of text." in help_text
+
+
+def test_digest_send_to_an_unknown_member_says_so_as_preview_does(invoke, tmp_path):
+    from tests.fake_slack import FakeSlack
+
+    db = tmp_path / "d.db"
+    with FakeSlack() as slack:
+        env = {"SLACK_API_URL": slack.api_url, "SLACK_BOT_TOKEN": "xoxb-test"}
+        result = invoke("--db", str(db), "digest", "send", "--user", "NOBODY", "--now", env=env)
+    assert result.exit_code == 1, result.output
+    assert "NOBODY has no subscriptions" in result.output
+    assert "nothing due" not in result.output
+
+
+def test_digest_preview_of_an_empty_user_is_one_sentence(invoke, tmp_path):
+    result = invoke("--db", str(tmp_path / "d.db"), "digest", "preview", "--user", "")
+    assert result.exit_code == 2 and "user id" in result.output
