@@ -84,6 +84,13 @@ def parse_feeds(text: str) -> tuple[tuple[str, ...], list[str]]:
             group, named, item = [], False, item[len("arxiv:") :]
             if not item:
                 continue
+            if item.split(".", 1)[0].lower() not in _ARXIV_TAXONOMY:  # arxiv:foo.bar
+                named = True
+                problems.append(
+                    f"PAPERBOY_FEEDS names {item}, which is not an arXiv category: "
+                    "see https://arxiv.org/category_taxonomy."
+                )
+                continue
         archive = item.split(".", 1)[0].lower()
         if group is not None and "/" not in item and archive in _ARXIV_TAXONOMY:
             category, named = _CANONICAL.get(item.lower()), True

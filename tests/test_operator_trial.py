@@ -134,3 +134,12 @@ def test_digest_send_to_an_unknown_member_says_so_as_preview_does(invoke, tmp_pa
 def test_digest_preview_of_an_empty_user_is_one_sentence(invoke, tmp_path):
     result = invoke("--db", str(tmp_path / "d.db"), "digest", "preview", "--user", "")
     assert result.exit_code == 2 and "user id" in result.output
+
+
+def test_an_unknown_archive_after_arxiv_is_named():
+    from bot.settings import Settings, SettingsError
+
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({"PAPERBOY_FEEDS": "arxiv:foo.bar"})
+    assert "foo.bar, which is not an arXiv category" in str(caught.value)
+    assert "no category after it" not in str(caught.value)
