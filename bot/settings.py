@@ -128,6 +128,10 @@ def _seed_dir() -> Path:
 SEED_DIR = _seed_dir()
 
 
+#: A sane cap on the arXiv pages one feed reads a day.
+MAX_ARXIV_PAGES = 100
+
+
 class SettingsError(ValueError):
     """Bad settings; ``problems`` holds one sentence per bad value, for the operator."""
 
@@ -230,6 +234,11 @@ class Settings:
                 f"PAPERBOY_ARXIV_API_URL must be an http(s) URL, not {arxiv_api_url!r}."
             )
         arxiv_max_pages = _positive(env, "PAPERBOY_ARXIV_MAX_PAGES", 10, problems)
+        if arxiv_max_pages > MAX_ARXIV_PAGES:  # each page is one more request to arXiv
+            problems.append(
+                f"PAPERBOY_ARXIV_MAX_PAGES must be at most {MAX_ARXIV_PAGES}, "
+                f"not {arxiv_max_pages}."
+            )
         if problems:
             raise SettingsError(*problems)
         return cls(

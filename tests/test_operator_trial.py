@@ -143,3 +143,12 @@ def test_an_unknown_archive_after_arxiv_is_named():
         Settings.from_env({"PAPERBOY_FEEDS": "arxiv:foo.bar"})
     assert "foo.bar, which is not an arXiv category" in str(caught.value)
     assert "no category after it" not in str(caught.value)
+
+
+def test_arxiv_max_pages_is_capped():
+    from bot.settings import Settings, SettingsError
+
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({"PAPERBOY_ARXIV_MAX_PAGES": "100000"})
+    assert "PAPERBOY_ARXIV_MAX_PAGES must be at most 100" in str(caught.value)
+    assert Settings.from_env({"PAPERBOY_ARXIV_MAX_PAGES": "100"}).arxiv_max_pages == 100
