@@ -252,8 +252,37 @@ SEARCH_HELP = f"Look papers up: {QUERY_SUMMARY}.\n\n\b\n" + "\n".join(
 )
 
 
-@main.command(help=SEARCH_HELP, short_help="Look papers up.")
-@click.argument("query", required=False, default="")
+class QueryCommand(click.Command):
+    """A command whose words may start with "-": `search -diffusion` is a query with an
+    exclusion (answered by the query parser), not an unknown option "-d"."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        options: list[str] = []
+        words: list[str] = []
+        names = {
+            name: p
+            for p in self.get_params(ctx)
+            if p.param_type_name == "option"
+            for name in p.opts
+        }
+        rest = iter(args)
+        for arg in rest:
+            if arg == "--":
+                words.extend(rest)
+            elif arg[:2] in names and arg[2:].isdigit() and not arg.startswith("--"):
+                options.append(arg)  # -n5
+            elif arg.split("=", 1)[0] in names and arg.startswith("-"):
+                options.append(arg)
+                param = names[arg.split("=", 1)[0]]
+                if "=" not in arg and not getattr(param, "is_flag", False):
+                    options.extend(value for value in [next(rest, None)] if value is not None)
+            else:
+                words.append(arg)
+        return super().parse_args(ctx, options + (["--", *words] if words else []))
+
+
+@main.command(cls=QueryCommand, help=SEARCH_HELP, short_help="Look papers up.")
+@click.argument("query", nargs=-1)
 @click.option(
     "--limit",
     "-n",
@@ -274,8 +303,9 @@ SEARCH_HELP = f"Look papers up: {QUERY_SUMMARY}.\n\n\b\n" + "\n".join(
 )
 @db_option
 @click.pass_context
-def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_path) -> None:
+def search(ctx, query: tuple[str, ...], limit: int, offset: int, as_json: bool, batch, db_path):
     # The help is written from bot/help_text.py, as Slack's is (see SEARCH_HELP).
+    query = " ".join(query)
     engine = _with_papers(_ctx(ctx, db_path).engine())
     if batch is not None:
         for answer in _batch(engine, batch, limit):
@@ -312,8 +342,10 @@ def _batch(engine, lines: Iterable[bytes], limit: int) -> Iterable[dict]:
 
 @main.command()
 @click.argument("paper_id")
-@click.option("--limit", "-n", default=5, show_default=True, type=click.IntRange(min=1))
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--limit", "-n", default=5, show_default=True, type=click.IntRange(min=1), help="How many."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @db_option
 @click.pass_context
 def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
@@ -378,7 +410,12 @@ with_scheduler_option = click.option(
 
 
 @main.command()
-@click.option("--port", type=int, default=None, help="Port to listen on (default: $PORT or 3000).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port to listen on (default: $PORT or 3000).",
+)
 @click.option(
     "--host", default=None, help="Address to bind (default: $HOST; the playground: 127.0.0.1)."
 )
@@ -472,6 +509,10 @@ def _print_result(result) -> None:
         return
     for notice in result.notices:
         click.secho(notice, dim=True)
+    if not result.hits and result.total:  # paged past the end
+        matches = count(result.total, "paper matches", "papers match")
+        click.echo(f"{matches} “{result.query}”; none after the first {result.total}.")
+        return
     if not result.hits:
         click.echo(f"No papers match “{result.query}”.")
         for suggestion in result.suggestions:
@@ -548,7 +589,13 @@ def _clock(engine, settings, **options):
 
 @main.command()
 @db_option
-@click.option("--tick", default=60, show_default=True, help="Seconds between due-checks.")
+@click.option(
+    "--tick",
+    default=60,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Seconds between due-checks.",
+)
 @click.pass_context
 @stops_on_sigterm  # first thing: the imports and the start-up take a while
 def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
@@ -593,6 +640,10 @@ def preview(ctx: click.Context, user_id: str, as_json: bool, db_path: Path | Non
     from digest.selection import select_digests
     from digest.subscriptions import Subscriptions
 
+    if not user_id.strip():
+        raise click.BadParameter(
+            "give a member's Slack user id, like U0123ABCD.", param_hint="--user"
+        )
     settings = load_settings()
     engine = _engine(ctx, db_path, settings, write=False)
     if Subscriptions(engine.db).member(user_id) is None:
@@ -641,6 +692,9 @@ def send(
     settings = _digest_settings()
     configure_logging(settings)
     engine = _engine(ctx, db_path, settings)
+    for user_id in user_ids:  # as `digest preview` says it
+        if Subscriptions(engine.db).member(user_id) is None:
+            raise click.ClickException(f"{user_id} has no subscriptions in {engine.db_path}.")
     dispatcher = _clock(engine, settings).dispatcher
     now = datetime.now(UTC)
     try:

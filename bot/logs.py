@@ -65,17 +65,20 @@ def say(settings: Settings, message: str, level: int = logging.INFO) -> None:
 
 
 @contextlib.contextmanager
-def quiet_slack_sdk() -> Iterator[None]:
+def quiet_slack_sdk(*others: logging.Logger) -> Iterator[None]:
     """slack_sdk logs an ERROR and two INFO lines for every failed attempt; while Paperboy
     checks the token at start (and says one warning per retry itself, then one sentence),
-    those are noise. Kept at ``PAPERBOY_LOG_LEVEL=DEBUG``."""
-    logger = logging.getLogger("slack_sdk.web.base_client")
+    those are noise, as are ``others`` (Bolt's own logger, which logs a refused app token).
+    Kept at ``PAPERBOY_LOG_LEVEL=DEBUG``."""
+    loggers = [logging.getLogger("slack_sdk.web.base_client"), *others]
     if logging.getLogger().getEffectiveLevel() <= logging.DEBUG:
         yield
         return
-    previous = logger.level
-    logger.setLevel(logging.CRITICAL)
+    previous = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        logger.setLevel(previous)
+        for logger, level in zip(loggers, previous, strict=True):
+            logger.setLevel(level)

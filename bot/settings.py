@@ -84,6 +84,13 @@ def parse_feeds(text: str) -> tuple[tuple[str, ...], list[str]]:
             group, named, item = [], False, item[len("arxiv:") :]
             if not item:
                 continue
+            if item.split(".", 1)[0].lower() not in _ARXIV_TAXONOMY:  # arxiv:foo.bar
+                named = True
+                problems.append(
+                    f"PAPERBOY_FEEDS names {item}, which is not an arXiv category: "
+                    "see https://arxiv.org/category_taxonomy."
+                )
+                continue
         archive = item.split(".", 1)[0].lower()
         if group is not None and "/" not in item and archive in _ARXIV_TAXONOMY:
             category, named = _CANONICAL.get(item.lower()), True
@@ -119,6 +126,10 @@ def _seed_dir() -> Path:
 
 #: The embedded default corpus a fresh database is filled from.
 SEED_DIR = _seed_dir()
+
+
+#: A sane cap on the arXiv pages one feed reads a day.
+MAX_ARXIV_PAGES = 100
 
 
 class SettingsError(ValueError):
@@ -179,7 +190,10 @@ class Settings:
             problems.append(f"PORT must be a number between 1 and 65535, not {port_text!r}.")
             port_text = "3000"
         grace = opt("PAPERBOY_DIGEST_GRACE_SECONDS") or str(6 * 3600)
-        if not grace.isdigit():
+        if grace.startswith("-") and grace[1:].isdigit():
+            problems.append(f"PAPERBOY_DIGEST_GRACE_SECONDS can't be negative, not {grace!r}.")
+            grace = "0"
+        elif not grace.isdigit():
             problems.append(
                 f"PAPERBOY_DIGEST_GRACE_SECONDS must be a whole number of seconds, not {grace!r}."
             )
@@ -220,6 +234,11 @@ class Settings:
                 f"PAPERBOY_ARXIV_API_URL must be an http(s) URL, not {arxiv_api_url!r}."
             )
         arxiv_max_pages = _positive(env, "PAPERBOY_ARXIV_MAX_PAGES", 10, problems)
+        if arxiv_max_pages > MAX_ARXIV_PAGES:  # each page is one more request to arXiv
+            problems.append(
+                f"PAPERBOY_ARXIV_MAX_PAGES must be at most {MAX_ARXIV_PAGES}, "
+                f"not {arxiv_max_pages}."
+            )
         if problems:
             raise SettingsError(*problems)
         return cls(

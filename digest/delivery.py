@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.engine.search import Engine
+from bot.english import count
 from bot.settings import Settings
 
 from .ledger import Claim, Ledger, worker_name
@@ -282,7 +283,7 @@ class Dispatcher:
             ledger.record_sent(claim, channel, ts, now)
             self._fault("recorded", claim.digest_id)
             outcome.status, outcome.channel, outcome.ts = "sent", channel, ts
-            log.info("digest %s sent: %d papers", claim.digest_id, claim.plan.size)
+            log.info("digest %s sent: %s", claim.digest_id, count(claim.plan.size, "paper"))
             return outcome
         except PostError as error:
             if error.unreachable:

@@ -3,6 +3,7 @@ readers of results."""
 
 from __future__ import annotations
 
+from contextlib import chdir
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,10 @@ def locations(result: ReadResult) -> list[tuple[str, str]]:
 
 
 def error_for(path: Path) -> str:
-    with pytest.raises(CorpusFileError) as caught:
-        read_corpus_file(path)
+    """The refusal of ``path`` read from its own folder, as an operator would name it there
+    (messages name the file as given, so this is just its name)."""
+    with chdir(path.parent), pytest.raises(CorpusFileError) as caught:
+        read_corpus_file(path.name)
     return str(caught.value)
 
 

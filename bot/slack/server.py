@@ -641,7 +641,7 @@ def run(
         mode = "socket" if settings.slack_app_token else "http"
     with sigterm_exits():  # waitress lets running requests finish; the playground stops
         try:
-            _serve(settings, mode, with_scheduler, playground)
+            _serve(settings, mode, with_scheduler, playground, name)
         except StartupError as error:
             _fail(str(error), status=error.status, settings=settings, name=name)
         except KeyboardInterrupt:
@@ -649,7 +649,11 @@ def run(
 
 
 def _serve(
-    settings: Settings, mode: str, with_scheduler: bool, playground: Playground | None
+    settings: Settings,
+    mode: str,
+    with_scheduler: bool,
+    playground: Playground | None,
+    name: str = "serve",
 ) -> None:
     if mode == "playground":
         if playground is None:
@@ -659,10 +663,10 @@ def _serve(
     if mode == "http":
         _run_http(settings, with_scheduler)
         return
-    _run_socket_mode(settings, with_scheduler)
+    _run_socket_mode(settings, with_scheduler, name)
 
 
-def _run_socket_mode(settings: Settings, with_scheduler: bool) -> None:
+def _run_socket_mode(settings: Settings, with_scheduler: bool, name: str = "worker") -> None:
     """Check the token (with retries), open the database (a read-only one still answers
     lookups), start the clock if asked, then serve over Socket Mode until SIGTERM."""
     check_slack_token(settings)
@@ -676,7 +680,7 @@ def _run_socket_mode(settings: Settings, with_scheduler: bool) -> None:
             stop = lambda: signal.pthread_kill(main.ident or 0, signal.SIGTERM)  # noqa: E731
             clock = _start_clock(settings, engine, stop)
         # The token was just checked, with retries: Bolt need not check it again.
-        run_socket_mode(settings, engine, verify_token=False)
+        run_socket_mode(settings, engine, verify_token=False, name=name)
     except URLError as error:
         where = settings.slack_api_url
         raise StartupError(f"Could not reach Slack at {where} ({error.reason}).") from None

@@ -28,7 +28,7 @@ from slack_sdk.socket_mode.builtin.frame_header import FrameHeader
 from slack_sdk.socket_mode.builtin.internals import _build_data_frame_for_sending
 
 from bot.engine.search import Engine
-from bot.logs import say
+from bot.logs import quiet_slack_sdk, say
 from bot.settings import Settings, SettingsError
 
 from .app import build_app
@@ -104,7 +104,7 @@ def _send_close_frame(session) -> None:  # slack_sdk.socket_mode.builtin.connect
 
 
 def run_socket_mode(
-    settings: Settings, engine: Engine, *, verify_token: bool | None = None
+    settings: Settings, engine: Engine, *, verify_token: bool | None = None, name: str = "worker"
 ) -> None:
     """Serve Slack over Socket Mode until SIGTERM or Ctrl-C, then :func:`close` cleanly and
     return.
@@ -122,6 +122,7 @@ def run_socket_mode(
     refused_at_start: str | None = None
     with _stop_on_sigterm():
         try:
+            _connect_quietly(handler)
             handler.start()  # connect, then block until a signal
         except SlackApiError as error:
             refused_at_start = str(error_code(error))
@@ -138,6 +139,7 @@ def run_socket_mode(
             "token with the connections:write scope on your app's Basic Information page, and "
             "turn Socket Mode on.",
             status=2,
+            name=name,
         )
     if refused:
         _fail(
@@ -145,7 +147,20 @@ def run_socket_mode(
             f"Slack refused SLACK_APP_TOKEN when reconnecting ({refused[0]}); it was revoked or "
             "its app deleted: create a new app-level token and restart.",
             status=1,
+            name=name,
         )
+
+
+def _connect_quietly(handler: SocketModeHandler) -> None:
+    """Bolt logs a refused app token at ERROR before we say it in one sentence: the first
+    connect (``start()`` calls it) runs with Bolt's logger quiet; reconnects are unchanged."""
+    connect = handler.connect
+
+    def quietly() -> None:
+        with quiet_slack_sdk(handler.client.logger):
+            connect()
+
+    handler.connect = quietly  # type: ignore[method-assign]
 
 
 class _Stop(BaseException):
@@ -204,6 +219,6 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _fail(settings: Settings, message: str, status: int) -> None:
-    say(settings, f"paperboy: {message}", logging.ERROR)
+def _fail(settings: Settings, message: str, status: int, name: str) -> None:
+    say(settings, f"paperboy {name}: {message}", logging.ERROR)
     raise SystemExit(status)

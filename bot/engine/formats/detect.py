@@ -97,7 +97,7 @@ def open_corpus_file(path: str | Path) -> CorpusStream:
     Problems further into a streamed file are raised by ``items`` when it gets there.
     """
     path = Path(path)
-    name = path.name
+    name = str(path)  # as given, so two files of the same name are told apart
     shown = str(path)
     source = Source(path)
     head, complete = source.head()

@@ -36,7 +36,7 @@ class Source:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.name = path.name
+        self.name = str(path)  # as given: 2024/papers.jsonl and 2025/papers.jsonl differ
         self.utf16 = False
         self.gzipped = False
         # Line number -> why it is not UTF-8: filled in by ``lines()`` as it reads, for the
