@@ -22,12 +22,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,8 +35,10 @@ import click
 
 from .engine.query import QueryError
 from .english import count, empty_corpus
+from .help_text import QUERY_EXAMPLES, QUERY_SUMMARY
 from .logs import configure_logging
 from .settings import DEFAULT_DB, Settings, SettingsError
+from .stopping import stops_on_sigterm
 
 NO_DATABASE = (
     "There is no database at {path}: check the path, or create one with `paperboy ingest FILE` "
@@ -66,20 +68,6 @@ class BadSettings(click.ClickException):
     def show(self, file=None) -> None:
         for problem in self.problems:
             click.echo(problem, err=True)
-
-
-def exit_on_sigterm() -> None:
-    """Platforms (Heroku, systemd, Docker) stop a process with SIGTERM: a long-running command
-    calls this first thing, so a stop at any moment, start-up included (imports, seeding a new
-    database, building the index, waiting for Slack's auth.test), exits 0 rather than dying
-    by the signal (status 143). Only the main thread may set it (click's test runner may not
-    be on it)."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _exit_0)
-
-
-def _exit_0(signum: int, frame: object) -> None:
-    raise SystemExit(0)
 
 
 def load_settings() -> Settings:
@@ -255,7 +243,14 @@ def _bar(papers: Iterable) -> Iterable:
         yield from bar
 
 
-@main.command()
+#: ``paperboy search --help``: the query language from ``bot.help_text`` (Slack's help too).
+SEARCH_HELP = f"Look papers up: {QUERY_SUMMARY}.\n\n\b\n" + "\n".join(
+    f"{u.does[0].upper()}{u.does[1:]}:\n  paperboy search {shlex.quote(u.args)}"
+    for u in QUERY_EXAMPLES
+)
+
+
+@main.command(help=SEARCH_HELP, short_help="Look papers up.")
 @click.argument("query", required=False, default="")
 @click.option(
     "--limit",
@@ -278,7 +273,7 @@ def _bar(papers: Iterable) -> Iterable:
 @db_option
 @click.pass_context
 def search(ctx, query: str, limit: int, offset: int, as_json: bool, batch, db_path) -> None:
-    """Look papers up: keywords, "quoted phrases", -excluded, venue:, year:, author:."""
+    # The help is written from bot/help_text.py, as Slack's is (see SEARCH_HELP).
     engine = _with_papers(_ctx(ctx, db_path).engine())
     if batch is not None:
         for answer in _batch(engine, batch, limit):
@@ -388,6 +383,7 @@ with_scheduler_option = click.option(
 @with_scheduler_option
 @db_option
 @click.pass_context
+@stops_on_sigterm  # first thing: the imports and the start-up take a while
 def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path) -> None:
     """Run the Slack app: HTTP at /slack/events, Socket Mode with SLACK_APP_TOKEN, or, with no
     Slack credentials at all, the local playground at http://127.0.0.1:$PORT/.
@@ -395,9 +391,6 @@ def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path
     The HTTP port answers at once; /healthz says 503 "warming up" until the database and
     index are ready.
     """
-    exit_on_sigterm()  # first thing: the imports and the start-up below take a while
-    from dataclasses import replace
-
     from .playground.playground import run as run_playground
     from .slack.server import run
 
@@ -414,6 +407,7 @@ def serve(ctx, port: int | None, host: str | None, with_scheduler: bool, db_path
 @with_scheduler_option
 @db_option
 @click.pass_context
+@stops_on_sigterm  # first thing: the imports and the start-up take a while
 def worker(ctx, with_scheduler: bool, db_path) -> None:
     """Run the Slack app over Socket Mode (SLACK_APP_TOKEN + SLACK_BOT_TOKEN): no public URL,
     no port. The Procfile's `worker:` process; stops cleanly on SIGTERM.
@@ -421,9 +415,6 @@ def worker(ctx, with_scheduler: bool, db_path) -> None:
     It starts as `serve` does with SLACK_APP_TOKEN (the same code): the token checked with
     Slack, with retries; a read-only database still answers lookups.
     """
-    exit_on_sigterm()
-    from dataclasses import replace
-
     from .slack.server import run
 
     context = _ctx(ctx, db_path)
@@ -485,7 +476,7 @@ def _print_result(result) -> None:
             click.echo(f"  try: paperboy search {json.dumps(suggestion)}")
         return
     click.echo(
-        f"{result.total:,} {'paper matches' if result.total == 1 else 'papers match'}; showing {result.offset + 1}-"
+        f"{count(result.total, 'paper matches', 'papers match')}; showing {result.offset + 1}-"
         f"{result.offset + len(result.hits)}."
     )
     for rank, hit in enumerate(result.hits, start=result.offset + 1):
@@ -543,12 +534,10 @@ def _clock(engine, settings, **options):
     before anything is sent."""
     from digest.clock import Clock, ClockError
 
-    from .slack.client import bot_token, make_client
     from .slack.poster import SlackPoster
 
     try:
-        poster = SlackPoster(make_client(settings, token=bot_token(settings)), engine)
-        clock = Clock(engine, settings, poster, **options)
+        clock = Clock(engine, settings, SlackPoster.from_settings(settings, engine), **options)
         clock.check_token()
     except ClockError as error:
         raise click.ClickException(str(error)) from None
@@ -559,6 +548,7 @@ def _clock(engine, settings, **options):
 @db_option
 @click.option("--tick", default=60, show_default=True, help="Seconds between due-checks.")
 @click.pass_context
+@stops_on_sigterm  # first thing: the imports and the start-up take a while
 def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
     """Send each member's digest at their local time; ingest PAPERBOY_FEEDS daily.
 
@@ -570,7 +560,6 @@ def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
     """
     from digest.clock import ClockError
 
-    exit_on_sigterm()  # first thing: a stop during start-up is a clean stop too
     settings = _digest_settings()
     configure_logging(settings)
     if settings.log_level != "DEBUG":  # a line per job run, every minute, is noise
@@ -614,8 +603,9 @@ def preview(ctx: click.Context, user_id: str, as_json: bool, db_path: Path | Non
         click.echo(f"Nothing to send to {user_id} now: no unsent papers match their topics.")
         return
     papers = {p["id"]: p for p in engine.corpus.get_many(plan.paper_ids)}
-    size = f"{plan.size} paper{'s' if plan.size != 1 else ''}"
-    click.echo(f"{size} for {user_id} ({plan.new_count} new since the last digest)")
+    click.echo(
+        f"{count(plan.size, 'paper')} for {user_id} ({plan.new_count} new since the last digest)"
+    )
     for section in plan.sections:
         click.echo("")
         click.secho(section.query, bold=True)
@@ -634,6 +624,7 @@ def preview(ctx: click.Context, user_id: str, as_json: bool, db_path: Path | Non
 @click.option("--user", "user_ids", multiple=True, help="Only this member (repeatable).")
 @db_option
 @click.pass_context
+@stops_on_sigterm  # first thing: the imports and the start-up take a while
 def send(
     ctx: click.Context, right_now: bool, user_ids: tuple[str, ...], db_path: Path | None
 ) -> None:
@@ -645,7 +636,6 @@ def send(
     from digest.poster import TokenRefused
     from digest.subscriptions import Subscriptions
 
-    exit_on_sigterm()
     settings = _digest_settings()
     configure_logging(settings)
     engine = _engine(ctx, db_path, settings)
@@ -661,7 +651,7 @@ def send(
         raise click.ClickException(str(refused(error.code))) from None
     for outcome in outcomes:
         detail = f" ({outcome.error})" if outcome.error else ""
-        size = f"{outcome.papers} paper{'s' if outcome.papers != 1 else ''}"
+        size = count(outcome.papers, "paper")
         click.echo(f"{outcome.digest_id}: {outcome.status}, {size}{detail}")
     counts: dict[str, int] = {}
     for outcome in outcomes:

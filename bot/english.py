@@ -3,7 +3,13 @@
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``"1 paper"``, ``"2 papers"``, ``"1,200 papers"``."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+    return f"{n:,} {noun_for(n, noun, plural)}"
+
+
+def noun_for(n: int, noun: str, plural: str | None = None) -> str:
+    """The noun (or phrase) that goes with ``n``: ``noun_for(2, "paper matches", "papers
+    match")`` is ``"papers match"``; for a number shown on its own (in bold, say)."""
+    return noun if n == 1 else plural or noun + "s"
 
 
 def empty_corpus(where: str = "") -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -60,8 +61,6 @@ def say(settings: Settings, message: str, level: int = logging.INFO) -> None:
     if getattr(settings, "log_format", "text") == "json":
         logging.getLogger("paperboy").log(level, message)
     else:
-        import sys
-
         print(message, file=sys.stderr)
 
 

@@ -50,6 +50,8 @@ MATCH_THRESHOLD = 0.14
 CHUNK_TOPICS = 256
 #: A topic matching more than this share of the corpus is reported as too broad.
 BROAD_FRACTION = 0.02
+#: Best matches shown when a member subscribes.
+CHECK_TOP = 3
 
 _COMMON_ONLY = (
     "That topic has nothing to look for: only very common words (like “the” or “of”) or "
@@ -273,11 +275,9 @@ class TopicCheck:
         }.get(self.verdict)
 
 
-def check_topic(
-    engine: Engine, text: str, *, threshold: float = MATCH_THRESHOLD, top: int = 3
-) -> TopicCheck:
-    """How many papers a topic matches now, and its best ``top`` matches (as lookup hits)."""
-    match = match_topics(engine, [text], threshold=threshold)[0]
+def check_topic(engine: Engine, text: str) -> TopicCheck:
+    """How many papers a topic matches now, and its best ``CHECK_TOP`` matches (lookup hits)."""
+    match = match_topics(engine, [text])[0]
     check = TopicCheck(text, corpus_size=engine.index.n_docs, error=match.error)
     if match.error:
         return check
@@ -288,6 +288,6 @@ def check_topic(
         check.mentions = 0
     if match.count:
         # A lookup's best hits are the topic's best matches (same scores), with snippets.
-        hits = engine.search(text, limit=top).hits
-        check.top = [h for h in hits if match.why or h.score >= threshold]
+        hits = engine.search(text, limit=CHECK_TOP).hits
+        check.top = [h for h in hits if match.why or h.score >= MATCH_THRESHOLD]
     return check

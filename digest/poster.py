@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from .selection import DigestPlan
+from .plan import DigestPlan
 
 
 class TokenRefused(Exception):

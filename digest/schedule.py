@@ -22,6 +22,10 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from apscheduler.schedulers.blocking import BlockingScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
 from .subscriptions import WEEKDAYS, Member, from_iso
 
 log = logging.getLogger(__name__)
@@ -100,10 +104,6 @@ def build_scheduler(
     ``max_instances=1`` and ``coalesce`` mean a slow tick is never run twice at once nor
     caught up several times.
     """
-    from apscheduler.schedulers.blocking import BlockingScheduler
-    from apscheduler.triggers.cron import CronTrigger
-    from apscheduler.triggers.interval import IntervalTrigger
-
     scheduler = scheduler or BlockingScheduler(timezone=UTC)
     now = datetime.now(UTC)
     scheduler.add_job(

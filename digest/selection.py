@@ -23,7 +23,7 @@ import numpy as np
 from bot.engine.index import Index
 from bot.engine.search import Engine
 
-from .matching import MATCH_THRESHOLD, Matcher, TopicMatch, match_topics
+from .matching import Matcher, TopicMatch, match_topics
 from .plan import DigestItem, DigestPlan, DigestSection
 from .subscriptions import Subscriptions, Topic, from_iso
 
@@ -109,7 +109,6 @@ def select_digests(
     user_ids: Iterable[str] | None = None,
     *,
     limit: int = DIGEST_SIZE,
-    threshold: float = MATCH_THRESHOLD,
     matcher: Matcher = match_topics,
 ) -> dict[str, DigestPlan]:
     """The next digest of each member asked for (default: everyone with topics).
@@ -125,9 +124,7 @@ def select_digests(
     for topics in topics_by_member.values():
         for topic in topics:
             distinct.setdefault(topic.normalized, topic.query)
-    matches = dict(
-        zip(distinct, matcher(engine, list(distinct.values()), threshold=threshold), strict=True)
-    )
+    matches = dict(zip(distinct, matcher(engine, list(distinct.values())), strict=True))
     index = engine.index
     added = _AddedAt.get(engine, index)
     sent = _sent_docs(engine, index, ids)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,10 +121,6 @@ class ManualClock:
     now: datetime = datetime(2024, 3, 4, 7, 0, tzinfo=UTC)  # a Monday
 
     def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> datetime:
-        self.now += timedelta(**delta)
         return self.now
 
     def timestamp(self) -> float:

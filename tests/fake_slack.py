@@ -11,12 +11,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from bot.playground import fake_slack
 from bot.playground.fake_slack import _error, _ok, _Reply, _token_problem
-
-T = TypeVar("T")
+from tests.waiting import Waiting
 
 
 @dataclass(frozen=True)
@@ -60,11 +59,11 @@ class _Failure:
         )
 
 
-class FakeSlack(fake_slack.FakeSlack):
+class FakeSlack(Waiting, fake_slack.FakeSlack):
     """The stand-in with recording, failure injection and waiting (see the module docstring).
 
     Its lock is wrapped in a Condition notified on every recorded call and response, so a
-    test blocks in :meth:`wait_for` until the app has done what it waits for.
+    test blocks in ``wait_for`` (``tests/waiting.py``) until the app has done what it waits for.
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
@@ -161,17 +160,6 @@ class FakeSlack(fake_slack.FakeSlack):
         """Every modal opened with views.open, oldest first (with the ``id`` Slack gave it)."""
         with self._cond:
             return copy.deepcopy(list(self._modals.values()))
-
-    def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0) -> T:
-        """Block until ``predicate()`` is truthy, re-checking on every recorded call/response."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not (value := predicate()):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"condition not met within {timeout}s; {self._describe()}")
-                self._cond.wait(remaining)
-            return value
 
     def _describe(self) -> str:
         calls = [

@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import shutil
+import socket
 import sqlite3
 import time
 import urllib.error
@@ -33,7 +34,7 @@ from urllib.parse import urlencode
 from bot.engine.search import Engine
 from bot.playground.fake_slack import APP_ID, TEAM_ID, validate_blocks
 from bot.settings import SEED_DIR, Settings
-from bot.slack.server import HttpServer, start_background
+from bot.slack.server import HttpServer, make_wsgi_app, server_options
 from tests.fake_slack import FakeSlack
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -45,6 +46,43 @@ VERIFICATION_TOKEN = "gIkuvaNzQIHg97ATvDxqgjtO"
 def sign(secret: str, timestamp: str, body: bytes) -> str:
     base = b"v0:" + timestamp.encode() + b":" + body
     return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def signed_headers(
+    body: bytes,
+    secret: str = SIGNING_SECRET,
+    *,
+    timestamp: int | None = None,
+    content_type: str = "application/x-www-form-urlencoded",
+) -> dict[str, str]:
+    """The headers Slack sends with a request to /slack/events: timestamp and v0 signature."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    return {
+        "Content-Type": content_type,
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": sign(secret, ts, body),
+        "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots)",
+    }
+
+
+def http(
+    url: str, body: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """GET (or POST ``body``) with urllib; returns the status and the body as text, also for
+    HTTP errors."""
+    request = urllib.request.Request(url, data=body, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def free_port() -> int:
+    """A port nothing listens on now, for a server started in another process."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def seeded_engine(db_path: Path, template: Path | None = None) -> Engine:
@@ -97,9 +135,9 @@ class SlackHarness:
         self.settings = Settings(**{**fields, **settings})
         # The app's pool for work after ack(); shut down in close() so no lookup outlives a test.
         self.executor = ThreadPoolExecutor(8, thread_name_prefix="harness-work")
-        self.server: HttpServer = start_background(
-            self.settings, self.engine, executor=self.executor
-        )
+        # The app on a background thread, at a free loopback port.
+        wsgi = make_wsgi_app(self.settings, self.engine, executor=self.executor)
+        self.server = HttpServer(wsgi, port=0, **server_options(self.settings)).start()
         self.url = self.server.url
         self.trigger_ids: list[str] = []  # of the clicks, in order (views.open must use them)
 
@@ -129,24 +167,17 @@ class SlackHarness:
         signature: str | None = None,
         path: str = "/slack/events",
     ) -> tuple[int, str]:
-        ts = str(int(time.time()) if timestamp is None else timestamp)
-        headers = {
-            "Content-Type": content_type,
-            "X-Slack-Request-Timestamp": ts,
-            "X-Slack-Signature": signature or sign(secret or self.secret, ts, body),
-            "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots)",
-        }
+        headers = signed_headers(
+            body, secret or self.secret, timestamp=timestamp, content_type=content_type
+        )
+        if signature:
+            headers["X-Slack-Signature"] = signature
         return self.request(path, body, headers)
 
     def request(
         self, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
     ) -> tuple[int, str]:
-        request = urllib.request.Request(self.url + path, data=body, headers=headers or {})
-        try:
-            with urllib.request.urlopen(request, timeout=10) as answer:
-                return answer.status, answer.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
+        return http(self.url + path, body, headers)
 
     def slash(
         self,
@@ -163,10 +194,10 @@ class SlackHarness:
         ``text`` is what the user typed; like Slack (``should_escape: true`` in manifest.yml)
         it is sent with ``&``, ``<``, ``>`` as entities unless ``escape=False``.
         """
-        form, response_url = slash_command(
+        form, response_url = slash_form(
             self.fake, text, user=user, channel=channel, command=command, escape=escape
         )
-        status, _ = self.post(urlencode(form).encode(), **post_options)
+        status, _ = self.post(form, **post_options)
         return status, response_url
 
     def click(
@@ -182,44 +213,21 @@ class SlackHarness:
         channel_name: str | None = None,
         **post_options: Any,
     ) -> tuple[int, str]:
-        """Click a button: a signed ``payload=`` block_actions form; returns (status, response_url).
-
-        ``channel_name`` is what Slack calls the conversation: by default "directmessage" for
-        a ``D...`` id (as Slack names every DM), else "general"; group DMs are "mpdm-...".
+        """Click a button: a signed ``payload=`` block_actions form (see ``block_actions``);
+        returns (status, response_url).
         """
-        response_url = self.fake.response_url(channel=channel, user=user, message_ts=message_ts)
-        if channel_name is None:
-            channel_name = "directmessage" if channel.startswith("D") else "general"
-        self.trigger_ids.append(trigger_id())
-        payload = {
-            "type": "block_actions",
-            "user": _user(user),
-            "api_app_id": APP_ID,
-            "token": VERIFICATION_TOKEN,
-            "container": {
-                "type": "message",
-                "message_ts": message_ts,
-                "channel_id": channel,
-                "is_ephemeral": ephemeral,
-            },
-            "trigger_id": self.trigger_ids[-1],
-            "team": {"id": TEAM_ID, "domain": "paperboy"},
-            "enterprise": None,
-            "is_enterprise_install": False,
-            "channel": {"id": channel, "name": channel_name},
-            "state": {"values": {}},
-            "response_url": response_url,
-            "actions": [
-                {
-                    "type": "button",
-                    "action_id": action_id,
-                    "block_id": "b1",
-                    "text": {"type": "plain_text", "text": label},
-                    "value": value,
-                    "action_ts": f"{time.time():.6f}",
-                }
-            ],
-        }
+        payload, response_url = block_actions(
+            self.fake,
+            action_id,
+            value,
+            user=user,
+            channel=channel,
+            message_ts=message_ts,
+            ephemeral=ephemeral,
+            label=label,
+            channel_name=channel_name,
+        )
+        self.trigger_ids.append(payload["trigger_id"])
         body = urlencode({"payload": json.dumps(payload)}).encode()
         status, _ = self.post(body, **post_options)
         return status, response_url
@@ -229,55 +237,16 @@ class SlackHarness:
     ) -> tuple[int, Any]:
         """Press a modal's submit button: a signed ``view_submission`` payload.
 
-        ``view`` is the modal as FakeSlack recorded it (``fake.modals()``); ``answers`` maps an
-        input block's ``block_id`` to what the user chose or typed, and is turned into Slack's
-        ``state.values`` by the element's type. Like Slack's client, a required input left
-        empty is refused here, before anything is sent. Returns (HTTP status, the ack's JSON
-        body, or ``""`` for an empty ack).
+        See ``view_submission`` for ``view`` and ``answers``. Returns (HTTP status, the ack's
+        JSON body, or ``""`` for an empty ack).
         """
-        values: dict[str, Any] = {}
-        for block in view.get("blocks") or []:
-            if block.get("type") != "input":
-                continue
-            element, answer = block["element"], answers.get(block["block_id"])
-            if answer is None and not block.get("optional"):
-                raise AssertionError(f"Slack would not submit: {block['block_id']} is required")
-            kind = element["type"]
-            if kind == "conversations_select":
-                state = {"type": kind, "selected_conversation": answer}
-            elif kind == "plain_text_input":
-                state = {"type": kind, "value": answer}
-            else:
-                raise NotImplementedError(f"submit_view cannot fill a {kind}")
-            values[block["block_id"]] = {element["action_id"]: state}
-        payload = {
-            "type": "view_submission",
-            "team": {"id": TEAM_ID, "domain": "paperboy"},
-            "user": _user(user),
-            "api_app_id": APP_ID,
-            "token": VERIFICATION_TOKEN,
-            "trigger_id": trigger_id(),
-            "view": {**view, "state": {"values": values}},
-            "response_urls": [],
-            "is_enterprise_install": False,
-            "enterprise": None,
-        }
+        payload = view_submission(view, answers, user=user)
         status, body = self.post(urlencode({"payload": json.dumps(payload)}).encode())
         return status, (json.loads(body) if body.strip() else "")
 
     def event(self, event: dict[str, Any], **post_options: Any) -> tuple[int, str]:
         """Deliver an Events API callback (JSON), as Slack does."""
-        envelope = {
-            "token": VERIFICATION_TOKEN,
-            "team_id": TEAM_ID,
-            "api_app_id": APP_ID,
-            "event": {"event_ts": f"{time.time():.6f}", **event},
-            "type": "event_callback",
-            "event_id": f"Ev{int(time.time() * 1e6)}",
-            "event_time": int(time.time()),
-            "authorizations": [{"team_id": TEAM_ID, "user_id": "UBOT", "is_bot": True}],
-        }
-        body = json.dumps(envelope).encode()
+        body = json.dumps(event_callback(event)).encode()
         return self.post(body, content_type="application/json", **post_options)
 
     # --- what the app sent back ---------------------------------------------------------------
@@ -331,6 +300,120 @@ def slash_command(
         "trigger_id": trigger_id(),
     }
     return fields, response_url
+
+
+def slash_form(fake: FakeSlack, text: str, **options: Any) -> tuple[bytes, str]:
+    """``slash_command`` form-encoded, as Slack POSTs it; returns (body, response_url)."""
+    fields, response_url = slash_command(fake, text, **options)
+    return urlencode(fields).encode(), response_url
+
+
+def block_actions(
+    fake: FakeSlack,
+    action_id: str,
+    value: str,
+    *,
+    user: str = "U1",
+    channel: str = "C1",
+    message_ts: str = "1700000000.000100",
+    ephemeral: bool = True,
+    label: str = "button",
+    channel_name: str | None = None,
+    app_id: str = APP_ID,
+) -> tuple[dict[str, Any], str]:
+    """The ``block_actions`` payload of a button clicked on a message (an HTTP ``payload=``
+    field or a Socket Mode ``interactive`` envelope), with a fresh response_url on ``fake``;
+    returns (payload, response_url).
+
+    ``channel_name`` is what Slack calls the conversation: by default "directmessage" for a
+    ``D...`` id (as Slack names every DM), else "general"; group DMs are "mpdm-...".
+    """
+    response_url = fake.response_url(channel=channel, user=user, message_ts=message_ts)
+    if channel_name is None:
+        channel_name = "directmessage" if channel.startswith("D") else "general"
+    payload = {
+        "type": "block_actions",
+        "user": _user(user),
+        "api_app_id": app_id,
+        "token": VERIFICATION_TOKEN,
+        "container": {
+            "type": "message",
+            "message_ts": message_ts,
+            "channel_id": channel,
+            "is_ephemeral": ephemeral,
+        },
+        "trigger_id": trigger_id(),
+        "team": {"id": TEAM_ID, "domain": "paperboy"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": channel, "name": channel_name},
+        "state": {"values": {}},
+        "response_url": response_url,
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "b1",
+                "text": {"type": "plain_text", "text": label},
+                "value": value,
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    return payload, response_url
+
+
+def view_submission(
+    view: dict[str, Any], answers: dict[str, str | None], *, user: str = "U1", app_id: str = APP_ID
+) -> dict[str, Any]:
+    """The ``view_submission`` payload of a modal's submit button.
+
+    ``view`` is the modal as FakeSlack recorded it (``fake.modals()``); ``answers`` maps an
+    input block's ``block_id`` to what the user chose or typed, and is turned into Slack's
+    ``state.values`` by the element's type. Like Slack's client, a required input left empty
+    is refused here, before anything is sent.
+    """
+    values: dict[str, Any] = {}
+    for block in view.get("blocks") or []:
+        if block.get("type") != "input":
+            continue
+        element, answer = block["element"], answers.get(block["block_id"])
+        if answer is None and not block.get("optional"):
+            raise AssertionError(f"Slack would not submit: {block['block_id']} is required")
+        kind = element["type"]
+        if kind == "conversations_select":
+            state = {"type": kind, "selected_conversation": answer}
+        elif kind == "plain_text_input":
+            state = {"type": kind, "value": answer}
+        else:
+            raise NotImplementedError(f"submit_view cannot fill a {kind}")
+        values[block["block_id"]] = {element["action_id"]: state}
+    return {
+        "type": "view_submission",
+        "team": {"id": TEAM_ID, "domain": "paperboy"},
+        "user": _user(user),
+        "api_app_id": app_id,
+        "token": VERIFICATION_TOKEN,
+        "trigger_id": trigger_id(),
+        "view": {**view, "state": {"values": values}},
+        "response_urls": [],
+        "is_enterprise_install": False,
+        "enterprise": None,
+    }
+
+
+def event_callback(event: dict[str, Any], *, app_id: str = APP_ID) -> dict[str, Any]:
+    """An Events API ``event_callback`` (POSTed as JSON, or in an ``events_api`` envelope)."""
+    return {
+        "token": VERIFICATION_TOKEN,
+        "team_id": TEAM_ID,
+        "api_app_id": app_id,
+        "event": {"event_ts": f"{time.time():.6f}", **event},
+        "type": "event_callback",
+        "event_id": f"Ev{uuid.uuid4().hex[:10].upper()}",
+        "event_time": int(time.time()),
+        "authorizations": [{"team_id": TEAM_ID, "user_id": "UBOT", "is_bot": True}],
+    }
 
 
 def trigger_id() -> str:

@@ -20,22 +20,19 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import Request, Response, ServerConnection, serve
 
-from bot.playground.fake_slack import APP_ID, TEAM_ID
+from bot.playground.fake_slack import APP_ID
 from tests.fake_slack import FakeSlack
-from tests.slack_harness import VERIFICATION_TOKEN, _user, slash_command, trigger_id
-
-T = TypeVar("T")
+from tests.slack_harness import block_actions, event_callback, slash_command, view_submission
+from tests.waiting import Waiting
 
 
 @dataclass
@@ -50,8 +47,11 @@ class Connection:
     close_code: int | None = None
 
 
-class SocketModeServer:
-    """Slack's Socket Mode endpoint on a free 127.0.0.1 port; see the module docstring."""
+class SocketModeServer(Waiting):
+    """Slack's Socket Mode endpoint on a free 127.0.0.1 port; see the module docstring.
+    ``wait_for`` re-checks on every connection and message."""
+
+    wait_timeout = 10.0
 
     def __init__(self, app_id: str = APP_ID) -> None:
         self.app_id = app_id
@@ -117,17 +117,6 @@ class SocketModeServer:
         with self._cond:
             return [c.close_code for c in self._connections if c.ended]
 
-    def wait_for(self, predicate: Callable[[], T], timeout: float = 10.0) -> T:
-        """Block until ``predicate()`` is truthy, re-checked on every connection and message."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not (value := predicate()):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"condition not met within {timeout}s; {self._describe()}")
-                self._cond.wait(remaining)
-            return value
-
     def wait_connected(self, count: int = 1, timeout: float = 10.0) -> Connection:
         """The newest open connection, once at least ``count`` have been opened."""
         return self.wait_for(
@@ -182,84 +171,28 @@ class SocketModeServer:
         message_ts: str = "1700000000.000100",
     ) -> tuple[str, str]:
         """A button clicked on an ephemeral reply; returns (envelope_id, its response_url)."""
-        response_url = fake.response_url(channel=channel, user=user, message_ts=message_ts)
-        payload = {
-            "type": "block_actions",
-            "user": _user(user),
-            "api_app_id": self.app_id,
-            "token": VERIFICATION_TOKEN,
-            "container": {
-                "type": "message",
-                "message_ts": message_ts,
-                "channel_id": channel,
-                "is_ephemeral": True,
-            },
-            "trigger_id": trigger_id(),
-            "team": {"id": TEAM_ID, "domain": "paperboy"},
-            "enterprise": None,
-            "is_enterprise_install": False,
-            "channel": {
-                "id": channel,
-                "name": "directmessage" if channel.startswith("D") else "general",
-            },
-            "state": {"values": {}},
-            "response_url": response_url,
-            "actions": [
-                {
-                    "type": "button",
-                    "action_id": action_id,
-                    "block_id": "b1",
-                    "text": {"type": "plain_text", "text": "button"},
-                    "value": value,
-                    "action_ts": f"{time.time():.6f}",
-                }
-            ],
-        }
+        payload, response_url = block_actions(
+            fake,
+            action_id,
+            value,
+            user=user,
+            channel=channel,
+            message_ts=message_ts,
+            app_id=self.app_id,
+        )
         return self.push("interactive", payload), response_url
 
     def submit_view(
         self, view: dict[str, Any], answers: dict[str, str | None], *, user: str = "U1"
     ) -> str:
-        """A modal's submit button (``view`` as FakeSlack recorded it; ``answers`` by input
-        block_id, as in ``SlackHarness.submit_view``); returns the envelope_id. Slack accepts
-        a response payload for it (``response_action``) in the ack."""
-        values: dict[str, Any] = {}
-        for block in view.get("blocks") or []:
-            if block.get("type") != "input":
-                continue
-            element, answer = block["element"], answers.get(block["block_id"])
-            if answer is None and not block.get("optional"):
-                raise AssertionError(f"Slack would not submit: {block['block_id']} is required")
-            kind = element["type"]
-            key = "selected_conversation" if kind == "conversations_select" else "value"
-            values[block["block_id"]] = {element["action_id"]: {"type": kind, key: answer}}
-        payload = {
-            "type": "view_submission",
-            "team": {"id": TEAM_ID, "domain": "paperboy"},
-            "user": _user(user),
-            "api_app_id": self.app_id,
-            "token": VERIFICATION_TOKEN,
-            "trigger_id": trigger_id(),
-            "view": {**view, "state": {"values": values}},
-            "response_urls": [],
-            "is_enterprise_install": False,
-            "enterprise": None,
-        }
+        """A modal's submit button (see ``slack_harness.view_submission``); returns the
+        envelope_id. Slack accepts a response payload for it (``response_action``) in the ack."""
+        payload = view_submission(view, answers, user=user, app_id=self.app_id)
         return self.push("interactive", payload, accepts_response_payload=True)
 
     def event(self, event: dict[str, Any]) -> str:
         """An Events API callback in an ``events_api`` envelope; returns the envelope_id."""
-        payload = {
-            "token": VERIFICATION_TOKEN,
-            "team_id": TEAM_ID,
-            "api_app_id": self.app_id,
-            "event": {"event_ts": f"{time.time():.6f}", **event},
-            "type": "event_callback",
-            "event_id": f"Ev{uuid.uuid4().hex[:10].upper()}",
-            "event_time": int(time.time()),
-            "authorizations": [{"team_id": TEAM_ID, "user_id": "UBOT", "is_bot": True}],
-        }
-        return self.push("events_api", payload)
+        return self.push("events_api", event_callback(event, app_id=self.app_id))
 
     def disconnect(self, reason: str = "refresh_requested") -> None:
         """Ask the app to move to a new connection, as Slack does every few hours."""

@@ -68,6 +68,35 @@ def dispatcher(engine: Engine, fake: FakeSlack, waits: list[float], **options) -
     return Dispatcher(engine, SlackPoster(make_client(settings), engine), **options)
 
 
+def killed_after_posting(db_path: Path, api_url: str, call: str) -> subprocess.CompletedProcess:
+    """Run ``Dispatcher(...).<call>`` in a real process that dies (``os._exit(17)``) once Slack
+    has the digest and before it is recorded."""
+    child = (
+        "import os, sys\n"
+        "from datetime import datetime\n"
+        "from bot.engine.search import Engine\n"
+        "from bot.settings import Settings\n"
+        "from bot.slack.client import make_client\n"
+        "from bot.slack.poster import SlackPoster\n"
+        "from digest.delivery import Dispatcher\n"
+        "db, api = sys.argv[1:3]\n"
+        "def fault(step, digest_id):\n"
+        "    if step == 'posted':\n"
+        "        os._exit(17)\n"
+        "client = make_client(Settings(slack_api_url=api, slack_bot_token='xoxb-test'))\n"
+        "engine = Engine.open(db)\n"
+        "dispatcher = Dispatcher(engine, SlackPoster(client, engine), worker='doomed', faults=fault)\n"
+        f"dispatcher.{call}\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", child, str(db_path), api_url],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        timeout=120,
+    )
+
+
 def join(
     engine: Engine,
     fake: FakeSlack,
@@ -326,29 +355,10 @@ def test_a_killed_process_between_post_and_record_is_finished_by_the_next(
     """A real process dies (os._exit) after Slack has the message but before it is recorded."""
     join(engine, fake, "U1")
     Subscriptions(engine.db).set_tz("U1", "Europe/Berlin", MONDAY_0700)
-    child = (
-        "import os, sys\n"
-        "from datetime import datetime\n"
-        "from bot.engine.search import Engine\n"
-        "from bot.settings import Settings\n"
-        "from bot.slack.client import make_client\n"
-        "from bot.slack.poster import SlackPoster\n"
-        "from digest.delivery import Dispatcher\n"
-        "db, api, now = sys.argv[1:4]\n"
-        "def fault(step, digest_id):\n"
-        "    if step == 'posted':\n"
-        "        os._exit(17)\n"
-        "client = make_client(Settings(slack_api_url=api, slack_bot_token='xoxb-test'))\n"
-        "engine = Engine.open(db)\n"
-        "Dispatcher(engine, SlackPoster(client, engine), worker='doomed', faults=fault)"
-        ".run_due(datetime.fromisoformat(now))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", child, str(engine.db_path), fake.api_url, BERLIN_0900.isoformat()],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        timeout=120,
+    done = killed_after_posting(
+        engine.db_path,
+        fake.api_url,
+        f"run_due(datetime.fromisoformat({BERLIN_0900.isoformat()!r}))",
     )
     assert done.returncode == 17, done.stderr.decode()[-2000:]
     assert len(fake.messages_in("DU1")) == 1

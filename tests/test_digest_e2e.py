@@ -25,6 +25,7 @@ from digest.schedule import next_digest
 from digest.subscriptions import Subscriptions
 from tests.digest_support import synthetic_papers, write_corpus
 from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
+from tests.test_digest_delivery import killed_after_posting
 
 
 @pytest.fixture
@@ -541,42 +542,17 @@ def test_a_killed_digest_now_into_a_channel_is_found_not_resent(slack, cli_env) 
     """A real process posts an on-demand digest into a public channel and dies (os._exit)
     before recording it; once its lease ran out, `paperboy digest send --now` finds it in the
     channel's history (the bot joined the channel before posting) and sends nothing twice."""
-    import os
-    import subprocess
-    import sys
-
     from digest.ledger import STALE_CLAIM
 
-    repo = Path(__file__).resolve().parents[1]
     now = datetime.now(UTC)
     subs = Subscriptions(slack.engine.db)
     subs.add_topic("U1", "diffusion models", now - timedelta(days=1))
     subs.set_channel("U1", "CREADING", now - timedelta(days=1))
-    child = (
-        "import os, sys\n"
-        "from datetime import datetime\n"
-        "from bot.engine.search import Engine\n"
-        "from bot.settings import Settings\n"
-        "from bot.slack.client import make_client\n"
-        "from bot.slack.poster import SlackPoster\n"
-        "from digest.delivery import Dispatcher\n"
-        "db, api, when = sys.argv[1:4]\n"
-        "def fault(step, digest_id):\n"
-        "    if step == 'posted':\n"
-        "        os._exit(17)\n"
-        "client = make_client(Settings(slack_api_url=api, slack_bot_token='xoxb-test'))\n"
-        "engine = Engine.open(db)\n"
-        "Dispatcher(engine, SlackPoster(client, engine), worker='doomed', faults=fault)"
-        ".send_now('U1', datetime.fromisoformat(when))\n"
-    )
     crashed_at = now - STALE_CLAIM - timedelta(minutes=1)
-    done = subprocess.run(
-        [sys.executable, "-c", child, str(slack.engine.db_path), slack.fake.api_url]
-        + [crashed_at.isoformat()],
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(repo)},
-        capture_output=True,
-        timeout=120,
+    done = killed_after_posting(
+        slack.engine.db_path,
+        slack.fake.api_url,
+        f"send_now('U1', datetime.fromisoformat({crashed_at.isoformat()!r}))",
     )
     assert done.returncode == 17, done.stderr.decode()[-2000:]
     assert len(slack.fake.messages_in("CREADING")) == 1

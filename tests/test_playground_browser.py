@@ -18,8 +18,6 @@ from tests.fake_slack import FakeSlack
 from tests.slack_harness import seeded_engine
 
 CHROMIUM = os.environ.get("PAPERBOY_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOT = Path(os.environ.get("PAPERBOY_SCREENSHOT", "/tmp/paperboy-playground.png"))
-DIGEST_SCREENSHOT = Path(os.environ.get("PAPERBOY_DIGEST_SCREENSHOT", "/tmp/paperboy-digest.png"))
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 pytestmark = pytest.mark.skipif(
@@ -75,7 +73,7 @@ def send(page, text: str) -> None:
     page.press("#input", "Enter")
 
 
-def test_lookup_more_and_share_in_the_browser(page, playground: Playground) -> None:
+def test_lookup_more_and_share_in_the_browser(page, playground: Playground, tmp_path: Path) -> None:
     expected = playground.engine.search("language models", limit=10)
     page.locator(".banner").filter(has_text="SLACK_BOT_TOKEN").wait_for()
 
@@ -93,7 +91,8 @@ def test_lookup_more_and_share_in_the_browser(page, playground: Playground) -> N
     second = expected.hits[5].paper["id"]
     page.locator(".msg.ephemeral code", has_text=second).wait_for()
 
-    page.screenshot(path=str(SCREENSHOT), full_page=False, animations="disabled")
+    # For a person checking the page by eye (pytest keeps the last runs' tmp dirs).
+    page.screenshot(path=str(tmp_path / "playground.png"), full_page=False, animations="disabled")
 
     page.locator(".msg.ephemeral button", has_text="Share to channel").first.click()
     shared = page.locator(".msg:not(.ephemeral)", has_text="shared a paper")
@@ -118,7 +117,7 @@ def test_help_and_unknown_commands(page) -> None:
 
 
 def test_digest_arrives_in_the_paperboy_dm_and_shares_through_the_picker(
-    page, playground: Playground
+    page, playground: Playground, tmp_path: Path
 ) -> None:
     send(page, "/papers subscribe graph neural networks")
     page.locator(".msg.ephemeral", has_text="Subscribed to").wait_for()
@@ -138,7 +137,7 @@ def test_digest_arrives_in_the_paperboy_dm_and_shares_through_the_picker(
         shares.count() >= 2
         and shares.count() == digest.locator("button", has_text="Similar papers").count()
     )
-    page.screenshot(path=str(DIGEST_SCREENSHOT), full_page=False, animations="disabled")
+    page.screenshot(path=str(tmp_path / "digest.png"), full_page=False, animations="disabled")
 
     digest.locator("button", has_text="Similar papers").first.click()
     page.locator(".msg.ephemeral", has_text="Papers similar to").wait_for()

@@ -15,17 +15,7 @@ from typing import Any
 import pytest
 
 from tests.slack_harness import SlackHarness, blocks_text, seeded_engine
-
-
-def get(url: str) -> tuple[int, str]:
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+from tests.slack_harness import http as get
 
 
 class HeldLookups:

@@ -455,3 +455,21 @@ def test_every_emoji_the_app_uses_is_in_the_playground_table() -> None:
     assert {"label", "incoming_envelope", "warning", "mag"} <= set(used)  # the scan works
     missing = {name: where for name, where in used.items() if name not in drawn}
     assert not missing, f"add these to EMOJI in bot/playground/page.html: {missing}"
+
+
+def test_slack_and_the_command_line_help_come_from_one_list() -> None:
+    """``/papers help`` and ``paperboy search --help`` both show every query example, and
+    the digest's usage line every digest subcommand (``bot/help_text.py``)."""
+    from click.testing import CliRunner
+
+    from bot.cli import main
+    from bot.help_text import DIGEST_COMMANDS, QUERY_EXAMPLES, TOPIC_COMMANDS
+
+    cli = CliRunner().invoke(main, ["search", "--help"]).output
+    slack = blocks_text(render.help_message())
+    for usage in QUERY_EXAMPLES:
+        assert usage.args in cli and f"`/papers {usage.args}`" in slack, usage
+    for usage in TOPIC_COMMANDS + DIGEST_COMMANDS:
+        assert f"`/papers {render.escape(usage.args)}`" in slack, usage
+    for usage in DIGEST_COMMANDS:
+        assert f"`/papers {usage.args}`" in render.DIGEST_USAGE, usage

@@ -32,14 +32,7 @@ from digest.schedule import TICK_JOB
 from digest.subscriptions import Subscriptions
 from tests.fake_slack import FakeSlack
 from tests.slack_harness import SlackHarness, blocks_text, seeded_engine, sign
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+from tests.slack_harness import http as get
 
 
 def post_json(url: str, data: Any, content_type: str = "application/json") -> tuple[int, Any]:
@@ -181,6 +174,33 @@ def test_no_credentials_starts_the_playground(
     assert seen["page"][0] == 200 and "Local playground" in seen["page"][1]
     assert seen["health"][0] == 200
     assert "local playground" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "host, bound",
+    [("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("127.0.0.2", "127.0.0.2")],
+)
+def test_the_playground_binds_loopback_unless_host_names_an_address(
+    tmp_path: Path,
+    seeded_db_template: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    host: str,
+    bound: str,
+) -> None:
+    """README: HOST's every-interface default (and ``::``) means loopback for the playground,
+    which has no login; an address HOST names on purpose is bound as given."""
+    seen: dict[str, Any] = {}
+
+    def serve_once(self: Playground) -> None:
+        self.server.start()
+        seen["host"], seen["page"] = self.server.host, get(self.url)
+        self.server.stop()
+
+    monkeypatch.setattr(Playground, "serve_forever", serve_once)
+    engine = seeded_engine(tmp_path / "p.db", seeded_db_template)
+    run_playground(Settings(db_path=tmp_path / "p.db", host=host, port=0), engine)
+    assert seen["host"] == bound
+    assert seen["page"][0] == 200
 
 
 # --- the playground's endpoints -------------------------------------------------------------

@@ -91,3 +91,37 @@ def test_the_sigterm_handler_is_in_place_before_serve_or_worker_starts_up(
         signal.signal(signal.SIGTERM, previous)
     assert result.exit_code == 0, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["scheduler"], ["digest", "send"], ["serve"], ["worker"]],
+    ids=" ".join,
+)
+def test_a_command_run_in_process_puts_the_sigterm_handler_back(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tests (and anything embedding the CLI) run the commands in-process: the handler they
+    install for their run is theirs only, and the one before is in place again after."""
+    from bot.slack import server
+
+    def mine(signum: int, frame: object) -> None:  # pragma: no cover - never sent
+        raise AssertionError("not sent")
+
+    monkeypatch.setenv("PAPERBOY_DB", str(tmp_path / "p.db"))
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_API_URL", f"http://127.0.0.1:{closed_port()}/api/")
+    monkeypatch.setattr("digest.clock.CHECK_BACKOFF", ())  # Slack is unreachable: no waiting
+    seen: list[object] = []
+    monkeypatch.setattr(
+        server, "run", lambda settings, **options: seen.append(signal.getsignal(signal.SIGTERM))
+    )
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        result = CliRunner().invoke(main, args)
+        after = signal.getsignal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert after is mine
+    assert all(handler is not mine for handler in seen)  # its own while it ran

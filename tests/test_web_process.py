@@ -16,8 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager
 from datetime import UTC, datetime, timedelta
@@ -30,7 +28,7 @@ from slack_sdk.http_retry import FixedValueRetryIntervalCalculator
 
 from bot.engine.index import build_lock, index_dir_for
 from bot.engine.search import Engine
-from bot.playground.fake_slack import APP_ID, TEAM_ID
+from bot.playground.fake_slack import TEAM_ID
 from bot.settings import Settings
 from bot.slack import render, server
 from bot.slack.render.digest import DIGEST_EVENT
@@ -42,54 +40,20 @@ from tests.slack_harness import (
     SIGNING_SECRET,
     SlackHarness,
     buttons,
+    free_port,
+    http,
+    seeded_engine,
     sign,
-    trigger_id,
+    signed_headers,
+    slash_form,
 )
+from tests.socket_mode_server import SocketModeServer
 from tests.test_cli import DROP_WRITE, read_only  # noqa: F401 - a fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-
-def http(url: str, body: bytes | None = None, headers: dict[str, str] | None = None):
-    request = urllib.request.Request(url, data=body, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-def slash_form(fake: FakeSlack, text: str) -> tuple[bytes, str]:
-    response_url = fake.response_url(channel="C1", user="U1")
-    form = {
-        "team_id": TEAM_ID,
-        "channel_id": "C1",
-        "user_id": "U1",
-        "command": "/papers",
-        "text": text,
-        "api_app_id": APP_ID,
-        "response_url": response_url,
-        "trigger_id": trigger_id(),
-    }
-    return urlencode(form).encode(), response_url
-
-
-def signed(body: bytes, secret: str = SIGNING_SECRET) -> dict[str, str]:
-    ts = str(int(time.time()))
-    return {
-        "Content-Type": "application/x-www-form-urlencoded",
-        "X-Slack-Request-Timestamp": ts,
-        "X-Slack-Signature": sign(secret, ts, body),
-    }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def copy_db_without_index(template: Path, target: Path) -> None:
@@ -182,6 +146,18 @@ def serve_env(tmp_path: Path, fake: FakeSlack, db: Path, port: int) -> dict[str,
     return env
 
 
+def http_settings(db: Path, fake: FakeSlack) -> Settings:
+    """What ``serve_env`` sets, for ``server.run`` in this process (on a free port)."""
+    return Settings(
+        db_path=db,
+        port=0,
+        host="127.0.0.1",
+        slack_bot_token=BOT_TOKEN,
+        slack_signing_secret=SIGNING_SECRET,
+        slack_api_url=fake.api_url,
+    )
+
+
 # --- warming up behind a bound port -------------------------------------------------------------
 
 
@@ -199,15 +175,15 @@ def test_port_answers_and_commands_are_told_to_wait_while_the_index_builds(
             status, body = http(url + "/healthz")
             assert (status, json.loads(body)) == (503, {"status": "warming up"})
             form, response_url = slash_form(fake, "diffusion")
-            status, body = http(url + "/slack/events", form, signed(form))
+            status, body = http(url + "/slack/events", form, signed_headers(form))
             assert status == 200
             assert json.loads(body) == {"response_type": "ephemeral", "text": server.WARMING_UP}
-            status, _ = http(url + "/slack/events", form, signed(form, secret="wrong"))
+            status, _ = http(url + "/slack/events", form, signed_headers(form, "wrong"))
             assert status == 401  # the signature is checked while warming up too
         report = wait_until_healthy(url)
         assert report["status"] == "ok" and report["papers"] == 38
         form, response_url = slash_form(fake, "diffusion")
-        status, body = http(url + "/slack/events", form, signed(form))
+        status, body = http(url + "/slack/events", form, signed_headers(form))
         assert (status, body) == (200, "")
         token = response_url.rsplit("/", 1)[-1]
         (reply,) = fake.wait_for(lambda: [r for r in fake.responses if r.token == token])
@@ -255,14 +231,7 @@ def test_slack_unreachable_at_start_names_slack_not_the_token(
             fake.fail_next("auth.test", times=100, status=502)
         else:
             fake.disconnect_next("auth.test", times=100)
-        settings = Settings(
-            db_path=db,
-            port=0,
-            host="127.0.0.1",
-            slack_bot_token=BOT_TOKEN,
-            slack_signing_secret=SIGNING_SECRET,
-            slack_api_url=fake.api_url,
-        )
+        settings = http_settings(db, fake)
         with pytest.raises(SystemExit) as exit_info:
             server.run(settings)
         assert len(fake.calls_to("auth.test")) == server.STARTUP_RETRIES + 1
@@ -279,14 +248,7 @@ def test_a_refused_token_at_start_is_blamed_at_once(
 ) -> None:
     with FakeSlack() as fake:
         fake.fail_next("auth.test", error=error)
-        settings = Settings(
-            db_path=tmp_path / "never.db",
-            port=0,
-            host="127.0.0.1",
-            slack_bot_token=BOT_TOKEN,
-            slack_signing_secret=SIGNING_SECRET,
-            slack_api_url=fake.api_url,
-        )
+        settings = http_settings(tmp_path / "never.db", fake)
         with pytest.raises(SystemExit) as exit_info:
             server.run(settings)
         assert len(fake.calls_to("auth.test")) == 1
@@ -460,17 +422,25 @@ def test_serve_with_scheduler_sends_digests_from_the_web_process(
         assert web.stop() == 0
 
 
+@pytest.mark.parametrize("transport", ["http", "socket-mode"])
 def test_a_token_revoked_while_serving_with_the_scheduler_ends_the_process(
-    tmp_path: Path, seeded_db_template: Path
+    tmp_path: Path, seeded_db_template: Path, transport: str
 ) -> None:
+    """One box (``serve --with-scheduler``), over HTTP or Socket Mode: the clock dying for a
+    revoked token ends the process (exit 1, said once) instead of leaving a web or worker
+    process that answers lookups but sends no digests."""
     db = tmp_path / "box.db"
     copy_db_without_index(seeded_db_template, db)
     due_member(db)
-    port = free_port()
-    with FakeSlack() as fake:
+    with FakeSlack() as fake, SocketModeServer() as sockets:
         fake.set_user("U1", tz="UTC")
         fake.fail_next("chat.postMessage", error="token_revoked", times=10)
-        with serve(serve_env(tmp_path, fake, db, port), "--with-scheduler") as web:
+        env = serve_env(tmp_path, fake, db, free_port())
+        if transport == "socket-mode":
+            fake.set_socket_mode_url(sockets.new_url)
+            env.pop("SLACK_SIGNING_SECRET")
+            env["SLACK_APP_TOKEN"] = "xapp-1-A0PAPERBOY-1-0123456789abcdef"
+        with serve(env, "--with-scheduler") as web:
             assert web.exit_code(timeout=60) == 1
     last = [line for line in web.seen if line.strip()][-1]
     assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
@@ -494,7 +464,7 @@ def test_json_logs_are_one_object_per_line_with_each_requests_fields(
             web.wait_for_line("listening on")
             wait_until_healthy(url)
             form, response_url = slash_form(fake, "secret diffusion plans")
-            assert http(url + "/slack/events", form, signed(form))[0] == 200
+            assert http(url + "/slack/events", form, signed_headers(form))[0] == 200
             token = response_url.rsplit("/", 1)[-1]
             fake.wait_for(lambda: [r for r in fake.responses if r.token == token])
             assert http(url + "/slack/events", b"junk", {"X-Slack-Signature": "v0=1"})[0] == 401
@@ -545,16 +515,16 @@ def test_while_warming_up_modals_and_url_checks_are_answered_too(tmp_path: Path)
         body = urlencode(
             {"payload": json.dumps({"type": "view_submission", "view": view})}
         ).encode()
-        status, answer = http(running.url + "/slack/events", body, signed(body))
+        status, answer = http(running.url + "/slack/events", body, signed_headers(body))
         assert status == 200
         assert json.loads(answer) == {
             "response_action": "errors",
             "errors": {"share_channel": server.WARMING_UP},
         }
         click = urlencode({"payload": json.dumps({"type": "block_actions"})}).encode()
-        assert http(running.url + "/slack/events", click, signed(click)) == (200, "")
+        assert http(running.url + "/slack/events", click, signed_headers(click)) == (200, "")
         check = json.dumps({"type": "url_verification", "challenge": "c-123"}).encode()
-        headers = {**signed(check), "Content-Type": "application/json"}
+        headers = {**signed_headers(check), "Content-Type": "application/json"}
         status, answer = http(running.url + "/slack/events", check, headers)
         assert (status, json.loads(answer)) == (200, {"challenge": "c-123"})
         status, answer = http(running.url + "/healthz")
@@ -566,8 +536,6 @@ def test_socket_mode_requests_are_logged_like_http_ones(
     tmp_path: Path, seeded_db_template: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from bot.slack.socket_mode import close, make_handler
-    from tests.slack_harness import seeded_engine
-    from tests.socket_mode_server import SocketModeServer
 
     caplog.set_level("INFO", logger="paperboy.requests")
     engine = seeded_engine(tmp_path / "socket.db", seeded_db_template)
@@ -590,31 +558,6 @@ def test_socket_mode_requests_are_logged_like_http_ones(
     (record,) = [r for r in caplog.records if r.name == "paperboy.requests"]
     assert (record.command, record.user, record.team) == ("/papers", "U9", TEAM_ID)
     assert record.latency_ms >= 0
-
-
-def test_socket_mode_with_the_scheduler_ends_when_the_token_is_revoked(
-    tmp_path: Path, seeded_db_template: Path
-) -> None:
-    """One box over Socket Mode: the clock dying for a revoked token ends the process (exit 1)
-    instead of leaving a worker that answers lookups but sends no digests."""
-    from tests.socket_mode_server import SocketModeServer
-
-    db = tmp_path / "box.db"
-    copy_db_without_index(seeded_db_template, db)
-    due_member(db)
-    with FakeSlack() as fake, SocketModeServer() as sockets:
-        fake.set_socket_mode_url(sockets.new_url)
-        fake.set_user("U1", tz="UTC")
-        fake.fail_next("chat.postMessage", error="token_revoked", times=10)
-        env = serve_env(tmp_path, fake, db, free_port())
-        env.pop("SLACK_SIGNING_SECRET")
-        env["SLACK_APP_TOKEN"] = "xapp-1-A0PAPERBOY-1-0123456789abcdef"
-        with serve(env, "--with-scheduler") as web:
-            assert web.exit_code(timeout=60) == 1
-    last = [line for line in web.seen if line.strip()][-1]
-    assert last.startswith("paperboy serve: Slack refused the bot token (token_revoked)")
-    assert "Traceback" not in "".join(web.seen)
-    assert "".join(web.seen).count("Slack refused the bot token") == 1  # said once
 
 
 def test_health_says_read_only_for_a_database_in_a_read_only_folder(
@@ -674,7 +617,7 @@ def test_a_read_only_database_answers_reads_and_says_why_writes_cannot_be_saved(
         web.wait_for_line("is ready")
         for text in [*reads, *writes]:
             form, response_url = slash_form(fake, text)
-            status, body = http(url + "/slack/events", form, signed(form))
+            status, body = http(url + "/slack/events", form, signed_headers(form))
             assert (status, body) == (200, ""), text
             token = response_url.rsplit("/", 1)[-1]
             (reply,) = fake.wait_for(lambda t=token: [r for r in fake.responses if r.token == t])

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -27,6 +26,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.slack_harness import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 SKIP = {".git", ".venv", "build", "bench", "__pycache__", ".pytest_cache", ".ruff_cache"}
@@ -102,7 +103,7 @@ def test_the_wheel_holds_every_module_and_the_seed_corpus(wheel: Path):
     assert seeds and all(f"bot/seeds/{name}" in names for name in seeds)
 
 
-#: What only tests use of the Slack stand-in (tests/fake_slack.py): failure injection, waiting,
+#: What only tests use of the Slack stand-in (tests/fake_slack.py, tests/waiting.py): failure injection, waiting,
 #: recorded calls and inspection. The playground's stand-in must not carry any of it.
 TEST_ONLY_FAKE_SLACK = {
     "Call",
@@ -124,6 +125,9 @@ TEST_ONLY_FAKE_SLACK = {
 }
 
 
+TEST_SLACK_MODULES = ("fake_slack.py", "waiting.py")
+
+
 def _defined_names(source: str) -> set[str]:
     """Every class, function and method name defined in a module's source."""
     return {
@@ -138,8 +142,10 @@ def test_the_wheel_holds_no_test_support(wheel: Path):
     names = set(archive.namelist())
     assert not [n for n in names if n.startswith("tests/")], "the tests package is in the wheel"
     assert not [n for n in names if n.rsplit("/", 1)[-1] in ("testing.py", "conftest.py")]
-    # The list above is what tests/fake_slack.py really adds (kept honest here) ...
-    in_tests = _defined_names((REPO / "tests" / "fake_slack.py").read_text())
+    # The list above is what the tests' stand-in really adds (kept honest here) ...
+    in_tests = set().union(
+        *(_defined_names((REPO / "tests" / name).read_text()) for name in TEST_SLACK_MODULES)
+    )
     assert not TEST_ONLY_FAKE_SLACK - in_tests
     # ... and none of it is in the product's stand-in.
     shipped = archive.read("bot/playground/fake_slack.py").decode()
@@ -197,9 +203,7 @@ def test_an_installed_wheel_answers_from_the_seed_corpus_in_an_empty_folder(
 def test_an_installed_wheel_serves_the_playground(installed: Path, tmp_path: Path):
     """`paperboy serve` from the wheel: creates the database from the packaged seeds and serves
     the playground page (package data too)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen(
         [installed / "paperboy", "serve"],
         cwd=tmp_path,

@@ -64,7 +64,6 @@ class Event:
     replace_original: bool = False
     delete_original: bool = False
     response_type: str | None = None
-    metadata: dict[str, Any] | None = None
     view: dict[str, Any] | None = None  # kind "view": a modal opened with views.open
 
     def to_dict(self) -> dict[str, Any]:
@@ -422,7 +421,7 @@ class FakeSlack:
         return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
 
     def _emit(self, kind: str, channel: str | None, source: dict[str, Any], **extra: Any) -> None:
-        content = {k: source.get(k) for k in ("ts", "text", "blocks", "metadata")}
+        content = {k: source.get(k) for k in ("ts", "text", "blocks")}
         event = Event(len(self._events) + 1, kind, channel, **copy.deepcopy({**content, **extra}))
         self._events.append(event)
 

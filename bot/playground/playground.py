@@ -30,7 +30,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -41,12 +40,10 @@ from bot.engine.search import Engine
 from bot.playground.fake_slack import APP_ID, TEAM_ID, FakeSlack
 from bot.settings import Settings
 from bot.slack.app import build_app
-from bot.slack.client import make_client
 from bot.slack.poster import SlackPoster
 from bot.slack.server import HttpServer, make_wsgi_app, plain
 from digest import schedule
 from digest.clock import Clock
-from digest.delivery import Outcome
 from digest.schedule import TICK_SECONDS
 
 log = logging.getLogger(__name__)
@@ -116,9 +113,8 @@ class Playground:
         wsgi = make_wsgi_app(self.settings, engine, app=self.app, routes=routes)
         self.server = HttpServer(wsgi, host=host, port=port)
         self.tick_seconds = tick_seconds
-        poster = SlackPoster(make_client(self.settings), engine)
+        poster = SlackPoster.from_settings(self.settings, engine)
         self.clock = Clock(engine, self.settings, poster, tick_seconds=tick_seconds or TICK_SECONDS)
-        self.dispatcher = self.clock.dispatcher
         self.scheduler: Any = None
 
     @property
@@ -148,9 +144,6 @@ class Playground:
             return
         self.clock.start_background()
         self.scheduler = self.clock.scheduler
-
-    def tick(self) -> list[Outcome]:
-        return self.clock.tick(datetime.now(UTC))
 
     def __enter__(self) -> Playground:
         return self.start()

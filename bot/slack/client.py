@@ -13,12 +13,19 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 
 from bot.settings import Settings, SettingsError
 
 RATE_LIMIT_RETRIES = 3  # each waits Slack's Retry-After first
 CONNECTION_RETRIES = 2
+#: Slack's errors (from any method) that mean the token itself is refused: nothing more can be
+#: done with it until an operator replaces it. ``account_inactive`` with a bot token means the
+#: workspace or the bot's user was deleted.
+TOKEN_REFUSED = frozenset(
+    {"invalid_auth", "token_revoked", "not_authed", "account_inactive", "token_expired"}
+)
 LOCAL_TOKEN = "xoxb-local-playground"  # the local Slack stand-in accepts any bot-shaped token
 
 
@@ -38,6 +45,15 @@ def retry_handlers() -> list:
         ConnectionErrorRetryHandler(max_retry_count=CONNECTION_RETRIES),
         RateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
     ]
+
+
+def error_code(error: SlackApiError) -> str | None:
+    """Slack's name for why it refused a call (``not_in_channel``, ``ratelimited`` ...), or
+    None when the answer carried none (an HTTP error page, say)."""
+    response = error.response
+    data = getattr(response, "data", None) if response is not None else None
+    code = data.get("error") if isinstance(data, dict) else None
+    return str(code) if code else None
 
 
 def is_local_api(api_url: str) -> bool:

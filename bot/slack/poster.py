@@ -22,9 +22,11 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.engine.search import Engine
 from bot.logs import quiet_slack_sdk
+from bot.settings import Settings
 from digest.plan import DigestPlan
 from digest.poster import PostError, TokenRefused
 
+from .client import TOKEN_REFUSED, bot_token, error_code, make_client
 from .render.digest import DIGEST_EVENT, digest_message
 
 log = logging.getLogger(__name__)
@@ -51,10 +53,6 @@ PERMANENT_ERRORS = frozenset(
         "no_text",
     }
 )
-#: Errors that mean the bot token itself is refused (from any method): nothing more can be sent
-#: until an operator replaces it, so the run stops at once (``TokenRefused``). ``account_inactive``
-#: with a bot token means the workspace or the bot's user was deleted.
-AUTH_ERRORS = frozenset({"invalid_auth", "token_revoked", "not_authed", "account_inactive"})
 #: A remembered DM channel that Slack no longer knows: forget it and open the DM again.
 DM_GONE = frozenset({"channel_not_found", "is_archived"})
 #: Slack's own trouble, worth asking again soon.
@@ -65,8 +63,8 @@ def post_error(error: Exception) -> Exception:
     """The digest's exception for a Slack failure: ``TokenRefused`` or ``PostError``."""
     if isinstance(error, SlackApiError):
         response = error.response
-        code = str((response.get("error") if response is not None else "") or "slack_error")
-        if code in AUTH_ERRORS:
+        code = error_code(error) or "slack_error"
+        if code in TOKEN_REFUSED:  # the run stops at once: nothing more can be sent
             return TokenRefused(code)
         status = getattr(response, "status_code", 200) or 200
         return PostError(
@@ -89,6 +87,12 @@ class SlackPoster:
         self.engine = engine
         self.where = client.base_url
         self._joined: set[str] = set()  # channels joined by this process (see join)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, engine: Engine) -> SlackPoster:
+        """The poster every process uses: the bot token (checked, see ``bot_token``) at
+        ``SLACK_API_URL``."""
+        return cls(make_client(settings, token=bot_token(settings)), engine)
 
     def check_token(self) -> None:
         """``auth.test`` once (slack_sdk's per-attempt log lines quieted: the clock says one

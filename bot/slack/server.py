@@ -5,6 +5,9 @@ credentials at all, as a local playground in the browser.
     SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET       -> HTTP: POST /slack/events, GET /healthz
     none of them                                 -> playground at http://127.0.0.1:$PORT/
 
+The playground is ``bot.playground``'s, which is built on this module: ``paperboy serve`` hands
+it to :func:`run` (``playground=``), so this module never imports it.
+
 In HTTP mode the port is bound first and everything slow happens after: checking the token
 with Slack, opening the database (a fresh one is filled from the seed corpus), loading or
 building the index, starting the digest clock (``--with-scheduler``). Until then ``/healthz``
@@ -23,10 +26,9 @@ import logging
 import resource
 import signal
 import sqlite3
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,10 +59,11 @@ from bot.engine.corpus import DatabaseError, connect, is_writable
 from bot.engine.search import Engine
 from bot.logs import configure_logging, quiet_slack_sdk, say
 from bot.settings import Settings, SettingsError
+from bot.stopping import sigterm_exits
 from digest.clock import Clock, clock_health
 
 from .app import body_problem, build_app, is_json_body, log_acked, raw_request_fields
-from .client import bot_token, make_client
+from .client import TOKEN_REFUSED, error_code
 from .poster import SlackPoster
 from .socket_mode import run_socket_mode
 
@@ -74,8 +77,6 @@ THREADS = 16
 #: Slack's payloads are a few KB; anything this large is refused before it is read.
 MAX_BODY = 1024 * 1024
 WARMING_UP = "Paperboy is warming up, try again in a few seconds."
-#: Tokens Slack refuses for good: only these blame SLACK_BOT_TOKEN at start.
-TOKEN_ERRORS = ("invalid_auth", "token_revoked", "not_authed", "account_inactive", "token_expired")
 #: ``auth.test`` at start is retried this often on 5xx and dropped connections, with
 #: exponential backoff (0.5, 1, 2, 4, 8, 16 s plus jitter: about half a minute in all).
 STARTUP_RETRIES = 6
@@ -489,20 +490,6 @@ def _cannot_listen(error: OSError | ValueError, host: str, port: int) -> Startup
     return StartupError(f"Cannot listen on {host}:{port} ({error.strerror or error}).")
 
 
-def start_background(
-    settings: Settings,
-    engine: Engine,
-    *,
-    client: WebClient | None = None,
-    executor: Executor | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-) -> HttpServer:
-    """The HTTP app on a background thread (a free loopback port by default), for tests."""
-    wsgi = make_wsgi_app(settings, engine, client=client, executor=executor)
-    return HttpServer(wsgi, host=host, port=port, **server_options(settings)).start()
-
-
 # --- starting up --------------------------------------------------------------------------------
 
 
@@ -525,9 +512,9 @@ def check_slack_token(settings: Settings) -> dict[str, Any]:
         with quiet_slack_sdk():  # one warning per retry (_Retrying), then one sentence
             return client.auth_test().data  # type: ignore[return-value]
     except SlackApiError as error:
-        code = error.response.get("error") if isinstance(error.response.data, dict) else None
+        code = error_code(error)
         status = error.response.status_code
-        if code in TOKEN_ERRORS:
+        if code in TOKEN_REFUSED:  # only these blame SLACK_BOT_TOKEN at start
             raise StartupError(
                 f"Slack refused SLACK_BOT_TOKEN ({code}); copy it again from your app's "
                 "OAuth & Permissions page.",
@@ -646,7 +633,7 @@ def run(
         mode = "playground"
     else:
         mode = "socket" if settings.slack_app_token else "http"
-    with _sigterm_exits():
+    with sigterm_exits():  # waitress lets running requests finish; the playground stops
         try:
             _serve(settings, mode, with_scheduler, playground)
         except StartupError as error:
@@ -739,7 +726,7 @@ def _start_clock(settings: Settings, engine: Engine, stop: Callable[[], Any]) ->
     token was checked just before). ``stop`` is called when it dies for a refused token."""
     if settings.log_level != "DEBUG":  # a line per tick, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    poster = SlackPoster(make_client(settings, token=bot_token(settings)), engine)
+    poster = SlackPoster.from_settings(settings, engine)
     clock = Clock(engine, settings, poster, on_fatal=lambda error: stop())
     clock.token_checked()  # it checks again every few minutes (digest.clock.TOKEN_CHECK)
     clock.start_background()
@@ -749,20 +736,6 @@ def _start_clock(settings: Settings, engine: Engine, stop: Callable[[], Any]) ->
 def _raise_if_fatal(clock: Any) -> None:
     if clock is not None and clock.fatal is not None:
         raise StartupError(str(clock.fatal), status=1)
-
-
-@contextlib.contextmanager
-def _sigterm_exits() -> Iterator[None]:
-    """Platforms (Heroku, systemd, Docker) stop a process with SIGTERM: treat it like Ctrl-C,
-    so waitress lets running requests finish and the playground's stand-in shuts down."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _fail(message: str, status: int, settings: Settings, name: str = "serve") -> None:

@@ -17,6 +17,7 @@ from bot.engine.search import Engine
 from bot.settings import Settings
 
 from .render import apology_message, read_only_message
+from .replies import EPHEMERAL_BELOW
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class Services:
                 message = apology_message()
         if respond is not None:
             try:
-                respond(**message, response_type="ephemeral", replace_original=False)
+                respond(**message, **EPHEMERAL_BELOW)
             except Exception:
                 log.exception("could not send the apology either")
 

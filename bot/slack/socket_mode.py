@@ -32,6 +32,7 @@ from bot.logs import say
 from bot.settings import Settings, SettingsError
 
 from .app import build_app
+from .client import TOKEN_REFUSED, error_code
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,7 @@ log = logging.getLogger(__name__)
 CLOSE_TIMEOUT = 3.0
 NORMAL_CLOSURE = 1000
 #: apps.connections.open errors that no retry will fix: the app token is gone or wrong.
-REFUSED_TOKEN_ERRORS = frozenset(
-    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
-    | {"not_allowed_token_type", "access_denied"}
-)
+REFUSED_TOKEN_ERRORS = TOKEN_REFUSED | {"not_allowed_token_type", "access_denied"}
 
 
 def make_handler(
@@ -120,7 +118,7 @@ def run_socket_mode(
         try:
             handler.start()  # connect, then block until a signal
         except SlackApiError as error:
-            refused_at_start = str(error.response.get("error"))
+            refused_at_start = str(error_code(error))
         except (_Stop, KeyboardInterrupt):
             pass
         finally:
@@ -185,7 +183,7 @@ def _give_up_when_refused(
         try:
             return issue()
         except SlackApiError as error:
-            code = error.response.get("error")
+            code = error_code(error)
             if code not in REFUSED_TOKEN_ERRORS or threading.current_thread() is main:
                 raise  # at start, run_socket_mode reports it itself
             refused.append(str(code))

@@ -4,7 +4,7 @@
 ``events`` the App Home, ``subscriptions`` the topic and digest subcommands of ``/papers``
 (handed over by ``commands``). Each surface has a ``register(app, services)``. A listener is
 small: ack, parse the payload, call the engine or the digest package, render, reply
-(``replies.reply``).
+(``bot.slack.replies.reply``).
 """
 
 from __future__ import annotations

@@ -19,18 +19,16 @@ import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from slack_bolt import Ack, App
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.slack import render
-from bot.slack.listeners.replies import reply
+from bot.slack.client import error_code
+from bot.slack.replies import EPHEMERAL_BELOW, reply
 from bot.slack.services import Services
-
-if TYPE_CHECKING:
-    from slack_bolt import Ack, App
-
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +47,6 @@ PICKER_THREADS = 4
 PICKER_BUSY = "Slack is busy right now and the channel picker could not open. Please click Share again in a moment."
 #: Deeper than anyone pages by hand; a larger offset in a button value is forged.
 MAX_OFFSET = 100_000
-EPHEMERAL = {"response_type": "ephemeral", "replace_original": False}
 
 
 def register(app: App, services: Services) -> None:
@@ -99,7 +96,7 @@ def show_page(action: dict[str, Any], respond: Callable[..., Any], services: Ser
         reply(
             respond,
             render.error_message("That button has expired; please search again."),
-            **EPHEMERAL,
+            **EPHEMERAL_BELOW,
         )
         return
     # The offset comes from the button's value, which the client controls: past the last
@@ -116,7 +113,7 @@ def show_similar(action: dict[str, Any], respond: Callable[..., Any], services: 
     paper_id = str(action.get("value") or "")
     result = services.engine.similar(paper_id, limit=render.PAGE_SIZE)
     paper = services.engine.paper(paper_id)
-    reply(respond, render.similar_message(result, paper=paper), **EPHEMERAL)
+    reply(respond, render.similar_message(result, paper=paper), **EPHEMERAL_BELOW)
 
 
 def share_channel(body: dict[str, Any]) -> str | None:
@@ -140,7 +137,7 @@ def shared_paper(
     paper = services.engine.paper(paper_id)
     if paper is None:
         message = f"That paper (`{paper_id}`) is no longer in the corpus, so it cannot be shared."
-        reply(respond, render.error_message(message), **EPHEMERAL)
+        reply(respond, render.error_message(message), **EPHEMERAL_BELOW)
     return paper
 
 
@@ -161,7 +158,7 @@ def open_share_picker(
     left = TRIGGER_SECONDS - (time.monotonic() - clicked if clicked is not None else 0.0)
     if left <= 0.2:
         log.warning("share picker not opened: the click waited %.1fs", TRIGGER_SECONDS - left)
-        reply(respond, render.error_message(PICKER_BUSY), **EPHEMERAL)
+        reply(respond, render.error_message(PICKER_BUSY), **EPHEMERAL_BELOW)
         return
     once = WebClient(
         token=client.token,
@@ -173,17 +170,17 @@ def open_share_picker(
     try:
         once.views_open(trigger_id=body.get("trigger_id") or "", view=render.share_view(paper))
     except SlackApiError as error:
-        code = error.response.get("error") if error.response is not None else None
+        code = error_code(error)
         status = getattr(error.response, "status_code", 200)
         log.error("views.open for the share picker failed: %s", code)
         if status == 429 or code == "ratelimited":
-            reply(respond, render.error_message(PICKER_BUSY), **EPHEMERAL)
+            reply(respond, render.error_message(PICKER_BUSY), **EPHEMERAL_BELOW)
             return
         text = f"Sorry, Slack would not open the channel picker ({code}). Please click again."
-        reply(respond, render.error_message(text), **EPHEMERAL)
+        reply(respond, render.error_message(text), **EPHEMERAL_BELOW)
     except (SlackClientError, OSError) as error:
         log.error("views.open for the share picker failed: %s", error)
-        reply(respond, render.error_message(PICKER_BUSY), **EPHEMERAL)
+        reply(respond, render.error_message(PICKER_BUSY), **EPHEMERAL_BELOW)
 
 
 def share_paper(
@@ -203,13 +200,13 @@ def share_paper(
     try:
         client.chat_postMessage(channel=channel, unfurl_links=False, unfurl_media=False, **message)
     except SlackApiError as error:
-        code = error.response.get("error") if error.response is not None else None
+        code = error_code(error)
         if code not in CANNOT_POST:
             log.error("chat.postMessage to %s failed: %s", channel, code)
             text = (
                 f"Sorry, Slack would not let me share that here ({code}). Please try again later."
             )
-            reply(respond, render.error_message(text), **EPHEMERAL)
+            reply(respond, render.error_message(text), **EPHEMERAL_BELOW)
             return
         # The bot is not a member of this private channel: the response_url can still post
         # visibly in the conversation the button was clicked in.

@@ -9,18 +9,16 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from slack_bolt import Ack, App
+from slack_sdk import WebClient
 
 from bot.slack import render
-from bot.slack.listeners.replies import reply
+from bot.slack.replies import EPHEMERAL, reply
 from bot.slack.services import Services
 
 from . import subscriptions
-
-if TYPE_CHECKING:
-    from slack_bolt import Ack, App
-    from slack_sdk import WebClient
-
 
 log = logging.getLogger(__name__)
 
@@ -62,15 +60,15 @@ def answer(
     words = text.split(maxsplit=1)
     word, alone = (words[0].lower() if words else ""), len(words) < 2
     if not text or (word in HELP_WORDS and alone):
-        reply(respond, render.help_message(), response_type="ephemeral")
+        reply(respond, render.help_message(), **EPHEMERAL)
     elif word in SUBSCRIPTION_WORDS or (word in SUBSCRIPTION_ALONE and alone):
         subscriptions.handle(command, text, respond, client, services)
     else:
         result = services.engine.search(text, limit=render.PAGE_SIZE)
         if not result.hits and services.engine.corpus.count() == 0:
-            reply(respond, render.empty_corpus_message(), response_type="ephemeral")
+            reply(respond, render.empty_corpus_message(), **EPHEMERAL)
             return
-        reply(respond, render.search_message(result, query=text), response_type="ephemeral")
+        reply(respond, render.search_message(result, query=text), **EPHEMERAL)
 
 
 def command_text(raw: str) -> str:

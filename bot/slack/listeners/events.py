@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from slack_bolt import App
+from slack_sdk import WebClient
 
 from bot.slack import render
 from bot.slack.services import Services
-
-if TYPE_CHECKING:
-    from slack_bolt import App
-    from slack_sdk import WebClient
-
 
 log = logging.getLogger(__name__)
 

@@ -11,16 +11,17 @@ import logging
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from slack_sdk import WebClient
 from slack_sdk.models.blocks import Block
 
 from bot.engine.query import QueryError
-from bot.english import count, empty_corpus
+from bot.english import count, empty_corpus, noun_for
 from bot.slack import render
-from bot.slack.listeners.replies import reply
 from bot.slack.poster import SlackPoster
 from bot.slack.render.digest import digest_message
+from bot.slack.replies import EPHEMERAL, reply
 from bot.slack.services import Services
 from digest.delivery import Dispatcher, refresh_time_zone
 from digest.matching import check_topic, match_topics
@@ -34,19 +35,9 @@ from digest.subscriptions import (
     describe_days,
 )
 
-if TYPE_CHECKING:
-    from slack_sdk import WebClient
-
-
 log = logging.getLogger(__name__)
 
 SUBCOMMANDS = ("subscribe", "unsubscribe", "topics", "digest")
-EPHEMERAL = {"response_type": "ephemeral"}
-DIGEST_USAGE = (
-    "`/papers digest on` or `off` · `/papers digest time 08:30` · `/papers digest days mon-fri` · "
-    "`/papers digest preview` · `/papers digest now` · `/papers digest channel #papers` "
-    "(or `channel dm`)"
-)
 _CHANNEL = re.compile(r"^<#([CG][A-Z0-9]+)(?:\|[^>]*)?>$|^([CG][A-Z0-9]{6,})$")
 
 
@@ -98,7 +89,7 @@ def handle(
         elif word == "subscribe":
             message = subscribe(services, subscriptions, member, rest, now)
         elif word == "unsubscribe":
-            message = unsubscribe(services, subscriptions, member, rest)
+            message = unsubscribe(subscriptions, member, rest)
         elif word == "topics":
             message = topics(services, subscriptions, member, now)
         elif word == "digest":
@@ -166,8 +157,7 @@ def subscribe(
         )
     else:
         head = f"You already follow *{shown}* (topic {number}); nothing changed."
-    noun = "paper" if check.matches == 1 else "papers"
-    found = f"It matches *{check.matches:,}* {noun} in the corpus now"
+    found = f"It matches *{check.matches:,}* {noun_for(check.matches, 'paper')} in the corpus now"
     found += ", the best:" if check.top else "."
     # No papers at all: "matches nothing" would blame the topic; say what to run instead.
     empty = not check.matches and services.engine.corpus.count() == 0
@@ -188,9 +178,7 @@ def subscribe(
     return _message(f"{head} {found}", blocks)
 
 
-def unsubscribe(
-    services: Services, subscriptions: Subscriptions, member: Member, text: str
-) -> dict[str, Any]:
+def unsubscribe(subscriptions: Subscriptions, member: Member, text: str) -> dict[str, Any]:
     topic = subscriptions.remove_topic(member.user_id, text)
     left = len(subscriptions.topics(member.user_id))
     rest = (
@@ -239,7 +227,7 @@ def digest(
     action, value = action.lower(), value.strip()
     user_id = member.user_id
     if action in ("", "status"):
-        return _message(f"{_schedule_line(member, now)}\n{DIGEST_USAGE}")
+        return _message(f"{_schedule_line(member, now)}\n{render.DIGEST_USAGE}")
     if action in ("on", "off"):
         member = subscriptions.set_enabled(user_id, action == "on", now)
         if action == "on" and not member.topic_count:
@@ -292,7 +280,7 @@ def digest(
         }
         return _message(texts[outcome.status])
     # Not escaped here: error_message escapes the whole sentence (once).
-    raise SubscriptionError(f"I don't know `digest {action}`. {DIGEST_USAGE}")
+    raise SubscriptionError(f"I don't know `digest {action}`. {render.DIGEST_USAGE}")
 
 
 def _nothing(services: Services, member: Member) -> dict[str, Any]:

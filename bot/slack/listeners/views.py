@@ -14,17 +14,15 @@ import logging
 import re
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from slack_bolt import Ack, App
+from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.slack import render
+from bot.slack.client import error_code
 from bot.slack.services import Services
-
-if TYPE_CHECKING:
-    from slack_bolt import Ack, App
-    from slack_sdk import WebClient
-
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +92,7 @@ def problem(error: BaseException, channel: str | None = None) -> str:
     """Why the share failed and what to do, in one plain sentence (``channel`` given: as
     mrkdwn naming it, for a direct message; else for the modal, right under the picker)."""
     if isinstance(error, SlackApiError):
-        answer = error.response.get("error") if error.response is not None else None
+        answer = error_code(error)
         code = render.escape(answer or "unknown_error")
         if code in NOT_MEMBER and channel and CHANNEL_ID.fullmatch(channel):
             return (

@@ -8,6 +8,11 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+#: A reply only the member sees.
+EPHEMERAL: dict[str, Any] = {"response_type": "ephemeral"}
+#: A private reply to a click (or after one): below the message clicked, which stays as it was.
+EPHEMERAL_BELOW: dict[str, Any] = {**EPHEMERAL, "replace_original": False}
+
 
 def reply(respond: Callable[..., Any], message: dict[str, Any], **options: Any) -> None:
     """Send ``message`` through ``respond`` (the response_url), checking Slack's answer.
