@@ -85,7 +85,7 @@ def user_agent(contact: str | None) -> str:
     except metadata.PackageNotFoundError:
         version = "0"
     who = f"mailto:{contact}" if contact and "@" in contact and ":" not in contact else contact
-    return f"Paperboy/{version} (+{PROJECT_URL}; {who or 'no contact set: PAPERBOY_ARXIV_CONTACT'})"
+    return f"Paperboy/{version} (+{PROJECT_URL}" + (f"; {who})" if who else ")")
 
 
 def query(categories: Sequence[str]) -> str:

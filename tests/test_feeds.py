@@ -37,6 +37,7 @@ from digest.schedule import FEEDS_HOUR_UTC, FEEDS_JOB
 from tests.atom_server import Answer, AtomServer, recorded, refused_url
 from tests.fake_slack import FakeSlack
 from tests.slack_harness import BOT_TOKEN
+from tests.waiting import Waiting
 
 CS = "arxiv:cs.CL,cs.LG"
 CS_QUERY = "cat:cs.CL OR cat:cs.LG"
@@ -414,9 +415,9 @@ def test_the_scheduler_process_ingests_an_arxiv_feed_and_stats_shows_it(
     )
     lines = StderrLines(process)
     try:
-        assert lines.wait_for("feed arxiv:stat.ML: 3 papers read", timeout=60), lines.tail()
+        lines.wait_for(lambda: lines.said("feed arxiv:stat.ML: 3 papers read"), timeout=60)
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0, lines.tail()
+        assert process.wait(timeout=30) == 0, lines._describe()
     finally:
         process.kill()
         process.wait()
@@ -525,8 +526,8 @@ def test_failed_runs_come_back_sooner_and_back_off(engine) -> None:
     assert state(engine, STAT)["failures"] == 6
 
 
-class StderrLines:
-    """A process's stderr, read on a thread, waited on for a line."""
+class StderrLines(Waiting):
+    """A process's stderr, read on a thread; ``wait_for`` a line."""
 
     def __init__(self, process: subprocess.Popen[str]) -> None:
         self.lines: list[str] = []
@@ -540,13 +541,11 @@ class StderrLines:
                 self.lines.append(line)
                 self._cond.notify_all()
 
-    def wait_for(self, text: str, timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: any(text in x for x in self.lines), timeout)
+    def said(self, text: str) -> bool:
+        return any(text in line for line in self.lines)
 
-    def tail(self) -> str:
-        with self._cond:
-            return "".join(self.lines[-30:])
+    def _describe(self) -> str:
+        return "stderr ended with:\n" + "".join(self.lines[-30:])
 
 
 def paperboy_stats(engine: Engine) -> str:
