@@ -14,6 +14,7 @@ from slack_sdk import WebClient
 
 from bot.engine.search import Engine
 from bot.slack import render
+from bot.state import StateUnavailable
 from digest.ledger import Ledger
 from digest.matching import match_topics
 from digest.schedule import next_digest
@@ -64,5 +65,7 @@ def republish_home(client: WebClient, engine: Engine, user_id: str) -> None:
     (a member who never opened it gets it published anyway, as Slack allows)."""
     try:
         publish_home(client, engine, user_id)
+    except StateUnavailable as error:  # an outage: its one sentence says it all
+        log.error("could not republish the App Home of %s: %s", user_id, error)
     except Exception:
         log.exception("could not republish the App Home of %s", user_id)

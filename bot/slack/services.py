@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.engine.search import Engine
 from bot.settings import Settings
+from bot.state import StateUnavailable
 
 from .render import apology_message, read_only_message
 from .replies import EPHEMERAL_BELOW
@@ -70,6 +71,9 @@ class Services:
             if is_read_only_error(error):
                 log.warning("%s: nothing saved, the database is read-only (%s)", name, error)
                 message = read_only_message()
+            elif isinstance(error, StateUnavailable):  # an outage: its one sentence says it all
+                log.error("%s: %s", name, error)
+                message = apology_message()
             else:
                 log.exception("%s failed", name)
                 message = apology_message()
