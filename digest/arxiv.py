@@ -19,7 +19,6 @@ sleeper are injected, so tests check the waits without waiting.
 from __future__ import annotations
 
 import logging
-import re
 import time
 import urllib.error
 import urllib.request
@@ -31,6 +30,9 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 from xml.etree import ElementTree
+
+from bot.engine.formats import CorpusFileError
+from bot.engine.formats.arxiv_atom import feed_root
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,6 @@ MAX_PAGE_BYTES = 32 * 1024 * 1024
 ATOM_NS = "http://www.w3.org/2005/Atom"
 ATOM = f"{{{ATOM_NS}}}"
 OPENSEARCH = "{http://a9.com/-/spec/opensearch/1.1/}"
-_DOCTYPE = re.compile(rb"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 
 ElementTree.register_namespace("arxiv", "http://arxiv.org/schemas/atom")
 ElementTree.register_namespace("opensearch", "http://a9.com/-/spec/opensearch/1.1/")
@@ -253,18 +254,10 @@ def retry_after_seconds(value: str) -> int | None:
 def parse_page(body: bytes, start: int) -> tuple[list[ElementTree.Element], int]:
     """A page's entries and ``opensearch:totalResults``; FeedError if it is not arXiv's Atom."""
     where = f"the page at result {start:,}"
-    if _DOCTYPE.search(body[:5000]):
-        raise FeedError(f"{where} declares a DOCTYPE or entities, which arXiv never does")
     try:
-        root = ElementTree.fromstring(body)
-    except ElementTree.ParseError as error:
-        line, column = error.position
-        reason = str(error).split(":")[0]
-        raise FeedError(
-            f"{where} is not well-formed XML ({reason} at line {line}, column {column + 1})"
-        ) from None
-    if root.tag != f"{ATOM}feed":
-        raise FeedError(f"{where} is not an Atom feed (its root is <{root.tag.rsplit('}')[-1]}>)")
+        root = feed_root(body, where)
+    except CorpusFileError as error:
+        raise FeedError(str(error).rstrip(".")) from None
     entries = root.findall(f"{ATOM}entry")
     for entry in entries:
         if "/api/errors" in (entry.findtext(f"{ATOM}id") or ""):

@@ -30,10 +30,15 @@ def parse_arxiv_id(raw: str) -> tuple[str, int] | None:
     return match["base"], int(match["version"] or 0)
 
 
-def atom_items(text: str, shown: str, name: str) -> list[Paper | Rejected]:
-    """A feed's entries in order; an id seen again keeps its first place, highest version."""
+def feed_root(text: str | bytes, name: str) -> ElementTree.Element:
+    """The root of an Atom feed, or CorpusFileError saying in one sentence why it is not one.
+
+    Shared by the file reader and the arXiv API client (digest/arxiv.py)."""
+    head = text[:5000]
+    if isinstance(head, bytes):
+        head = head.decode("utf-8", "replace")
     # arXiv feeds never declare entities; refusing them keeps entity-expansion tricks out.
-    if _DOCTYPE.search(text[:5000]):
+    if _DOCTYPE.search(head):
         raise CorpusFileError(
             f"{name} declares a DOCTYPE or entities, which arXiv Atom feeds never do."
         )
@@ -48,6 +53,12 @@ def atom_items(text: str, shown: str, name: str) -> list[Paper | Rejected]:
     if root.tag != f"{ATOM}feed":
         local = root.tag.rsplit("}", 1)[-1]
         raise CorpusFileError(f"{name} is XML but not an Atom feed (its root is <{local}>).")
+    return root
+
+
+def atom_items(text: str, shown: str, name: str) -> list[Paper | Rejected]:
+    """A feed's entries in order; an id seen again keeps its first place, highest version."""
+    root = feed_root(text, name)
 
     items: list[Paper | Rejected] = []
     best: dict[str, tuple[int, int]] = {}  # base id -> (version, index in items)
