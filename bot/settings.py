@@ -174,6 +174,8 @@ class Settings:
     # Where the shared state lives: None keeps it in the SQLite database (db_path);
     # a postgresql:// URL puts it in PostgreSQL, shared by processes on any host.
     database_url: str | None = None
+    # With DATABASE_URL: how often each process pulls new papers from the shared corpus.
+    corpus_sync_seconds: int = 15
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -219,6 +221,7 @@ class Settings:
         http_threads = _positive(env, "PAPERBOY_HTTP_THREADS", 16, problems)
         http_connections = _positive(env, "PAPERBOY_HTTP_CONNECTIONS", 1000, problems)
         http_timeout = _positive(env, "PAPERBOY_HTTP_TIMEOUT", 30, problems)
+        corpus_sync_seconds = _positive(env, "PAPERBOY_CORPUS_SYNC_SECONDS", 15, problems)
         database_url = opt("DATABASE_URL")
         if database_url and not database_url.startswith(("postgresql://", "postgres://")):
             scheme = database_url.split("://", 1)[0] if "://" in database_url else database_url
@@ -261,6 +264,7 @@ class Settings:
             http_connection_limit=http_connections,
             http_channel_timeout=http_timeout,
             database_url=database_url,
+            corpus_sync_seconds=corpus_sync_seconds,
         )
 
     @property

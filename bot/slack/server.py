@@ -55,6 +55,7 @@ from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 from slack_sdk.signature import SignatureVerifier
 from waitress import wasyncore
 
+from bot import replica
 from bot.engine.corpus import DatabaseError, connect, is_writable
 from bot.engine.search import Engine
 from bot.logs import configure_logging, quiet_slack_sdk, say
@@ -79,6 +80,7 @@ THREADS = 16
 #: Slack's payloads are a few KB; anything this large is refused before it is read.
 MAX_BODY = 1024 * 1024
 WARMING_UP = "Paperboy is warming up, try again in a few seconds."
+LOADING = "Paperboy is still loading the corpus on this server; try again in a minute."
 #: ``auth.test`` at start is retried this often on 5xx and dropped connections, with
 #: exponential backoff (0.5, 1, 2, 4, 8, 16 s plus jitter: about half a minute in all).
 STARTUP_RETRIES = 6
@@ -254,7 +256,8 @@ class WebApp(Router):
         form = dict(parse_qsl(text, keep_blank_values=True))
         if form.get("command"):
             log_acked(raw_request_fields(form), started)
-            reply = {"response_type": "ephemeral", "text": WARMING_UP}
+            loading = (following := replica.current()) is not None and following.catching_up
+            reply = {"response_type": "ephemeral", "text": LOADING if loading else WARMING_UP}
             return as_json(start_response, "200 OK", reply)
         payload = json.loads(form["payload"]) if "payload" in form else {}
         log_acked(raw_request_fields(payload), started)
@@ -278,10 +281,20 @@ class WebApp(Router):
     ) -> Iterable[bytes]:
         """``GET /healthz``: 200 when Paperboy can serve, 503 with the reason when not."""
         if not self.is_ready:
-            return as_json(start_response, "503 Service Unavailable", {"status": "warming up"})
+            return as_json(start_response, "503 Service Unavailable", _warming_up_status())
         body = health_report(self.settings.db_path)
+        if (following := replica.current()) is not None:
+            body["replica"] = following.status()
         status = "200 OK" if body["status"] != "unhealthy" else "503 Service Unavailable"
         return as_json(start_response, status, body)
+
+
+def _warming_up_status() -> dict[str, Any]:
+    """``/healthz`` before the app is ready: warming up, or loading the shared corpus."""
+    following = replica.current()
+    if following is not None and following.catching_up:
+        return {"status": "catching up", "replica": following.status()}
+    return {"status": "warming up"}
 
 
 def health_report(db_path: Path, now: datetime | None = None) -> dict[str, Any]:
@@ -570,12 +583,15 @@ def open_engine(settings: Settings) -> Engine:
         # The shared state: DATABASE_URL's database, pooled for the request threads and the
         # post-ack workers; it must answer now, or the process does not start.
         configure_state(settings.database_url, pool_size=settings.http_threads + 8)
-        engine = Engine.open(settings.db_path, seed_dir=settings.seed_dir)
+        engine = replica.open_engine(settings.db_path, settings.seed_dir)
         state_for(engine.db_path)  # opened (and migrated) now, not by the first request
     except DatabaseError as error:
         raise StartupError(str(error)) from None
     except (sqlite3.Error, OSError) as error:
         raise StartupError(f"Could not open the database {settings.db_path} ({error}).") from None
+    # With DATABASE_URL: catch up with the shared corpus (a fresh host loads it all and builds
+    # the index once; /healthz says "catching up" meanwhile), then follow it.
+    replica.follow(engine, settings.corpus_sync_seconds)
     try:
         engine.index  # noqa: B018 - load or build it now, not on the first lookup
     except Exception as error:  # the engine says what went wrong in one sentence

@@ -148,10 +148,11 @@ def _sqlite_creator(path: str, read_only: bool) -> Callable[[], sqlite3.Connecti
 
 #: The latest migration in ``migrations/versions`` (a test checks they agree): knowing it, a
 #: process whose database is up to date never loads Alembic, which takes a third of a second.
-HEAD = "s002"
+HEAD = "s030_corpus"
 #: Revisions a read-only store can serve as they are: s002 only added the feedback tables, and
-#: without them a member simply has no 👍/👎 or saved papers yet (``_has_feedback``).
-READABLE = frozenset({"s001", HEAD})
+#: without them a member simply has no 👍/👎 or saved papers yet (``_has_feedback``);
+#: s030_corpus only added the shared corpus, which a SQLite state (a corpus file) leaves empty.
+READABLE = frozenset({"s001", "s002", HEAD})
 
 
 def _upgrade(connection: Connection) -> None:
@@ -335,14 +336,18 @@ class StateStore:
     def revision(self) -> str | None:
         """The state's schema revision; a SQLite file whose tables the corpus migrations made
         (every file so far) is at ``s001``, which adopts them unchanged, or at ``s002`` once
-        they hold the feedback tables too (corpus migration m029)."""
+        they hold the feedback tables too (corpus migration m029), ``s030_corpus`` with the
+        shared corpus's table (m050)."""
         with self.read() as conn:
             present = set(inspect(conn).get_table_names())
             current = None
             if "alembic_version" in present:
                 current = conn.execute(text("select version_num from alembic_version")).scalar()
             if current is None and {t.name for t in ALL} <= present:
-                return "s002" if {t.name for t in FEEDBACK_TABLES} <= present else "s001"
+                if not {t.name for t in FEEDBACK_TABLES} <= present:
+                    return "s001"
+                # The shared corpus's table (corpus migration m050) is s030_corpus's.
+                return "s030_corpus" if "corpus_papers" in present else "s002"
             return current
 
     # -- members and their settings --------------------------------------------------------
