@@ -831,6 +831,7 @@ def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
         "clock_heartbeat": "clock heartbeat",
         "feedback": "👍/👎 rating",
         "saves": "saved paper",
+        "member_taste": "member's taste setting",
     }
     return [(names[table], n) for table, n in copied.items()]
 

@@ -50,4 +50,9 @@ DIGEST_COMMANDS: tuple[Usage, ...] = (
 READING_LIST_COMMANDS: tuple[Usage, ...] = (
     Usage("saved", "your reading list: the papers you saved, newest first"),
     Usage("export bibtex", "your reading list as a file in our DM (also: export csv)"),
+    Usage("recommend", "papers picked for you from your 👍 and 👎, now"),
+    Usage(
+        "teammates off",
+        "digests stop saying how many teammates saved a paper (teammates on: back)",
+    ),
 )

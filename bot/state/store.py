@@ -51,9 +51,11 @@ from bot.engine.corpus import DatabaseError, db_path, is_writable, open_database
 from .tables import (
     ALL,
     FEEDBACK_TABLES,
+    TASTE_TABLES,
     clock_heartbeat,
     digests,
     feedback,
+    member_taste,
     members,
     saves,
     sent_papers,
@@ -150,9 +152,10 @@ def _sqlite_creator(path: str, read_only: bool) -> Callable[[], sqlite3.Connecti
 #: process whose database is up to date never loads Alembic, which takes a third of a second.
 HEAD = "s030_corpus"
 #: Revisions a read-only store can serve as they are: s002 only added the feedback tables, and
-#: without them a member simply has no 👍/👎 or saved papers yet (``_has_feedback``);
+#: without them a member simply has no 👍/👎 or saved papers yet (``_has_feedback``); s010_taste
+#: only ``member_taste``, without which every member has the default choices (``_has_taste``);
 #: s030_corpus only added the shared corpus, which a SQLite state (a corpus file) leaves empty.
-READABLE = frozenset({"s001", "s002", HEAD})
+READABLE = frozenset({"s001", "s002", "s010_taste", HEAD})
 
 
 def _upgrade(connection: Connection) -> None:
@@ -221,6 +224,7 @@ class StateStore:
             )
         self._writer = self.engine.execution_options(immediate=True)
         self._feedback_present: bool | None = None  # see _has_feedback
+        self._taste_present: bool | None = None  # see _has_taste
         if migrate:
             self.migrate()
 
@@ -649,7 +653,7 @@ class StateStore:
         """
         counts: dict[str, int] = {}
         with self.read() as source, target.write() as conn:
-            for table in (*ALL, *FEEDBACK_TABLES):
+            for table in (*ALL, *FEEDBACK_TABLES, *TASTE_TABLES):
                 rows = [dict(r) for r in source.execute(select(table)).mappings()]
                 counts[table.name] = len(rows)
                 if not rows:
@@ -790,6 +794,80 @@ class StateStore:
                 )
                 out.update({paper: count for paper, count in conn.execute(query)})
         return out
+
+    # -- taste: what the per-member model reads, and the teammates-saved line (issue 11) ----
+
+    def _has_taste(self) -> bool:
+        """Whether ``member_taste`` exists: always once migrated (see ``_has_feedback``)."""
+        if not self.read_only:
+            return True
+        if self._taste_present is None:
+            with self.read() as conn:
+                present = set(inspect(conn).get_table_names())
+            self._taste_present = {t.name for t in TASTE_TABLES} <= present
+        return self._taste_present
+
+    def feedback_by_member(
+        self, user_ids: Iterable[str] | None = None
+    ) -> dict[str, list[tuple[str, str, str]]]:
+        """Every 👍/👎 of these members (default: all) in one query, newest first:
+        ``{user_id: [(paper_id, kind, created_at), ...]}``; members without any are left out."""
+        out: dict[str, list[tuple[str, str, str]]] = {}
+        if not self._has_feedback():
+            return out
+        query = select(
+            feedback.c.user_id, feedback.c.paper_id, feedback.c.kind, feedback.c.created_at
+        ).order_by(feedback.c.user_id, feedback.c.created_at.desc(), feedback.c.paper_id)
+        with self.read() as conn:
+            if user_ids is None:
+                rows = list(conn.execute(query))
+            else:
+                rows = []
+                for batch in _batches(user_ids):
+                    rows += conn.execute(query.where(feedback.c.user_id.in_(batch))).all()
+        for user, paper, kind, created in rows:
+            out.setdefault(user, []).append((paper, kind, created or ""))
+        for clicks in out.values():
+            clicks.sort(key=lambda c: c[2], reverse=True)
+        return out
+
+    def savers_of(self, paper_ids: Iterable[str]) -> dict[str, list[tuple[str, str | None]]]:
+        """Who saved each of these papers, ``{paper_id: [(user_id, team_id), ...]}``, for
+        counting teammates: callers show counts only, never names."""
+        out: dict[str, list[tuple[str, str | None]]] = {}
+        if not self._has_feedback():
+            return out
+        with self.read() as conn:
+            for batch in _batches(paper_ids):
+                query = select(saves.c.paper_id, saves.c.user_id, saves.c.team_id).where(
+                    saves.c.paper_id.in_(batch)
+                )
+                for paper, user, team in conn.execute(query):
+                    out.setdefault(paper, []).append((user, team))
+        return out
+
+    def team_saves_off(self, user_ids: Iterable[str] | None = None) -> set[str]:
+        """The members (of these, default all) who turned the teammates-saved line off."""
+        if not self._has_taste():
+            return set()
+        query = select(member_taste.c.user_id).where(member_taste.c.team_saves == 0)
+        with self.read() as conn:
+            if user_ids is None:
+                return set(conn.execute(query).scalars())
+            out: set[str] = set()
+            for batch in _batches(user_ids):
+                out.update(conn.execute(query.where(member_taste.c.user_id.in_(batch))).scalars())
+            return out
+
+    def set_team_saves(self, user_id: str, on: bool, now: str, team_id: str | None = None) -> None:
+        """Turn the member's "N teammates also saved this" line on or off."""
+        row = {"team_saves": int(on), "updated_at": now, "team_id": team_id}
+        with self.write() as conn:
+            conn.execute(
+                self._insert(member_taste)
+                .values(user_id=user_id, **row)
+                .on_conflict_do_update(index_elements=["user_id"], set_=row)
+            )
 
 
 def _sqlite_begin(conn: Connection) -> None:

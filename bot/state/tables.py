@@ -106,3 +106,19 @@ saves = Table(
 
 #: Tables added after s001 (ALL stays what s001 adopts), in the order rows can be copied.
 FEEDBACK_TABLES = (feedback, saves)
+
+# -- what a member's digest may say about their taste (issue 11; revision s010_taste) --------
+
+#: A member's choices about the taste features, in a table of its own rather than columns of
+#: ``members``: a read-only file from before this revision keeps serving ``members`` as it is.
+member_taste = Table(
+    "member_taste",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("team_id", Text),
+    Column("team_saves", Integer),  # NULL: the default (on): "2 teammates also saved this"
+    Column("updated_at", Text),
+)
+
+#: Tables added by s010_taste, in the order rows can be copied.
+TASTE_TABLES = (member_taste,)
