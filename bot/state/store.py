@@ -348,10 +348,7 @@ class StateStore:
             if "alembic_version" in present:
                 current = conn.execute(text("select version_num from alembic_version")).scalar()
             if current is None and {t.name for t in ALL} <= present:
-                if not {t.name for t in FEEDBACK_TABLES} <= present:
-                    return "s001"
-                # The shared corpus's table (corpus migration m050) is s030_corpus's.
-                return "s030_corpus" if "corpus_papers" in present else "s002"
+                return _inferred_revision(present)
             return current
 
     # -- members and their settings --------------------------------------------------------
@@ -868,6 +865,26 @@ class StateStore:
                 .values(user_id=user_id, **row)
                 .on_conflict_do_update(index_elements=["user_id"], set_=row)
             )
+
+
+#: For a SQLite file Alembic has not stamped yet: each revision after s001 and the tables it
+#: adds, in order. Corpus migrations may have made a later revision's table (m050 makes
+#: ``corpus_papers``) before an earlier one's, so the file is at the last revision of the
+#: unbroken run from the start, and Alembic adds the rest (each revision skips what exists).
+_REVISION_TABLES = (
+    ("s002", {t.name for t in FEEDBACK_TABLES}),
+    ("s010_taste", {t.name for t in TASTE_TABLES}),
+    ("s030_corpus", {"corpus_papers"}),  # bot/state/shared_corpus.py
+)
+
+
+def _inferred_revision(present: set[str]) -> str:
+    revision = "s001"
+    for name, tables in _REVISION_TABLES:
+        if not tables <= present:
+            break
+        revision = name
+    return revision
 
 
 def _sqlite_begin(conn: Connection) -> None:
