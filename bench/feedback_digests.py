@@ -235,7 +235,7 @@ def batch(args: argparse.Namespace) -> None:
 
 def near(args: argparse.Namespace) -> None:
     """Cosines of the same paper listed twice against those of merely related papers."""
-    from digest.taste import unit_rows
+    from digest.taste import cosines, unit_vectors
 
     engine = open_engine(DIGEST_DIR / "paperboy.db", corpus_file(PAPERS_FILE), args.rebuild)
     index = engine.index
@@ -251,17 +251,19 @@ def near(args: argparse.Namespace) -> None:
         docs = [index.doc_of_rowid(a), index.doc_of_rowid(b)]
         if None in docs:
             continue
-        rows = unit_rows(index, docs)
-        same.append(float((rows[0] @ rows[1].T).toarray()[0, 0]))
+        a, b = unit_vectors(index, docs)
+        same.append(float(cosines([a], [b])[0, 0]))
     # Each sampled paper's nearest other paper, by its own vector as a query.
     nearest = []
-    for doc in rng.sample(list(index.live_docs()), 300):
+    for doc in rng.sample(list(index.live_docs()), 200):
         terms, values = index.doc_vector(int(doc))
-        found, _ = index.score(terms, values / np.linalg.norm(values))
-        found = found[found != doc]
-        rows = unit_rows(index, [int(doc), *found.tolist()])
-        cosines = (rows[1:] @ rows[0].T).toarray().ravel()
-        nearest.append(float(cosines.max()) if len(cosines) else 0.0)
+        found, scores = index.score(terms, values / np.linalg.norm(values))
+        # Its 50 best-scoring others: the nearest by cosine is among them.
+        others_mask = found != doc
+        found, scores = found[others_mask], scores[others_mask]
+        best = found[np.argsort(-scores)[:50]]
+        others = cosines(unit_vectors(index, [int(doc)]), unit_vectors(index, best)).ravel()
+        nearest.append(float(others.max()) if len(others) else 0.0)
     q = lambda xs, f: float(np.quantile(xs, f))  # noqa: E731
     print("## Cosine of a paper with its near-duplicate, and with its nearest other paper\n")
     rows = []
