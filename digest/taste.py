@@ -28,6 +28,7 @@ next use trains again (lazily: nothing runs at click time), and every other use 
 from __future__ import annotations
 
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from bot.state import state_for
 #: The newest clicks a model learns from (caps the work of an update).
 MAX_CLICKS = 200
 #: The strongest terms of a profile that are run through the index as its query.
-PROFILE_TERMS = 100
+PROFILE_TERMS = 40
 #: Rocchio's weights: 👍 papers, 👎 papers, topics (weak evidence).
 LIKE_WEIGHT = 1.0
 DISLIKE_WEIGHT = 0.5
@@ -59,8 +60,12 @@ REASON_COSINE = 0.1
 RECOMMEND_FLOOR = 0.1
 #: The SVM's background: random papers taken as negatives besides the 👎 ones.
 SVM_BACKGROUND = 300
-#: Members whose models stay cached in one process.
+#: Members whose models stay cached in one process (a model is a few kilobytes).
 CACHE_MEMBERS = 20_000
+#: Papers scoring below this for a model count as 0 (keeps each member's scores small).
+SCORE_KEEP = 0.03
+#: Models scored against the index at once (bounds the product's memory).
+CHUNK_MODELS = 64
 
 METHODS = ("rocchio", "svm")
 
@@ -69,6 +74,10 @@ METHODS = ("rocchio", "svm")
 class Click:
     paper_id: str
     kind: str  # like | dislike
+
+
+#: A sparse term vector: (term ids ascending, weights).
+Vector = tuple[np.ndarray, np.ndarray]
 
 
 @dataclass
@@ -80,102 +89,127 @@ class Taste:
     disliked: np.ndarray
     term_ids: np.ndarray
     weights: np.ndarray
-    liked_vectors: sp.csr_matrix  # unit rows, for "like the 3 papers you 👍"
-    disliked_vectors: sp.csr_matrix  # unit rows, for "very close to a 👎-ed paper"
+    liked_vectors: list[Vector]  # unit length, for "like the 3 papers you 👍"
+    disliked_vectors: list[Vector]  # unit length, for "very close to a 👎-ed paper"
     liked_ids: list[str] = field(default_factory=list)
-    _scores: np.ndarray | None = None
 
     @property
     def rated(self) -> np.ndarray:
         return np.union1d(self.liked, self.disliked)
 
-    def scores(self, index: Index) -> np.ndarray:
-        """The model's score of every document (dense; 0 for papers sharing no term)."""
-        if self._scores is None or len(self._scores) != index.n_docs:
-            dense = np.zeros(index.n_docs, np.float32)
-            if len(self.term_ids):
-                docs, values = index.score(self.term_ids, self.weights)
-                dense[docs] = values
-            self._scores = dense
-        return self._scores
-
     def near_disliked(self, index: Index, docs: np.ndarray) -> np.ndarray:
         """Which of ``docs`` are 👎-ed or very close to a 👎-ed paper (cosine ``NEAR_DISLIKED``)."""
         out = np.isin(docs, self.disliked)
-        if not self.disliked_vectors.shape[0] or not len(docs):
+        if not self.disliked_vectors or not len(docs):
             return out
-        cosines = (unit_rows(index, docs) @ self.disliked_vectors.T).toarray()
-        return out | (cosines.max(axis=1) >= NEAR_DISLIKED)
+        found = _Side.of(self.disliked_vectors).cosines(unit_vectors(index, docs))
+        return out | (found.max(axis=1) >= NEAR_DISLIKED)
 
     def reasons(self, index: Index, docs: np.ndarray) -> list[tuple[int, str | None]]:
         """Per document: how many 👍 papers it is like (cosine ``REASON_COSINE``, at least
         one), and the most alike one's paper id."""
-        if not self.liked_vectors.shape[0] or not len(docs):
+        if not self.liked_vectors or not len(docs):
             return [(0, None)] * len(docs)
-        cosines = (unit_rows(index, docs) @ self.liked_vectors.T).toarray()
-        out = []
-        for row in cosines:
-            alike = int((row >= REASON_COSINE).sum())
-            out.append((max(alike, 1), self.liked_ids[int(np.argmax(row))]))
-        return out
+        found = _Side.of(self.liked_vectors).cosines(unit_vectors(index, docs))
+        return [
+            (max(int((row >= REASON_COSINE).sum()), 1), self.liked_ids[int(np.argmax(row))])
+            for row in found
+        ]
 
 
-def unit_rows(index: Index, docs: Iterable[int]) -> sp.csr_matrix:
-    """Documents' TF-IDF vectors as unit-length rows (documents x terms)."""
-    docs = list(docs)
-    indptr = [0]
-    indices, data = [], []
+def unit_vectors(index: Index, docs: Iterable[int]) -> list[Vector]:
+    """Documents' TF-IDF vectors, unit length."""
+    out = []
     for doc in docs:
         terms, values = index.doc_vector(int(doc))
         norm = float(np.linalg.norm(values)) or 1.0
-        indices.append(terms)
-        data.append(values / norm)
-        indptr.append(indptr[-1] + len(terms))
-    if not docs:
-        return sp.csr_matrix((0, index.n_terms), dtype=np.float32)
-    return sp.csr_matrix(
-        (np.concatenate(data), np.concatenate(indices), np.asarray(indptr)),
-        shape=(len(docs), index.n_terms),
-        dtype=np.float32,
-    )
+        out.append((terms, values / np.float32(norm)))
+    return out
 
 
-def topic_vectors(index: Index, topics: Sequence[str]) -> sp.csr_matrix:
-    """The topics' query vectors (unit rows), as the digest matches them."""
-    indptr, indices, data = [0], [], []
+def _compact(*groups: list[Vector]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The groups' vectors as rows of dense matrices over only the terms they use (a few
+    thousand columns: cheaper than any sparse structure as wide as the vocabulary)."""
+    every = [t for group in groups for t, _ in group]
+    terms = np.unique(np.concatenate(every)) if every else np.zeros(0, np.int64)
+    matrices = []
+    for group in groups:
+        dense = np.zeros((len(group), len(terms)), np.float32)
+        for row, (t, v) in enumerate(group):
+            dense[row, np.searchsorted(terms, t)] = v
+        matrices.append(dense)
+    return terms, matrices
+
+
+@dataclass
+class _Side:
+    """Unit vectors as one dense matrix over the terms they use, to take many documents'
+    cosines with them without building anything per document but a lookup of its terms."""
+
+    terms: np.ndarray
+    matrix: np.ndarray  # vectors x terms
+
+    @classmethod
+    def of(cls, vectors: list[Vector]) -> _Side:
+        terms, (matrix,) = _compact(vectors)
+        return cls(terms, matrix)
+
+    def cosines(self, others: list[Vector]) -> np.ndarray:
+        """``len(others) x vectors`` cosines."""
+        out = np.zeros((len(others), self.matrix.shape[0]), np.float32)
+        if not len(self.terms):
+            return out
+        for row, (t, v) in enumerate(others):
+            at = np.minimum(np.searchsorted(self.terms, t), len(self.terms) - 1)
+            shared = self.terms[at] == t
+            out[row] = self.matrix[:, at[shared]] @ v[shared]
+        return out
+
+
+def cosines(a: list[Vector], b: list[Vector]) -> np.ndarray:
+    """Dense ``len(a) x len(b)`` dot products (cosines of unit vectors)."""
+    if not a or not b:
+        return np.zeros((len(a), len(b)), np.float32)
+    _, (left, right) = _compact(a, b)
+    return left @ right.T
+
+
+def topic_vectors(index: Index, topics: Sequence[str]) -> list[Vector]:
+    """The topics' query vectors (unit length), as the digest matches them."""
+    out = []
     for text in topics:
         try:
             ranked = parse_query(text).ranked_text
         except QueryError:
             continue
         term_ids, weights = index.vectorize(analyze(ranked))
-        indices.append(term_ids)
-        data.append(weights)
-        indptr.append(indptr[-1] + len(term_ids))
-    if len(indptr) == 1:
-        return sp.csr_matrix((0, index.n_terms), dtype=np.float32)
-    return sp.csr_matrix(
-        (np.concatenate(data), np.concatenate(indices), np.asarray(indptr)),
-        shape=(len(indptr) - 1, index.n_terms),
-        dtype=np.float32,
-    )
+        if len(term_ids):
+            order = np.argsort(term_ids)
+            out.append((term_ids[order].astype(np.int64), weights[order]))
+    return out
 
 
-def _mean(rows: sp.csr_matrix) -> np.ndarray:
-    if not rows.shape[0]:
-        return np.zeros(rows.shape[1], np.float32)
-    return np.asarray(rows.mean(axis=0)).ravel()
+def _weighted_sum(parts: list[tuple[float, list[Vector]]]) -> Vector:
+    """Sum over groups of ``weight * mean(group)``, as a sparse vector."""
+    terms, values = [], []
+    for weight, group in parts:
+        for t, v in group:
+            terms.append(t)
+            values.append(v * np.float32(weight / len(group)))
+    if not terms:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    unique, inverse = np.unique(np.concatenate(terms), return_inverse=True)
+    return unique, np.bincount(inverse, weights=np.concatenate(values)).astype(np.float32)
 
 
-def _as_query(vector: np.ndarray, terms: int) -> tuple[np.ndarray, np.ndarray]:
-    """The strongest ``terms`` positive entries of a dense term vector, unit length."""
-    positive = np.flatnonzero(vector > 0)
+def _as_query(terms: np.ndarray, values: np.ndarray, keep: int) -> Vector:
+    """The strongest ``keep`` positive entries of a term vector, unit length."""
+    positive = np.flatnonzero(values > 0)
     if not len(positive):
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    top = positive[np.argsort(-vector[positive], kind="stable")[:terms]]
-    top.sort()
-    weights = vector[top].astype(np.float32)
-    return top.astype(np.int64), weights / np.float32(np.linalg.norm(weights))
+    top = np.sort(positive[np.argsort(-values[positive], kind="stable")[:keep]])
+    weights = values[top].astype(np.float32)
+    return terms[top].astype(np.int64), weights / np.float32(np.linalg.norm(weights))
 
 
 def train(
@@ -190,15 +224,20 @@ def train(
     """The member's model from their rated documents (``liked``: (document, paper id))."""
     liked_docs = np.asarray([d for d, _ in liked], np.int64)
     disliked_docs = np.asarray(disliked, np.int64)
-    liked_rows = unit_rows(index, liked_docs)
-    disliked_rows = unit_rows(index, disliked_docs)
+    liked_rows = unit_vectors(index, liked_docs)
+    disliked_rows = unit_vectors(index, disliked_docs)
     topic_rows = topic_vectors(index, topics)
     if method == "svm" and len(liked_docs):
-        vector = _svm_vector(index, liked_rows, disliked_rows, topic_rows, user_id)
+        terms, values = _svm_vector(index, liked_rows, disliked_rows, topic_rows, user_id)
     else:
-        vector = LIKE_WEIGHT * _mean(liked_rows) + TOPIC_WEIGHT * _mean(topic_rows)
-        vector -= DISLIKE_WEIGHT * _mean(disliked_rows)
-    term_ids, weights = _as_query(vector, PROFILE_TERMS)
+        terms, values = _weighted_sum(
+            [
+                (LIKE_WEIGHT, liked_rows),
+                (TOPIC_WEIGHT, topic_rows),
+                (-DISLIKE_WEIGHT, disliked_rows),
+            ]
+        )
+    term_ids, weights = _as_query(terms, values, PROFILE_TERMS)
     return Taste(
         user_id,
         np.unique(liked_docs),
@@ -213,25 +252,24 @@ def train(
 
 def _svm_vector(
     index: Index,
-    liked: sp.csr_matrix,
-    disliked: sp.csr_matrix,
-    topics: sp.csr_matrix,
+    liked: list[Vector],
+    disliked: list[Vector],
+    topics: list[Vector],
     user_id: str,
-) -> np.ndarray:
+) -> Vector:
     """arxiv-sanity-lite's recipe: a linear SVM's weights (positive: 👍 and topics; negative:
     👎 and a random background of papers, the same for a member every time)."""
-    rng = np.random.default_rng(abs(hash(user_id)) % (2**32))
+    rng = np.random.default_rng(zlib.crc32(user_id.encode()))
     live = index.live_docs()
     background = rng.choice(live, size=min(SVM_BACKGROUND, len(live)), replace=False)
-    negatives = sp.vstack([disliked, unit_rows(index, background)]).tocsr()
-    x = sp.vstack([liked, topics, negatives]).tocsr()
-    y = np.r_[np.ones(liked.shape[0] + topics.shape[0]), np.zeros(negatives.shape[0])]
-    columns = np.unique(x.indices)
+    positives = [*liked, *topics]
+    negatives = [*disliked, *unit_vectors(index, background)]
+    terms, (x_pos, x_neg) = _compact(positives, negatives)
+    x = sp.csr_matrix(np.vstack([x_pos, x_neg]))
+    y = np.r_[np.ones(len(positives)), np.zeros(len(negatives))]
     model = LinearSVC(C=0.01, class_weight="balanced", max_iter=2000, tol=1e-4)
-    model.fit(x[:, columns], y)
-    vector = np.zeros(index.n_terms, np.float32)
-    vector[columns] = model.coef_.ravel()
-    return vector
+    model.fit(x, y)
+    return terms, model.coef_.ravel().astype(np.float32)
 
 
 # --- members' models, read from the shared state and cached ------------------------------------
@@ -327,6 +365,46 @@ def taste_of(engine: Engine, user_id: str, topics: Sequence[str]) -> Taste | Non
     return tastes(engine, {user_id: list(topics)}).get(user_id)
 
 
+# --- scoring every paper -----------------------------------------------------------------------
+
+
+def score_all(index: Index, models: Sequence[Taste]) -> list[Vector]:
+    """Each model's scores of the papers, as sparse (documents ascending, scores) keeping those
+    of at least ``SCORE_KEEP``: the profiles are stacked and multiplied with the index a chunk
+    at a time (``Index.score_matrix``, as the digest's topics are), not one by one."""
+    out: list[Vector] = []
+    for start in range(0, len(models), CHUNK_MODELS):
+        chunk = models[start : start + CHUNK_MODELS]
+        indptr = np.zeros(len(chunk) + 1, np.int64)
+        np.cumsum([len(m.term_ids) for m in chunk], out=indptr[1:])
+        queries = sp.csr_matrix(
+            (
+                np.concatenate([m.weights for m in chunk]).astype(np.float32),
+                np.concatenate([m.term_ids for m in chunk]).astype(np.int64),
+                indptr,
+            ),
+            shape=(len(chunk), index.n_terms),
+        )
+        product = index.score_matrix(queries).tocsr()
+        for row in range(len(chunk)):
+            lo, hi = product.indptr[row], product.indptr[row + 1]
+            docs, values = product.indices[lo:hi], product.data[lo:hi]
+            keep = values >= SCORE_KEEP
+            docs, values = docs[keep].astype(np.int64), values[keep].astype(np.float32)
+            order = np.argsort(docs, kind="stable")
+            out.append((docs[order], values[order]))
+    return out
+
+
+def scores_of(scores: Vector, docs: np.ndarray) -> np.ndarray:
+    """The model's scores of these documents (0 below ``SCORE_KEEP``)."""
+    known, values = scores
+    if not len(known) or not len(docs):
+        return np.zeros(len(docs), np.float32)
+    at = np.minimum(np.searchsorted(known, docs), len(known) - 1)
+    return np.where(known[at] == docs, values[at], np.float32(0))
+
+
 # --- recommendations -----------------------------------------------------------------------------
 
 
@@ -343,33 +421,39 @@ class Recommendation:
 def recommend(
     index: Index,
     taste: Taste,
+    scores: Vector,
     *,
     limit: int,
     exclude: np.ndarray | None = None,
     floor: float | None = None,
 ) -> list[Recommendation]:
-    """The model's best papers, without ``exclude`` (documents), the rated ones and those very
-    close to a 👎-ed one; only those scoring at least ``floor``."""
+    """The model's best papers (``scores``: ``score_all``'s for it), without ``exclude``
+    (documents), the rated ones and those very close to a 👎-ed one; only those scoring at
+    least ``floor``."""
     if limit <= 0 or not len(taste.liked):
         return []
-    scores = taste.scores(index)
-    candidates = np.flatnonzero(scores >= (RECOMMEND_FLOOR if floor is None else floor))
+    docs, values = scores
+    good = values >= (RECOMMEND_FLOOR if floor is None else floor)
+    docs, values = docs[good], values[good]
     banned = taste.rated if exclude is None else np.union1d(taste.rated, exclude)
-    candidates = candidates[~np.isin(candidates, banned)]
-    if not len(candidates):
+    allowed = ~np.isin(docs, banned)
+    docs, values = docs[allowed], values[allowed]
+    if not len(docs):
         return []
-    order = candidates[np.lexsort((candidates, -scores[candidates]))]
+    order = docs[np.lexsort((docs, -values))]
+    score_of = dict(zip(docs.tolist(), values.tolist(), strict=True))
     chosen: list[int] = []
     # Near-duplicates of 👎-ed papers are checked a few at a time, best first.
-    for start in range(0, len(order), 4 * limit):
-        block = order[start : start + 4 * limit]
+    step = limit + 2
+    for start in range(0, len(order), step):
+        block = order[start : start + step]
         chosen += block[~taste.near_disliked(index, block)].tolist()
         if len(chosen) >= limit:
             break
     chosen = chosen[:limit]
     reasons = taste.reasons(index, np.asarray(chosen, np.int64))
     return [
-        Recommendation(doc, float(scores[doc]), n, example)
+        Recommendation(doc, float(score_of[doc]), n, example)
         for doc, (n, example) in zip(chosen, reasons, strict=True)
     ]
 
@@ -404,7 +488,8 @@ def recommendations_for(engine: Engine, user_id: str, limit: int = 5) -> MemberR
     sent = list(
         _docs_of_papers(engine, index, store.sent_papers([user_id]).get(user_id, [])).values()
     )
-    found = recommend(index, model, limit=limit, exclude=np.asarray(sent, np.int64))
+    [scores] = score_all(index, [model])
+    found = recommend(index, model, scores, limit=limit, exclude=np.asarray(sent, np.int64))
     rowids = [int(index.rowids[r.doc]) for r in found]
     papers = engine.corpus.by_rowids(rowids)
     examples = {r.example for r in found if r.example}

@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bot.engine.search import Engine
@@ -82,11 +83,10 @@ def test_the_model_ranks_a_paper_like_the_liked_ones_above_an_unrelated_one(engi
         click(engine, "U1", paper, "like", n)
     model = taste.taste_of(engine, "U1", ["diffusion models"])
     assert model is not None
-    scores = model.scores(engine.index)
-    doc = {
-        p: d for p, d in taste._docs_of_papers(engine, engine.index, ["protein-5", "rl-5"]).items()
-    }
-    assert scores[doc["protein-5"]] > scores[doc["rl-5"]]
+    [scores] = taste.score_all(engine.index, [model])
+    doc = taste._docs_of_papers(engine, engine.index, ["protein-5", "rl-5"])
+    protein, rl = taste.scores_of(scores, np.asarray([doc["protein-5"], doc["rl-5"]]))
+    assert protein > rl
     # From the first 👍: a member with one like has a model too.
     subscribe(engine, "U2", "diffusion models")
     click(engine, "U2", "graph-0", "like")
@@ -230,11 +230,18 @@ def test_teammates_line_goes_away_when_the_member_turns_it_off(slack: SlackHarne
 # --- /papers recommend and the App Home ---------------------------------------------------------
 
 
-def test_papers_recommend_end_to_end(slack: SlackHarness) -> None:
+def with_synthetic_papers(slack: SlackHarness, tmp_path: Path) -> None:
+    """The seed corpus plus the synthetic one (eight papers per theme: alike enough to
+    recommend one another)."""
+    slack.engine.ingest([write_corpus(tmp_path / "more.jsonl")])
+
+
+def test_papers_recommend_end_to_end(slack: SlackHarness, tmp_path: Path) -> None:
+    with_synthetic_papers(slack, tmp_path)
     _, url = slack.slash("recommend")
     reply = slack.reply(url)
     assert reply["response_type"] == "ephemeral" and "nothing to recommend yet" in reply["text"]
-    _, url = slack.slash("diffusion models")
+    _, url = slack.slash("protein design")
     shown = buttons(slack.reply(url))
     liked = [shown[f"like:{n}"]["value"] for n in (1, 2, 3)]
     for n, paper in enumerate(liked, 1):
@@ -253,11 +260,14 @@ def test_papers_recommend_end_to_end(slack: SlackHarness) -> None:
     assert "recommend" in blocks_text(render.help_message())
 
 
-def test_the_home_tab_shows_saved_papers_and_recommendations(slack: SlackHarness) -> None:
+def test_the_home_tab_shows_saved_papers_and_recommendations(
+    slack: SlackHarness, tmp_path: Path
+) -> None:
+    with_synthetic_papers(slack, tmp_path)
     view = open_home(slack)
     assert "*Your reading list* is empty" in blocks_text(view)
     assert "nothing to recommend yet" in blocks_text(view)
-    _, url = slack.slash("graph neural networks")
+    _, url = slack.slash("federated learning")
     shown = buttons(slack.reply(url))
     for n in (1, 2):
         _, click_url = slack.click(f"save:{n}", shown[f"save:{n}"]["value"])
