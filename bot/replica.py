@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -138,6 +139,7 @@ class Replica:
                 return None
             added_at: dict[str, str | None] = {}
             self.applied = 0
+            started = time.perf_counter()
 
             def papers() -> Iterator[Paper]:
                 for row in self.shared.changes(after, head, self.page):
@@ -157,10 +159,11 @@ class Replica:
             self._synced()
             if counts.changed:
                 log.info(
-                    "shared corpus: %s added, %s updated (now at %s)",
+                    "shared corpus: %s added, %s updated (now at %s) in %.1f s",
                     f"{counts.added:,}",
                     f"{counts.updated:,}",
                     head,
+                    time.perf_counter() - started,
                 )
             return counts
 

@@ -19,8 +19,10 @@ from bot.cli import main
 from bot.engine.index import read_current
 from bot.engine.paper import Paper
 from bot.engine.search import Engine
+from bot.settings import Settings
 from bot.state import StateUnavailable, configure, open_state
 from bot.state.shared_corpus import SharedCorpus
+from digest.feeds import run_feeds
 
 SEEDS = Path(__file__).resolve().parents[1] / "data"
 
@@ -190,6 +192,30 @@ def test_the_host_that_seeded_applies_its_own_papers_without_changing_them(
     assert follower.sync().changed == 0
     assert first.corpus.version == version
     assert replica.publish(first).changed == 0  # nothing of its own left to share
+
+
+def test_the_clocks_feeds_are_shared_and_a_share_that_failed_goes_with_the_next_run(
+    tmp_path: Path,
+    shared: SharedCorpus,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = host(tmp_path, "clock")
+    feed = write_jsonl(tmp_path / "feed.jsonl", [paper(1), paper(2)])
+    real_publish = SharedCorpus.publish
+
+    def refused(self, papers, **options):
+        raise StateUnavailable("The database is not answering (restarting); try again.")
+
+    monkeypatch.setattr(SharedCorpus, "publish", refused)
+    run_feeds(clock, Settings(feeds=(str(feed),)))
+    assert clock.corpus.count() == 2 and shared.count() == 0
+    assert "the papers are saved here but not shared yet" in caplog.text
+    assert not [r for r in caplog.records if r.exc_info]
+    monkeypatch.setattr(SharedCorpus, "publish", real_publish)
+    write_jsonl(feed, [paper(1), paper(2), paper(3)])  # the next day's feed
+    run_feeds(clock, Settings(feeds=(str(feed),)))
+    assert shared.count() == 3
 
 
 def test_without_a_shared_state_nothing_is_shared(tmp_path: Path) -> None:
