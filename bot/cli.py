@@ -761,6 +761,9 @@ def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
         "clock_heartbeat": "clock heartbeat",
         "feedback": "👍/👎 rating",
         "saves": "saved paper",
+        "workspaces": "workspace",
+        "slack_installations": "installation",
+        "slack_bots": "bot token",
     }
     return [(names[table], n) for table, n in copied.items()]
 

@@ -15,6 +15,21 @@ SLACK_API_DEFAULT = "https://slack.com/api/"
 DEFAULT_DB = Path("paperboy.db")
 LOG_FORMATS = ("text", "json")
 ARXIV_API_DEFAULT = "https://export.arxiv.org/api/query"
+#: The bot scopes an installation asks for (manifest.yml's ``oauth_config.scopes.bot``; a test
+#: checks they agree). ``SLACK_SCOPES`` overrides them.
+SLACK_SCOPES_DEFAULT = (
+    "commands",
+    "chat:write",
+    "chat:write.public",
+    "app_mentions:read",
+    "im:write",
+    "files:write",
+    "users:read",
+    "im:history",
+    "channels:history",
+    "groups:history",
+    "channels:join",
+)
 
 #: arXiv's category taxonomy (https://arxiv.org/category_taxonomy): archive -> subject classes;
 #: an archive with no classes is itself the category (hep-th, quant-ph, ...).
@@ -174,6 +189,14 @@ class Settings:
     # Where the shared state lives: None keeps it in the SQLite database (db_path);
     # a postgresql:// URL puts it in PostgreSQL, shared by processes on any host.
     database_url: str | None = None
+    # Installing into many workspaces (OAuth v2): the app's credentials (Basic Information),
+    # the bot scopes asked for, the Redirect URL registered with Slack (None: the one set on
+    # the app's OAuth & Permissions page), and whether bot tokens expire and are refreshed.
+    slack_client_id: str | None = None
+    slack_client_secret: str | None = None
+    slack_scopes: tuple[str, ...] = SLACK_SCOPES_DEFAULT
+    slack_redirect_uri: str | None = None
+    slack_token_rotation: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -239,6 +262,22 @@ class Settings:
                 f"PAPERBOY_ARXIV_MAX_PAGES must be at most {MAX_ARXIV_PAGES}, "
                 f"not {arxiv_max_pages}."
             )
+        scopes = tuple(
+            dict.fromkeys(s for s in (opt("SLACK_SCOPES") or "").replace(",", " ").split())
+        )
+        redirect_uri = opt("SLACK_REDIRECT_URI")
+        if (
+            redirect_uri
+            and not redirect_uri.startswith("https://")
+            and not (redirect_uri.startswith("http://") and _is_local_url(redirect_uri))
+        ):
+            problems.append(
+                f"SLACK_REDIRECT_URI must be an https:// URL (Slack refuses others), not "
+                f"{redirect_uri!r}."
+            )
+        rotation = (opt("SLACK_TOKEN_ROTATION") or "false").lower()
+        if rotation not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+            problems.append(f"SLACK_TOKEN_ROTATION must be true or false, not {rotation!r}.")
         if problems:
             raise SettingsError(*problems)
         return cls(
@@ -261,15 +300,35 @@ class Settings:
             http_connection_limit=http_connections,
             http_channel_timeout=http_timeout,
             database_url=database_url,
+            slack_client_id=opt("SLACK_CLIENT_ID"),
+            slack_client_secret=opt("SLACK_CLIENT_SECRET"),
+            slack_scopes=scopes or SLACK_SCOPES_DEFAULT,
+            slack_redirect_uri=redirect_uri,
+            slack_token_rotation=rotation in ("1", "true", "yes", "on"),
         )
 
     @property
     def has_slack_credentials(self) -> bool:
-        return bool(self.slack_bot_token or self.slack_signing_secret or self.slack_app_token)
+        return bool(
+            self.slack_bot_token
+            or self.slack_signing_secret
+            or self.slack_app_token
+            or self.slack_client_id
+            or self.slack_client_secret
+        )
+
+    @property
+    def multi_workspace(self) -> bool:
+        """Installed into workspaces through OAuth (``/slack/install``): each workspace's bot
+        token comes from its installation, not from ``SLACK_BOT_TOKEN``."""
+        return bool(self.slack_client_id and self.slack_client_secret)
 
     def check_slack(self) -> None:
         """Refuse a half-configured Slack connection with one sentence naming what is missing."""
         if not self.has_slack_credentials:
+            return
+        if self.slack_client_id or self.slack_client_secret:
+            self._check_oauth()
             return
         if not self.slack_bot_token:
             raise SettingsError(
@@ -289,3 +348,38 @@ class Settings:
                 "SLACK_SIGNING_SECRET is missing: copy it from your app's Basic Information page "
                 "(or set SLACK_APP_TOKEN to use Socket Mode instead of HTTP)."
             )
+
+    def _check_oauth(self) -> None:
+        """The settings of a deployment installed through OAuth (see ``multi_workspace``)."""
+        missing = [
+            name
+            for name, value in (
+                ("SLACK_CLIENT_ID", self.slack_client_id),
+                ("SLACK_CLIENT_SECRET", self.slack_client_secret),
+                ("SLACK_SIGNING_SECRET", self.slack_signing_secret),
+            )
+            if not value
+        ]
+        if missing:
+            raise SettingsError(
+                f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: "
+                "installing into many workspaces needs the app's Client ID, Client Secret and "
+                "Signing Secret (Basic Information page)."
+            )
+        if self.slack_bot_token:
+            raise SettingsError(
+                "SLACK_BOT_TOKEN and SLACK_CLIENT_ID are both set: with OAuth each workspace's "
+                "token comes from its installation, so unset SLACK_BOT_TOKEN and install your "
+                "workspace again at /slack/install."
+            )
+        if self.slack_app_token:
+            raise SettingsError(
+                "SLACK_APP_TOKEN and SLACK_CLIENT_ID are both set: installing into many "
+                "workspaces runs over HTTP (/slack/install), not Socket Mode; unset one."
+            )
+
+
+def _is_local_url(url: str) -> bool:
+    """http:// is fine for this machine only (a local test of the install pages)."""
+    host = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[0]
+    return host in ("127.0.0.1", "localhost", "[::1]")

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
+from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from sqlalchemy import (
     Connection,
     create_engine,
@@ -51,6 +53,7 @@ from bot.engine.corpus import DatabaseError, db_path, is_writable, open_database
 from .tables import (
     ALL,
     FEEDBACK_TABLES,
+    WORKSPACE_TABLES,
     clock_heartbeat,
     digests,
     feedback,
@@ -58,6 +61,7 @@ from .tables import (
     saves,
     sent_papers,
     topics,
+    workspaces,
 )
 
 log = logging.getLogger(__name__)
@@ -148,10 +152,11 @@ def _sqlite_creator(path: str, read_only: bool) -> Callable[[], sqlite3.Connecti
 
 #: The latest migration in ``migrations/versions`` (a test checks they agree): knowing it, a
 #: process whose database is up to date never loads Alembic, which takes a third of a second.
-HEAD = "s002"
+HEAD = "s020_workspaces"
 #: Revisions a read-only store can serve as they are: s002 only added the feedback tables, and
-#: without them a member simply has no 👍/👎 or saved papers yet (``_has_feedback``).
-READABLE = frozenset({"s001", HEAD})
+#: without them a member simply has no 👍/👎 or saved papers yet (``_has_feedback``); s020
+#: the workspace tables, without which every workspace is installed (``_has_workspaces``).
+READABLE = frozenset({"s001", "s002", HEAD})
 
 
 def _upgrade(connection: Connection) -> None:
@@ -220,6 +225,7 @@ class StateStore:
             )
         self._writer = self.engine.execution_options(immediate=True)
         self._feedback_present: bool | None = None  # see _has_feedback
+        self._workspaces_present: bool | None = None  # see _has_workspaces
         if migrate:
             self.migrate()
 
@@ -348,7 +354,11 @@ class StateStore:
     # -- members and their settings --------------------------------------------------------
 
     def members(self, user_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Member rows (all, or those asked for) in user id order, each with ``topic_count``."""
+        """Member rows (all, or those asked for) in user id order, each with ``topic_count``.
+
+        All members means those of the workspaces Paperboy is installed in: members of a
+        workspace it was uninstalled from are left out (and so get no digest) until it is
+        installed there again; asked for by id, they are found."""
         count = (
             select(func.count())
             .where(topics.c.user_id == members.c.user_id)
@@ -358,7 +368,7 @@ class StateStore:
         query = select(members, count).order_by(members.c.user_id)
         with self.read() as conn:
             if user_ids is None:
-                return [dict(r._mapping) for r in conn.execute(query)]
+                return [dict(r._mapping) for r in conn.execute(self._installed_only(query))]
             rows = []
             for batch in _batches(user_ids):
                 rows += conn.execute(query.where(members.c.user_id.in_(batch))).mappings().all()
@@ -390,6 +400,7 @@ class StateStore:
         """Whether any member's digest is on (on by default once they have a topic)."""
         has_topic = select(topics.c.id).where(topics.c.user_id == members.c.user_id).exists()
         query = select(literal(1)).where(func.coalesce(members.c.digest_enabled, 1) == 1, has_topic)
+        query = self._installed_only(query)
         with self.read() as conn:
             return conn.execute(query.limit(1)).first() is not None
 
@@ -523,6 +534,9 @@ class StateStore:
         )
         if user_id is not None:
             query = query.where(digests.c.user_id == user_id)
+        elif self._has_workspaces():  # an uninstalled workspace's claims wait for its return
+            gone = select(members.c.user_id).where(members.c.team_id.in_(self._uninstalled()))
+            query = query.where(digests.c.user_id.not_in(gone))
         with self.read() as conn:
             return [dict(r) for r in conn.execute(query.order_by(digests.c.claimed_at)).mappings()]
 
@@ -644,7 +658,9 @@ class StateStore:
         """
         counts: dict[str, int] = {}
         with self.read() as source, target.write() as conn:
-            for table in (*ALL, *FEEDBACK_TABLES):
+            # OAuth states last ten minutes: an install under way finishes where it began.
+            installs = [t for t in WORKSPACE_TABLES if t.name != "slack_oauth_states"]
+            for table in (*ALL, *FEEDBACK_TABLES, *installs):
                 rows = [dict(r) for r in source.execute(select(table)).mappings()]
                 counts[table.name] = len(rows)
                 if not rows:
@@ -662,12 +678,13 @@ class StateStore:
                 for start in range(0, len(rows), 1000):
                     conn.execute(statement, rows[start : start + 1000])
             if target.is_postgres:
-                conn.execute(
-                    text(
-                        "select setval(pg_get_serial_sequence('topics', 'id'), "
-                        "coalesce((select max(id) from topics), 0) + 1, false)"
+                for serial in ("topics", *(t.name for t in installs if "id" in t.c)):
+                    conn.execute(
+                        text(
+                            f"select setval(pg_get_serial_sequence('{serial}', 'id'), "
+                            f"coalesce((select max(id) from {serial}), 0) + 1, false)"
+                        )
                     )
-                )
         return counts
 
     # -- feedback: 👍/👎 and the reading list (issue 11) -------------------------------------
@@ -785,6 +802,89 @@ class StateStore:
                 )
                 out.update({paper: count for paper, count in conn.execute(query)})
         return out
+
+    # -- workspaces: installs, uninstalls, and their tokens (issue 12) -----------------------
+
+    def _has_workspaces(self) -> bool:
+        """Whether the workspace tables exist: always once migrated; a read-only SQLite file
+        from before s020 has none (every member's workspace then counts as installed)."""
+        if not self.read_only:
+            return True
+        if self._workspaces_present is None:
+            with self.read() as conn:
+                present = set(inspect(conn).get_table_names())
+            self._workspaces_present = {t.name for t in WORKSPACE_TABLES} <= present
+        return self._workspaces_present
+
+    def _uninstalled(self) -> Any:
+        """The team ids of the workspaces Paperboy was uninstalled from (a subquery)."""
+        return select(workspaces.c.team_id).where(workspaces.c.uninstalled_at.is_not(None))
+
+    def _installed_only(self, query: Any) -> Any:
+        """``query`` on members without those of uninstalled workspaces."""
+        if not self._has_workspaces():
+            return query
+        return query.where(
+            members.c.team_id.is_(None) | members.c.team_id.not_in(self._uninstalled())
+        )
+
+    def workspace_installed(self, team_id: str, team_name: str | None, now: str) -> None:
+        """Paperboy was installed (again) in the workspace: its members' digests go on."""
+        row = {"team_name": team_name, "installed_at": now, "uninstalled_at": None}
+        with self.write() as conn:
+            conn.execute(
+                self._insert(workspaces)
+                .values(team_id=team_id, **row)
+                .on_conflict_do_update(index_elements=["team_id"], set_=row)
+            )
+
+    def workspace_uninstalled(self, team_id: str, now: str) -> bool:
+        """Paperboy was uninstalled from the workspace (or its bot token revoked): its
+        members get no digest until it is installed again. False when it already was."""
+        with self.write() as conn:
+            before = conn.execute(
+                select(workspaces.c.uninstalled_at).where(workspaces.c.team_id == team_id)
+            ).first()
+            if before is not None and before[0] is not None:
+                return False
+            conn.execute(
+                self._insert(workspaces)
+                .values(team_id=team_id, uninstalled_at=now)
+                .on_conflict_do_update(index_elements=["team_id"], set_={"uninstalled_at": now})
+            )
+            return True
+
+    def uninstalled_workspaces(self) -> set[str]:
+        """The team ids of the workspaces Paperboy was uninstalled from."""
+        if not self._has_workspaces():
+            return set()
+        with self.read() as conn:
+            return set(conn.execute(self._uninstalled()).scalars())
+
+    def team_of(self, user_id: str | None = None, channel: str | None = None) -> str | None:
+        """The workspace of a member (by user id), or of the conversation a member's digest
+        goes to (their channel or their DM with the bot); None when unknown."""
+        if user_id is not None:
+            where = members.c.user_id == user_id
+        elif channel is not None:
+            where = (members.c.digest_channel == channel) | (members.c.dm_channel == channel)
+        else:
+            return None
+        query = select(members.c.team_id).where(where, members.c.team_id.is_not(None))
+        with self.read() as conn:
+            return conn.execute(query.limit(1)).scalar()
+
+    def installation_store(self, client_id: str) -> SQLAlchemyInstallationStore:
+        """slack_sdk's installation store on this database (its tables made by s020): the
+        workspaces' installations and bot tokens, for Bolt's OAuth flow and authorize."""
+        # Reads (every request's authorize) take no write lock; a save is rare.
+        return SQLAlchemyInstallationStore(client_id=client_id, engine=self.engine)
+
+    def oauth_state_store(self, expiration_seconds: int) -> SQLAlchemyOAuthStateStore:
+        """slack_sdk's OAuth state store on this database: each ``state`` issued by
+        ``/slack/install`` is good once, for ``expiration_seconds``, in any process (on
+        SQLite its read-then-delete holds the write lock from the start)."""
+        return SQLAlchemyOAuthStateStore(expiration_seconds=expiration_seconds, engine=self._writer)
 
 
 def _sqlite_begin(conn: Connection) -> None:
