@@ -16,6 +16,7 @@ One code path (SQLAlchemy Core) serves both; what differs between them stays in 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -326,6 +327,18 @@ class StateStore:
                 if self.is_postgres:
                     conn.execute(text("select pg_advisory_unlock(7357001)"))
                     conn.commit()
+        if self.dialect == "sqlite":
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Move a migration's writes from the WAL into the file itself, so the file on disk
+        is the whole database (for a copy of it, or a health check reading it afresh).
+        Best effort: a busy database keeps them in the WAL, which is as safe."""
+        with (
+            contextlib.suppress(sqlite3.Error),
+            contextlib.closing(_sqlite_creator(str(self.url.database), False)()) as raw,
+        ):
+            raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _is_current(self) -> bool:
         return self.revision() == HEAD
