@@ -17,17 +17,21 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from click.testing import CliRunner
+from slack_sdk import WebClient
 
 from bot.cli import main
 from bot.playground.fake_slack import TEAM_ID
 from bot.settings import Settings, SettingsError
 from bot.slack.client import bot_token
 from bot.slack.poster import SlackPoster
-from bot.state import state_for
+from bot.state import StateStore, state_for
 from digest.delivery import Dispatcher
 from digest.schedule import next_digest
 from digest.subscriptions import Subscriptions
-from tests.slack_harness import SlackHarness, event_callback, slash_command
+from tests.fake_slack import FakeSlack
+from tests.slack_harness import SlackHarness, event_callback, free_port, http, slash_command
+from tests.test_web_process import copy_db_without_index, due_member, serve, serve_env
+from tests.test_workspaces_state import installation
 
 CLIENT_ID, CLIENT_SECRET = "1111.2222", "oauth-client-secret"
 OTHER_TEAM = "T2OTHER"
@@ -368,3 +372,36 @@ def test_a_single_workspace_uninstall_stops_its_digests(slack: SlackHarness) -> 
     assert slack.event({"type": "app_uninstalled"})[0] == 200
     slack.fake.wait_for(lambda: state.uninstalled_workspaces() == {TEAM_ID})
     assert not state.digests_on() and Subscriptions(slack.engine.db).members() == []
+
+
+def test_serve_with_scheduler_installed_by_oauth_sends_with_the_workspaces_token(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    """``paperboy serve --with-scheduler`` with the app's id and secret and no bot token:
+    it starts without one, and the due digest of a member of an installed workspace goes
+    with that workspace's token."""
+    db = tmp_path / "box.db"
+    copy_db_without_index(seeded_db_template, db)
+    due_member(db, "U2")
+    port = free_port()
+    with FakeSlack() as fake:
+        fake.register_app(CLIENT_ID, CLIENT_SECRET)
+        fake.set_user("U2", tz="UTC")
+        code = fake.authorize(OTHER_TEAM, "Other Lab")
+        grant = WebClient(base_url=fake.api_url).oauth_v2_access(
+            client_id=CLIENT_ID, client_secret=CLIENT_SECRET, code=code
+        )
+        state = StateStore(db)
+        state.update_member("U2", team_id=OTHER_TEAM)
+        state.installation_store(CLIENT_ID).save(installation(OTHER_TEAM, grant["access_token"]))
+        env = serve_env(tmp_path, fake, db, port)
+        del env["SLACK_BOT_TOKEN"]
+        env.update(SLACK_CLIENT_ID=CLIENT_ID, SLACK_CLIENT_SECRET=CLIENT_SECRET)
+        with serve(env, "--with-scheduler") as web:
+            web.wait_for_line("listening on")
+            (digest,) = fake.wait_for(lambda: fake.messages_in("DU2"), timeout=30)
+            assert fake.calls_to("chat.postMessage")[-1].token == grant["access_token"]
+            status, _ = http(f"http://127.0.0.1:{port}/slack/install")
+            assert status == 200
+            assert web.stop() == 0
+        assert not any("Traceback" in line for line in web.seen)
