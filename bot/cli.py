@@ -832,6 +832,9 @@ def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
         "feedback": "👍/👎 rating",
         "saves": "saved paper",
         "member_taste": "member's taste setting",
+        "workspaces": "workspace",
+        "slack_installations": "installation",
+        "slack_bots": "bot token",
     }
     return [(names[table], n) for table, n in copied.items()]
 
