@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -38,6 +39,9 @@ from .english import count, empty_corpus
 from .help_text import QUERY_EXAMPLES, QUERY_SUMMARY
 from .logs import configure_logging
 from .settings import DEFAULT_DB, Settings, SettingsError
+
+if TYPE_CHECKING:  # the engine (and numpy) load only in the commands that use them
+    from .engine.search import Engine
 from .stopping import stops_on_sigterm
 
 NO_DATABASE = (
@@ -675,12 +679,40 @@ def digest() -> None:
     """Preview or send digests by hand (the scheduler does this by itself)."""
 
 
+def _team_of(engine: Engine, user_id: str, team: str | None) -> str:
+    """The workspace of the member ``user_id`` a command means: ``--team``, else the only one
+    they are a member of; the same id in several workspaces is several members (one
+    sentence naming them). ``""`` when they are in none (the caller says so)."""
+    from digest.subscriptions import Subscriptions
+
+    if team is not None:
+        return team.strip()
+    teams = Subscriptions(engine.db).teams_of(user_id)
+    if len(teams) > 1:
+        named = ", ".join(t or '""' for t in teams)
+        raise click.ClickException(
+            f"{user_id} is a member in {len(teams)} workspaces ({named}); say which with --team."
+        )
+    return teams[0] if teams else ""
+
+
+team_option = click.option(
+    "--team",
+    "team_id",
+    default=None,
+    help="The member's workspace (T...), when the same user id is in more than one.",
+)
+
+
 @digest.command()
 @click.option("--user", "user_id", required=True, help="The member's Slack user id (U...).")
+@team_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @db_option
 @click.pass_context
-def preview(ctx: click.Context, user_id: str, as_json: bool, db_path: Path | None) -> None:
+def preview(
+    ctx: click.Context, user_id: str, team_id: str | None, as_json: bool, db_path: Path | None
+) -> None:
     """What USER's digest would hold if it were sent now (nothing is sent or recorded)."""
     from digest.selection import select_digests
     from digest.subscriptions import Subscriptions
@@ -691,9 +723,11 @@ def preview(ctx: click.Context, user_id: str, as_json: bool, db_path: Path | Non
         )
     settings = load_settings()
     engine = _engine(ctx, db_path, settings, write=False)
-    if Subscriptions(engine.db).member(user_id) is None:
-        raise click.ClickException(f"{user_id} has no subscriptions in {engine.db_path}.")
-    plan = select_digests(engine, [user_id])[user_id]
+    team_id = _team_of(engine, user_id, team_id)
+    if Subscriptions(engine.db).member(user_id, team_id) is None:
+        where = f" in workspace {team_id}" if team_id else ""
+        raise click.ClickException(f"{user_id} has no subscriptions{where} in {engine.db_path}.")
+    plan = select_digests(engine, [(team_id, user_id)])[(team_id, user_id)]
     if as_json:
         click.echo(json.dumps(json.loads(plan.to_json()), indent=2, ensure_ascii=False))
         return
@@ -740,15 +774,19 @@ def send(
     configure_logging(settings)
     engine = _engine(ctx, db_path, settings)
     catch_up(engine)  # with DATABASE_URL: the papers other hosts ingested, first
+    subscriptions = Subscriptions(engine.db)
+    keys = []  # every workspace's member of each id asked for
     for user_id in user_ids:  # as `digest preview` says it
-        if Subscriptions(engine.db).member(user_id) is None:
+        teams = subscriptions.teams_of(user_id)
+        if not teams:
             raise click.ClickException(f"{user_id} has no subscriptions in {engine.db_path}.")
+        keys += [(team, user_id) for team in teams]
     dispatcher = _clock(engine, settings).dispatcher
     now = datetime.now(UTC)
     try:
         if right_now:
-            members = Subscriptions(engine.db).members(user_ids or None)
-            outcomes = [dispatcher.send_now(m.user_id, now) for m in members]
+            members = subscriptions.members(keys or None)
+            outcomes = [dispatcher.send_now(m.user_id, now, team_id=m.team_id) for m in members]
         else:
             outcomes = [o for o in dispatcher.run_due(now) if not user_ids or o.user_id in user_ids]
     except TokenRefused as error:  # stop at once: no other member is attempted
@@ -841,6 +879,7 @@ def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
 
 @main.command()
 @click.option("--user", "user_id", required=True, help="The member's Slack user id (U...).")
+@team_option
 @click.option(
     "--format",
     "fmt",
@@ -851,14 +890,17 @@ def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
 )
 @db_option
 @click.pass_context
-def saved(ctx: click.Context, user_id: str, fmt: str, db_path: Path | None) -> None:
+def saved(
+    ctx: click.Context, user_id: str, team_id: str | None, fmt: str, db_path: Path | None
+) -> None:
     """USER's reading list: the papers they saved in Slack, newest first."""
     from digest.export import export, reading_list
 
     from .state import state_for
 
     engine = _ctx(ctx, db_path).engine()
-    papers, total = reading_list(state_for(engine.db_path), engine, user_id)
+    team_id = _team_of(engine, user_id, team_id)
+    papers, total = reading_list(state_for(engine.db_path), engine, user_id, team_id=team_id)
     if fmt != "text":
         click.echo(export(papers, fmt), nl=False)
         return

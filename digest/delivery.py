@@ -41,19 +41,25 @@ Fault = Callable[[str, str], None]  # (step, digest id): tests raise here to sim
 
 
 def refresh_time_zone(
-    poster: Poster, subscriptions: Subscriptions, user_id: str, now: datetime, *, force=False
+    poster: Poster,
+    subscriptions: Subscriptions,
+    user_id: str,
+    now: datetime,
+    *,
+    force=False,
+    team_id: str | None = None,
 ) -> Member:
     """The member, with their time zone read from their profile when the cached one is
     older than a day (``subscriptions.TZ_MAX_AGE``). A failed read keeps the old zone."""
-    member = subscriptions.ensure_member(user_id, now)
+    member = subscriptions.ensure_member(user_id, now, team_id)
     if not force and not member.tz_is_stale(now):
         return member
     tz = None
     try:
-        tz = poster.member_time_zone(user_id)
+        tz = poster.member_time_zone(user_id, team=member.team_id or None)
     except PostError as error:
         log.warning("users.info for %s failed (%s); keeping %s", user_id, error.code, member.tz)
-    return subscriptions.set_tz(user_id, tz, now)
+    return subscriptions.set_tz(user_id, tz, now, team_id=member.team_id)
 
 
 @dataclass
@@ -122,7 +128,7 @@ class Dispatcher:
         outcomes = self._settle(now)
         members = self._refresh_time_zones(self.subscriptions.members(), now)
         candidates = {
-            Ledger.scheduled_id(m.user_id, day.isoformat()): (m, day.isoformat())
+            Ledger.scheduled_id(m.user_id, day.isoformat(), m.team_id): (m, day.isoformat())
             for m, day in due(members, now, self.grace)
         }
         for digest_id in self.ledger.existing(candidates):
@@ -130,10 +136,10 @@ class Dispatcher:
         if not candidates:
             return outcomes
         plans = select_digests(
-            self.engine, [m.user_id for m, _ in candidates.values()], limit=self.limit
+            self.engine, [m.key for m, _ in candidates.values()], limit=self.limit
         )
         for digest_id, (member, local_date) in candidates.items():
-            plan = plans[member.user_id]
+            plan = plans[member.key]
             outcomes.append(
                 self._guarded(
                     digest_id,
@@ -150,21 +156,23 @@ class Dispatcher:
         log.info("digest tick: %d due, %d sent", len(candidates), sent)
         return outcomes
 
-    def send_now(self, user_id: str, now: datetime) -> Outcome:
+    def send_now(self, user_id: str, now: datetime, *, team_id: str | None = None) -> Outcome:
         """``/papers digest now``: the member's digest at once, by the same exactly-once path."""
         now = now.astimezone(UTC)
-        settled = self._settle(now, user_id)
-        member = refresh_time_zone(self.poster, self.subscriptions, user_id, now)
+        settled = self._settle(now, user_id, team_id)
+        member = refresh_time_zone(self.poster, self.subscriptions, user_id, now, team_id=team_id)
         local = now.astimezone(member.zone).strftime("%Y-%m-%dT%H:%M")
-        plan = select_digests(self.engine, [user_id], limit=self.limit)[user_id]
-        minute = Ledger.scheduled_id(user_id, local)  # the claim adds a counter
+        plan = select_digests(self.engine, [member.key], limit=self.limit)[member.key]
+        minute = Ledger.scheduled_id(user_id, local, member.team_id)  # the claim adds a counter
         outcome = self._deliver(member, minute, local, plan, now, on_demand=True)
         if outcome.status == "skipped":
             # Settling posted the member's unfinished digest: that is the one they asked for.
             return next((o for o in settled if o.status == "sent"), outcome)
         return outcome
 
-    def _settle(self, now: datetime, user_id: str | None = None) -> list[Outcome]:
+    def _settle(
+        self, now: datetime, user_id: str | None = None, team_id: str | None = None
+    ) -> list[Outcome]:
         """Finish the claims a stopped worker left (only ``user_id``'s when given) before any
         new digest is planned: each is looked up in Slack by its metadata and recorded, or
         posted, or given up once too late (``_post``). Skipping this on any path that plans a
@@ -173,12 +181,13 @@ class Dispatcher:
         the member's next digest waits for it."""
         return [
             self._guarded(claim.digest_id, claim.user_id, self._post, claim, now)
-            for claim in self.ledger.retake_stale(now, user_id)
+            for claim in self.ledger.retake_stale(now, user_id, team_id)
         ]
 
-    def preview(self, user_id: str) -> DigestPlan:
+    def preview(self, user_id: str, team_id: str | None = None) -> DigestPlan:
         """What the member's digest would hold if sent now (nothing is claimed or recorded)."""
-        return select_digests(self.engine, [user_id], limit=self.limit)[user_id]
+        key = (self.subscriptions.store.team_for(user_id, team_id), user_id)
+        return select_digests(self.engine, [key], limit=self.limit)[key]
 
     # -- one digest -------------------------------------------------------------------------
 
@@ -199,10 +208,12 @@ class Dispatcher:
         if not stale:
             return members
         fresh = {
-            m.user_id: refresh_time_zone(self.poster, self.subscriptions, m.user_id, now)
+            m.key: refresh_time_zone(
+                self.poster, self.subscriptions, m.user_id, now, team_id=m.team_id
+            )
             for m in stale
         }
-        return [fresh.get(m.user_id, m) for m in members]
+        return [fresh.get(m.key, m) for m in members]
 
     def _deliver(
         self,
@@ -221,11 +232,15 @@ class Dispatcher:
                 owner = member.user_id if member.digest_channel else None
                 plan = self.poster.fit(plan, local_date, owner=owner)
             if on_demand:
-                claim, status = self.ledger.claim_now(member.user_id, local_date, plan, now)
+                claim, status = self.ledger.claim_now(
+                    member.user_id, local_date, plan, now, team_id=member.team_id
+                )
                 if claim is None:
                     return Outcome(digest_id, member.user_id, status)
             else:
-                claim = self.ledger.claim(digest_id, member.user_id, local_date, plan, now)
+                claim = self.ledger.claim(
+                    digest_id, member.user_id, local_date, plan, now, team_id=member.team_id
+                )
                 if claim is None:
                     row = self.ledger.get(digest_id)
                     nothing = not plan.size or (row is not None and row["status"] == "skipped")
@@ -255,10 +270,10 @@ class Dispatcher:
         ledger = self.ledger
         outcome = Outcome(claim.digest_id, claim.user_id, "pending", papers=claim.plan.size)
         try:
-            member = member or self.subscriptions.ensure_member(claim.user_id, now)
+            member = member or self.subscriptions.ensure_member(claim.user_id, now, claim.team_id)
             channel = claim.channel or self._open(member)
             if not self.poster.is_direct(channel):
-                self.poster.join(channel)
+                self.poster.join(channel, team=claim.team_id or None)
             posted_before = claim.retaken and claim.channel is not None
             if not ledger.renew(claim, now, channel):
                 outcome.status = "busy"
@@ -326,7 +341,12 @@ class Dispatcher:
         def post(channel: str) -> tuple[str, str]:
             owner = None if self.poster.is_direct(channel) else claim.user_id
             return self.poster.post_digest(
-                channel, claim.plan, claim.local_date, digest_id=claim.digest_id, owner=owner
+                channel,
+                claim.plan,
+                claim.local_date,
+                digest_id=claim.digest_id,
+                owner=owner,
+                team=claim.team_id or None,
             )
 
         try:
@@ -337,7 +357,7 @@ class Dispatcher:
             log.info(
                 "DM %s of %s is gone (%s); opening it again", channel, member.user_id, error.code
             )
-            self.subscriptions.set_dm_channel(member.user_id, None)
+            self.subscriptions.set_dm_channel(member.user_id, None, team_id=member.team_id)
             channel = self._open(member, remembered=False)
             if not self.ledger.renew(claim, now, channel):
                 return None
@@ -352,8 +372,8 @@ class Dispatcher:
             return member.digest_channel
         if remembered and member.dm_channel:
             return member.dm_channel
-        channel = self.poster.open_dm(member.user_id)
-        self.subscriptions.set_dm_channel(member.user_id, channel)
+        channel = self.poster.open_dm(member.user_id, team=member.team_id or None)
+        self.subscriptions.set_dm_channel(member.user_id, channel, team_id=member.team_id)
         return channel
 
     def _find_posted(self, claim: Claim, channel: str, now: datetime) -> str | None:
@@ -367,7 +387,9 @@ class Dispatcher:
         # A day before the claim: generous for clock skew, and a DM holds about one digest a day.
         since = first - timedelta(days=1)
         try:
-            return self.poster.find_digest(channel, claim.digest_id, since)
+            return self.poster.find_digest(
+                channel, claim.digest_id, since, team=claim.team_id or None
+            )
         except PostError as error:
             if not error.unreachable and self.ledger.expired(claim, now, self.grace):
                 self.ledger.record_failed(claim, f"unverifiable: {error.code}", now)

@@ -23,12 +23,18 @@ EXTENSIONS = {"bibtex": "bib", "csv": "csv", "json": "json"}
 
 
 def reading_list(
-    store: StateStore, engine: Engine, user_id: str, *, limit: int | None = None, offset: int = 0
+    store: StateStore,
+    engine: Engine,
+    user_id: str,
+    *,
+    team_id: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
 ) -> tuple[list[dict[str, Any]], int]:
     """A page of the member's saved papers, newest first, each the corpus's paper with its
     ``saved_at`` (a paper since removed from the corpus keeps its id, ``missing`` set), and
     how many they saved in all."""
-    rows, total = store.saved_papers(user_id, limit=limit, offset=offset)
+    rows, total = store.saved_papers(user_id, team_id=team_id, limit=limit, offset=offset)
     found = {p["id"]: p for p in engine.corpus.get_many([r["paper_id"] for r in rows])}
     papers = []
     for row in rows:

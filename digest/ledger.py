@@ -1,10 +1,13 @@
 """The exactly-once record of digests: claimed before posting, recorded after (no Slack here).
 
-A scheduled digest's id is ``"<user>:<local date>"`` (``U1:2024-03-04``): one a day, so a
-second scheduler or a restart finds it taken. An on-demand one (``/papers digest now``) gets a
-fresh id each time it has something to send: the local minute and a counter
-(``U1:2024-03-04T08:30#1``, then ``#2`` ...), given out by ``claim_now`` inside the claim's
-transaction; asking with nothing to send writes nothing. Its row in ``digests`` goes::
+A member is a user in a workspace (``team_id``, ``user_id``). A scheduled digest's id is
+``"<team>:<user>:<local date>"`` (``T1:U1:2024-03-04``; ``U1:2024-03-04`` for a member of a
+deployment that never learned its team, and for every digest claimed before revision
+s040_member_keys): one a day, so a second scheduler or a restart finds it taken (by the
+member and date too, so a claim under an older id is found). An on-demand one
+(``/papers digest now``) gets a fresh id each time it has something to send: the local minute
+and a counter (``T1:U1:2024-03-04T08:30#1``, then ``#2`` ...), given out by ``claim_now``
+inside the claim's transaction; asking with nothing to send writes nothing. Its row in ``digests`` goes::
 
     (none) --claim--> claimed --post, then record--> sent
                          |                     \\--> failed   (Slack refused for good)
@@ -69,6 +72,7 @@ class Claim:
     first_claimed_at: str
     channel: str | None = None
     retaken: bool = False  # a dead worker's claim: it may already be in Slack
+    team_id: str = ""  # the member's workspace ("" when the deployment never learned it)
 
 
 class Ledger:
@@ -83,22 +87,30 @@ class Ledger:
         self.worker = worker or worker_name()
 
     @staticmethod
-    def scheduled_id(user_id: str, local_date: str) -> str:
-        return f"{user_id}:{local_date}"
+    def scheduled_id(user_id: str, local_date: str, team_id: str | None = None) -> str:
+        """``T1:U1:2024-03-04``, or ``U1:2024-03-04`` for a member without a known team."""
+        return f"{team_id}:{user_id}:{local_date}" if team_id else f"{user_id}:{local_date}"
 
     def get(self, digest_id: str) -> dict[str, Any] | None:
         return self.store.digest(digest_id)
 
-    def latest(self, user_id: str) -> dict[str, Any] | None:
+    def latest(self, user_id: str, team_id: str | None = None) -> dict[str, Any] | None:
         """The member's most recent digest (any status), for "last digest" in the App Home."""
-        return self.store.latest_digest(user_id)
+        return self.store.latest_digest(user_id, team_id)
 
     def existing(self, digest_ids: Iterable[str]) -> set[str]:
         """Which of these digests already have a row, whatever its status."""
         return self.store.existing_digests(digest_ids)
 
     def claim(
-        self, digest_id: str, user_id: str, local_date: str, plan: DigestPlan, now: datetime
+        self,
+        digest_id: str,
+        user_id: str,
+        local_date: str,
+        plan: DigestPlan,
+        now: datetime,
+        *,
+        team_id: str | None = None,
     ) -> Claim | None:
         """Take the digest for this worker, or None when it is not ours to post.
 
@@ -108,28 +120,38 @@ class Ledger:
         not ask again that day). A dead worker's stale claim is retaken (``Claim.retaken``),
         with the content it had.
         """
+        team = self.store.team_for(user_id, team_id)
         stale_before = to_iso(now - STALE_CLAIM)
-        with self.store.member_transaction(user_id) as conn:
-            row = self.store.digest(digest_id, conn)
+        with self.store.member_transaction(user_id, team) as conn:
+            # The member's digest of the day may have an id from before s040 (no team).
+            row = self.store.digest(digest_id, conn) or self.store.scheduled_digest(
+                conn, team, user_id, local_date
+            )
             if row is not None:
                 if row["status"] == "claimed" and row["claimed_at"] < stale_before:
                     if not self.store.retake(
-                        conn, digest_id, self.worker, to_iso(now), stale_before
+                        conn, row["id"], self.worker, to_iso(now), stale_before
                     ):
                         return None
                     return self._retaken(row, now)
                 return None
-            if self.store.in_flight(conn, user_id, stale_before):
+            if self.store.in_flight(conn, user_id, stale_before, team):
                 return None
-            plan = self._unsent(conn, user_id, plan)
-            if not self._insert(conn, digest_id, user_id, local_date, plan, now):
+            plan = self._unsent(conn, team, user_id, plan)
+            if not self._insert(conn, digest_id, team, user_id, local_date, plan, now):
                 return None
         if not plan.size:
             return None
-        return Claim(digest_id, user_id, local_date, plan, to_iso(now))
+        return Claim(digest_id, user_id, local_date, plan, to_iso(now), team_id=team)
 
     def claim_now(
-        self, user_id: str, local_minute: str, plan: DigestPlan, now: datetime
+        self,
+        user_id: str,
+        local_minute: str,
+        plan: DigestPlan,
+        now: datetime,
+        *,
+        team_id: str | None = None,
     ) -> tuple[Claim | None, str]:
         """Claim an on-demand digest (``/papers digest now``) under a fresh id.
 
@@ -140,34 +162,37 @@ class Ledger:
         however many come in one minute. The claim then goes through the same post, record and
         retake path as a scheduled one.
         """
+        team = self.store.team_for(user_id, team_id)
         stale_before = to_iso(now - STALE_CLAIM)
-        with self.store.member_transaction(user_id) as conn:
-            if self.store.in_flight(conn, user_id, stale_before):
+        with self.store.member_transaction(user_id, team) as conn:
+            if self.store.in_flight(conn, user_id, stale_before, team):
                 return None, "busy"
-            plan = self._unsent(conn, user_id, plan)
+            plan = self._unsent(conn, team, user_id, plan)
             if not plan.size:
                 return None, "skipped"
             # Nobody else decides for this member meanwhile, so counting then inserting
             # cannot race another worker.
-            taken = self.store.count_digests_like(conn, user_id, f"{local_minute}#")
+            taken = self.store.count_digests_like(conn, user_id, f"{local_minute}#", team)
             local_date = f"{local_minute}#{taken + 1}"
-            digest_id = self.scheduled_id(user_id, local_date)
-            if not self._insert(conn, digest_id, user_id, local_date, plan, now):
+            digest_id = self.scheduled_id(user_id, local_date, team)
+            if not self._insert(conn, digest_id, team, user_id, local_date, plan, now):
                 return None, "busy"
-        return Claim(digest_id, user_id, local_date, plan, to_iso(now)), "claimed"
+        claim = Claim(digest_id, user_id, local_date, plan, to_iso(now), team_id=team)
+        return claim, "claimed"
 
-    def _unsent(self, conn: Any, user_id: str, plan: DigestPlan) -> DigestPlan:
+    def _unsent(self, conn: Any, team_id: str, user_id: str, plan: DigestPlan) -> DigestPlan:
         """The plan without the papers sent to the member since it was made."""
         ids = plan.paper_ids
         if not ids:
             return plan
-        already = self.store.sent_among(conn, user_id, ids)
+        already = self.store.sent_among(conn, user_id, ids, team_id)
         return plan.keeping(i for i in ids if i not in already)
 
     def _insert(
         self,
         conn: Any,
         digest_id: str,
+        team_id: str,
         user_id: str,
         local_date: str,
         plan: DigestPlan,
@@ -178,6 +203,7 @@ class Ledger:
         return self.store.insert_digest(
             conn,
             id=digest_id,
+            team_id=team_id,
             user_id=user_id,
             local_date=local_date,
             status="claimed" if plan.size else "skipped",
@@ -194,17 +220,32 @@ class Ledger:
         plan = DigestPlan.from_json(json.dumps(data.get("plan") or {"user_id": user_id}))
         first = data.get("first_claimed_at") or to_iso(now)
         return Claim(
-            row["id"], user_id, row["local_date"], plan, first, row["channel"], retaken=True
+            row["id"],
+            user_id,
+            row["local_date"],
+            plan,
+            first,
+            row["channel"],
+            retaken=True,
+            team_id=row.get("team_id") or "",
         )
 
-    def retake_stale(self, now: datetime, user_id: str | None = None) -> list[Claim]:
-        """Every claim left behind by a worker that stopped (only ``user_id``'s when given),
-        now this worker's."""
+    def retake_stale(
+        self, now: datetime, user_id: str | None = None, team_id: str | None = None
+    ) -> list[Claim]:
+        """Every claim left behind by a worker that stopped (only the member's when
+        ``user_id`` is given), now this worker's."""
         claims = []
-        for row in self.store.stale_claims(to_iso(now - STALE_CLAIM), user_id):
+        stale = self.store.stale_claims(to_iso(now - STALE_CLAIM), user_id, team_id)
+        for row in stale:
             # claim() re-checks inside its transaction: another worker may have been first.
             claim = self.claim(
-                row["id"], row["user_id"], row["local_date"], DigestPlan(row["user_id"]), now
+                row["id"],
+                row["user_id"],
+                row["local_date"],
+                DigestPlan(row["user_id"]),
+                now,
+                team_id=row["team_id"],
             )
             if claim is not None:
                 claims.append(claim)
@@ -232,7 +273,13 @@ class Ledger:
     def record_sent(self, claim: Claim, channel: str, ts: str, now: datetime) -> None:
         """The digest is in Slack: mark it sent and its papers as sent, in one transaction."""
         self.store.record_sent(
-            claim.digest_id, claim.user_id, claim.plan.paper_ids, channel, ts, to_iso(now)
+            claim.digest_id,
+            claim.user_id,
+            claim.plan.paper_ids,
+            channel,
+            ts,
+            to_iso(now),
+            team_id=claim.team_id,
         )
 
     def record_failed(self, claim: Claim, error: str, now: datetime) -> None:

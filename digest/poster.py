@@ -63,26 +63,38 @@ class Poster(Protocol):
     def check_token(self) -> None:
         """One check that the bot token works (no retry)."""
 
-    def member_time_zone(self, user_id: str) -> str | None:
+    # ``team``: the member's workspace (whose token to use when there are many), as the
+    # dispatcher knows it; None or "" when the deployment has one.
+
+    def member_time_zone(self, user_id: str, *, team: str | None = None) -> str | None:
         """The member's IANA time zone from their profile, None when it has none."""
 
-    def open_dm(self, user_id: str) -> str:
+    def open_dm(self, user_id: str, *, team: str | None = None) -> str:
         """The id of the member's direct-message conversation with the bot (opened if new)."""
 
     def is_direct(self, channel: str) -> bool:
         """Whether ``channel`` is a direct message (else a channel others read)."""
 
-    def join(self, channel: str) -> None:
+    def join(self, channel: str, *, team: str | None = None) -> None:
         """Be in ``channel`` before posting there, so a posted digest can be found again."""
 
     def fit(self, plan: DigestPlan, local_date: str, *, owner: str | None) -> DigestPlan:
         """``plan`` cut to the papers one message holds (the rest waits for the next one)."""
 
     def post_digest(
-        self, channel: str, plan: DigestPlan, local_date: str, *, digest_id: str, owner: str | None
+        self,
+        channel: str,
+        plan: DigestPlan,
+        local_date: str,
+        *,
+        digest_id: str,
+        owner: str | None,
+        team: str | None = None,
     ) -> tuple[str, str]:
         """Post the digest, ``digest_id`` in its metadata; (channel, message id).
         ``owner``: the member whose digest it is when it goes to a channel, not their DM."""
 
-    def find_digest(self, channel: str, digest_id: str, since: datetime) -> str | None:
+    def find_digest(
+        self, channel: str, digest_id: str, since: datetime, *, team: str | None = None
+    ) -> str | None:
         """The message id of the digest ``digest_id`` posted in ``channel`` after ``since``."""

@@ -35,7 +35,14 @@ from bot.state import state_for
 
 from .matching import Matcher, TopicMatch, _rowids_of_ids, match_topics
 from .plan import RECOMMENDED, RECOMMENDED_TITLE, DigestItem, DigestPlan, DigestSection
-from .subscriptions import Member, Subscriptions, Topic, from_iso
+from .subscriptions import (
+    ByMember,
+    Member,
+    MemberKey,
+    Subscriptions,
+    Topic,
+    from_iso,
+)
 from .taste import Recommendation, Taste, Vector, recommend, score_all, scores_of, tastes
 
 DIGEST_SIZE = 10
@@ -88,10 +95,12 @@ class _AddedAt:
 # --- the shared state selection reads (members' sent papers and last digests) -----------------
 
 
-def _sent_docs(engine: Engine, index: Index, user_ids: list[str] | None) -> dict[str, np.ndarray]:
+def _sent_docs(
+    engine: Engine, index: Index, keys: list[MemberKey] | None
+) -> dict[MemberKey, np.ndarray]:
     """Each member's sent papers as index documents: the ids from the shared state, their
     rows from this process's corpus (a paper it does not have cannot be chosen anyway)."""
-    sent = state_for(engine.db_path).sent_papers(user_ids)
+    sent = state_for(engine.db_path).sent_papers(keys)
     wanted = sorted({paper for papers in sent.values() for paper in papers})
     rowid_of = dict(_rowids_of_ids(engine, wanted))
     return {
@@ -100,9 +109,9 @@ def _sent_docs(engine: Engine, index: Index, user_ids: list[str] | None) -> dict
     }
 
 
-def _last_digests(engine: Engine, user_ids: list[str] | None) -> dict[str, str]:
+def _last_digests(engine: Engine, keys: list[MemberKey] | None) -> dict[MemberKey, str]:
     """When each member's last digest was claimed: later papers are new to them."""
-    return state_for(engine.db_path).last_digests(user_ids)
+    return state_for(engine.db_path).last_digests(keys)
 
 
 # --- choosing -----------------------------------------------------------------------------------
@@ -110,20 +119,23 @@ def _last_digests(engine: Engine, user_ids: list[str] | None) -> dict[str, str]:
 
 def select_digests(
     engine: Engine,
-    user_ids: Iterable[str] | None = None,
+    members: Iterable[MemberKey | str] | None = None,
     *,
     limit: int = DIGEST_SIZE,
     matcher: Matcher = match_topics,
-) -> dict[str, DigestPlan]:
-    """The next digest of each member asked for (default: everyone with topics).
+) -> dict[MemberKey, DigestPlan]:
+    """The next digest of each member asked for, by ``(team_id, user_id)`` (a bare user id
+    is a member of the team ``""``; default: everyone with topics).
 
     Members with nothing to send get an empty plan. Nothing here reads the clock: what is
     new is decided by each member's last sent digest.
     """
-    ids = None if user_ids is None else list(dict.fromkeys(user_ids))
     subscriptions = Subscriptions(engine.db)
+    ids = None  # a bare user id: the member in their only workspace
+    if members is not None:
+        ids = list(dict.fromkeys(subscriptions.store.resolve_keys(members)))
     topics_by_member = subscriptions.topics_by_member(ids)
-    members = {m.user_id: m for m in subscriptions.members(topics_by_member, enabled_only=False)}
+    members = {m.key: m for m in subscriptions.members(topics_by_member, enabled_only=False)}
     distinct: dict[str, str] = {}
     for topics in topics_by_member.values():
         for topic in topics:
@@ -139,8 +151,8 @@ def select_digests(
         {u: [t.query for t in topics_by_member.get(u, [])] for u in users if u in topics_by_member},
     )
     scored = dict(zip(models, score_all(index, list(models.values())), strict=True))
-    picks: dict[str, list[_Pick]] = {}
-    recommended: dict[str, list[Recommendation]] = {}
+    picks: dict[MemberKey, list[_Pick]] = {}
+    recommended: dict[MemberKey, list[Recommendation]] = {}
     for user in users:
         member = members.get(user)
         since = last.get(user) or (member.created_at if member else None)
@@ -161,10 +173,11 @@ def select_digests(
     docs = {p.doc for chosen in picks.values() for p in chosen}
     docs |= {r.doc for chosen in recommended.values() for r in chosen}
     paper_ids = _paper_ids(engine, index, docs)
-    plans = {}
+    plans = ByMember()
     for user, chosen in picks.items():
         member = members.get(user)
-        plan = DigestPlan(user, since=last.get(user) or (member.created_at if member else None))
+        since = last.get(user) or (member.created_at if member else None)
+        plan = DigestPlan(user[1], since=since)
         for topic in topics_by_member.get(user, []):
             match = matches[topic.normalized]
             items = []
@@ -196,7 +209,7 @@ def select_digests(
 
 
 def _count_team_saves(
-    engine: Engine, plans: dict[str, DigestPlan], members: dict[str, Member]
+    engine: Engine, plans: dict[MemberKey, DigestPlan], members: dict[MemberKey, Member]
 ) -> None:
     """Note on each planned paper how many teammates saved it (from ``TEAM_SAVES_SHOWN`` on),
     for members who did not turn that off: one query for every plan."""
@@ -211,14 +224,15 @@ def _count_team_saves(
     for user, plan in plans.items():
         if user in off:
             continue
-        member = members.get(user)
-        team = member.team_id if member else None
+        team, user_id = user
         for section in plan.sections:
             for item in section.items:
+                # Teammates are members of the same workspace (the same user id elsewhere
+                # is someone else's account, and never a teammate of itself).
                 others = sum(
                     1
                     for saver, saver_team in savers.get(item.paper_id, ())
-                    if saver != user and (team is None or saver_team in (team, None))
+                    if saver_team == team and saver != user_id
                 )
                 item.team_saves = others if others >= TEAM_SAVES_SHOWN else 0
 

@@ -24,6 +24,7 @@ from sqlite_utils import Database
 from bot.engine.query import parse_query
 from bot.engine.text import words
 from bot.state import StateStore, state_of
+from bot.state.store import ByMember
 
 MAX_TOPICS = 25
 MAX_TOPIC_CHARS = 200
@@ -55,12 +56,26 @@ class Topic:
     query: str
     normalized: str
     created_at: str
+    team_id: str = ""
+
+
+#: A member: ``(team_id, user_id)``. The same user id in two workspaces (an Enterprise Grid
+#: org, or two installs) is two members; ``""`` is the team of a single-workspace deployment
+#: that never learned it.
+MemberKey = tuple[str, str]
+
+__all__ = ["ByMember", "Member", "MemberKey", "Subscriptions", "Topic", "member_keys"]
+
+
+def member_keys(members: Iterable[str | MemberKey]) -> list[MemberKey]:
+    """``(team_id, user_id)`` for each; a bare user id is a member of the team ``""``."""
+    return [(m[0] or "", m[1]) if isinstance(m, tuple) else ("", m) for m in members]
 
 
 @dataclass(frozen=True)
 class Member:
     user_id: str
-    team_id: str | None = None
+    team_id: str = ""
     tz: str | None = None
     tz_checked_at: str | None = None
     digest_enabled: bool | None = None  # None: the default (on once there is a topic)
@@ -70,6 +85,10 @@ class Member:
     created_at: str = ""
     topic_count: int = 0
     dm_channel: str | None = None  # the D... id of the member's DM with the bot, once known
+
+    @property
+    def key(self) -> MemberKey:
+        return (self.team_id, self.user_id)
 
     @property
     def enabled(self) -> bool:
@@ -99,7 +118,7 @@ class Member:
         days = tuple(d for d in (row.get("digest_days") or "").split(",") if d in WEEKDAYS)
         return cls(
             user_id=row["user_id"],
-            team_id=row.get("team_id"),
+            team_id=row.get("team_id") or "",
             tz=row.get("tz"),
             tz_checked_at=row.get("tz_checked_at"),
             digest_enabled=None if enabled is None else bool(enabled),
@@ -245,16 +264,20 @@ class Subscriptions:
 
     # members
 
-    def member(self, user_id: str) -> Member | None:
-        rows = self.members([user_id], enabled_only=False)
+    def member(self, user_id: str, team_id: str | None = None) -> Member | None:
+        rows = self.members([(self.store.team_for(user_id, team_id), user_id)], enabled_only=False)
         return rows[0] if rows else None
 
+    def teams_of(self, user_id: str) -> list[str]:
+        """The workspaces in which ``user_id`` is a member (``""``: the deployment's own)."""
+        return self.store.teams_of(user_id)
+
     def members(
-        self, user_ids: Iterable[str] | None = None, *, enabled_only: bool = True
+        self, keys: Iterable[str | MemberKey] | None = None, *, enabled_only: bool = True
     ) -> list[Member]:
-        """Members (all, or those asked for), with their topic counts; by default only those
-        whose digest is on."""
-        ids = None if user_ids is None else list(user_ids)
+        """Members (all, or those asked for by ``(team_id, user_id)``), with their topic
+        counts; by default only those whose digest is on."""
+        ids = None if keys is None else self.store.resolve_keys(keys)
         if ids is not None and not ids:
             return []
         members = []
@@ -268,8 +291,8 @@ class Subscriptions:
         """The member, created (with the default digest settings) if new. Writes nothing
         when they exist and nothing changes: a write takes the database's write lock, and a
         read-only database refuses it."""
-        member = self.member(user_id)
-        if member is not None and (not team_id or member.team_id):
+        member = self.member(user_id, team_id)
+        if member is not None:
             return member
         defaults = {
             "digest_time": DEFAULT_TIME,
@@ -277,34 +300,46 @@ class Subscriptions:
             "created_at": to_iso(now),
         }
         self.store.add_member(user_id, team_id, defaults)
-        member = self.member(user_id)
+        member = self.member(user_id, team_id)
         assert member is not None
         return member
 
-    def _update(self, user_id: str, now: datetime, **values: Any) -> Member:
-        self.ensure_member(user_id, now)
-        self.store.update_member(user_id, **values)
-        member = self.member(user_id)
+    def _update(self, user_id: str, now: datetime, team_id: str | None, **values: Any) -> Member:
+        self.ensure_member(user_id, now, team_id)
+        self.store.update_member(user_id, team_id, **values)
+        member = self.member(user_id, team_id)
         assert member is not None
         return member
 
-    def set_enabled(self, user_id: str, enabled: bool, now: datetime) -> Member:
-        return self._update(user_id, now, digest_enabled=int(enabled))
+    def set_enabled(
+        self, user_id: str, enabled: bool, now: datetime, *, team_id: str | None = None
+    ) -> Member:
+        return self._update(user_id, now, team_id, digest_enabled=int(enabled))
 
-    def set_time(self, user_id: str, text: str, now: datetime) -> Member:
-        return self._update(user_id, now, digest_time=parse_time(text))
+    def set_time(
+        self, user_id: str, text: str, now: datetime, *, team_id: str | None = None
+    ) -> Member:
+        return self._update(user_id, now, team_id, digest_time=parse_time(text))
 
-    def set_days(self, user_id: str, text: str, now: datetime) -> Member:
-        return self._update(user_id, now, digest_days=",".join(parse_days(text)))
+    def set_days(
+        self, user_id: str, text: str, now: datetime, *, team_id: str | None = None
+    ) -> Member:
+        return self._update(user_id, now, team_id, digest_days=",".join(parse_days(text)))
 
-    def set_channel(self, user_id: str, channel: str | None, now: datetime) -> Member:
-        return self._update(user_id, now, digest_channel=channel)
+    def set_channel(
+        self, user_id: str, channel: str | None, now: datetime, *, team_id: str | None = None
+    ) -> Member:
+        return self._update(user_id, now, team_id, digest_channel=channel)
 
-    def set_dm_channel(self, user_id: str, channel: str | None) -> None:
+    def set_dm_channel(
+        self, user_id: str, channel: str | None, *, team_id: str | None = None
+    ) -> None:
         """Remember (or, with None, forget) the member's DM channel with the bot."""
-        self.store.update_member(user_id, dm_channel=channel)
+        self.store.update_member(user_id, team_id, dm_channel=channel)
 
-    def set_tz(self, user_id: str, tz: str | None, now: datetime) -> Member:
+    def set_tz(
+        self, user_id: str, tz: str | None, now: datetime, *, team_id: str | None = None
+    ) -> Member:
         """Record the time zone read from Slack (None: keep the old one, but note the check)."""
         if tz:
             try:
@@ -312,22 +347,26 @@ class Subscriptions:
             except (ZoneInfoNotFoundError, ValueError):
                 tz = None
         if tz:
-            return self._update(user_id, now, tz=tz, tz_checked_at=to_iso(now))
-        return self._update(user_id, now, tz_checked_at=to_iso(now))
+            return self._update(user_id, now, team_id, tz=tz, tz_checked_at=to_iso(now))
+        return self._update(user_id, now, team_id, tz_checked_at=to_iso(now))
 
     # topics
 
-    def topics(self, user_id: str) -> list[Topic]:
+    def topics(self, user_id: str, team_id: str | None = None) -> list[Topic]:
         """The member's topics in the order they subscribed (their numbers in ``topics``)."""
-        return self.topics_by_member([user_id]).get(user_id, [])
+        key = (self.store.team_for(user_id, team_id), user_id)
+        return self.topics_by_member([key]).get(key, [])
 
-    def topics_by_member(self, user_ids: Iterable[str] | None = None) -> dict[str, list[Topic]]:
-        ids = None if user_ids is None else list(user_ids)
+    def topics_by_member(
+        self, keys: Iterable[str | MemberKey] | None = None
+    ) -> dict[MemberKey, list[Topic]]:
+        """Each member's topics, by ``(team_id, user_id)`` (all members, or those asked for)."""
+        ids = None if keys is None else self.store.resolve_keys(keys)
         if ids is not None and not ids:
             return {}
-        out: dict[str, list[Topic]] = {}
+        out: dict[MemberKey, list[Topic]] = {}
         for row in self.store.topics(ids):
-            out.setdefault(row["user_id"], []).append(Topic(**row))
+            out.setdefault((row["team_id"], row["user_id"]), []).append(Topic(**row))
         return out
 
     def add_topic(
@@ -354,23 +393,27 @@ class Subscriptions:
                 'specific, like `/papers subscribe "graph neural networks"`.'
             )
         self.ensure_member(user_id, now, team_id)
-        for topic in self.topics(user_id):
+        for topic in self.topics(user_id, team_id):
             if topic.normalized == normalized:
                 return topic, False
-        outcome = self.store.add_topic(user_id, text, normalized, to_iso(now), MAX_TOPICS)
+        outcome = self.store.add_topic(
+            user_id, text, normalized, to_iso(now), MAX_TOPICS, team_id=team_id
+        )
         if outcome == "full":
             raise SubscriptionError(
                 f"You already follow {MAX_TOPICS} topics, the most Paperboy keeps per "
                 "person. Drop one with `/papers unsubscribe <number>` "
                 "(`/papers topics` lists them)."
             )
-        topic = next(t for t in self.topics(user_id) if t.normalized == normalized)
+        topic = next(t for t in self.topics(user_id, team_id) if t.normalized == normalized)
         return topic, outcome == "added"
 
-    def remove_topic(self, user_id: str, which: str) -> Topic:
+    def remove_topic(self, user_id: str, which: str, team_id: str | None = None) -> Topic:
         """Unsubscribe from a topic given by its number in ``topics`` or by its text."""
+        if team_id:
+            self.store.adopt(user_id, team_id)
         which = " ".join(which.split())
-        topics = self.topics(user_id)
+        topics = self.topics(user_id, team_id)
         if not which:
             raise SubscriptionError(
                 "Say which topic to drop: its number from `/papers topics`, or its text."

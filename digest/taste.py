@@ -42,6 +42,7 @@ from bot.engine.query import QueryError, parse_query
 from bot.engine.search import Engine
 from bot.engine.text import analyze
 from bot.state import state_for
+from bot.state.store import MemberKey
 
 #: The newest clicks a model learns from (caps the work of an update).
 MAX_CLICKS = 200
@@ -317,14 +318,15 @@ def _docs_of_papers(engine: Engine, index: Index, paper_ids: Iterable[str]) -> d
 
 def tastes(
     engine: Engine,
-    topics_by_member: dict[str, Sequence[str]],
-    clicks_by_member: dict[str, Sequence[Click]] | None = None,
+    topics_by_member: dict[MemberKey, Sequence[str]],
+    clicks_by_member: dict[MemberKey, Sequence[Click]] | None = None,
     *,
     method: str = "rocchio",
-) -> dict[str, Taste]:
-    """The models of these members who have given any feedback (others are left out: their
-    digest stays exactly as it was). ``clicks_by_member``: their clicks newest first, when
-    the caller has them; read from the shared state otherwise, in one query."""
+) -> dict[MemberKey, Taste]:
+    """The models of these members (``(team_id, user_id)``: one per workspace) who have given
+    any feedback (others are left out: their digest stays exactly as it was).
+    ``clicks_by_member``: their clicks newest first, when the caller has them; read from the
+    shared state otherwise, in one query."""
     if clicks_by_member is None:
         stored = state_for(engine.db_path).feedback_by_member(list(topics_by_member))
         clicks_by_member = {
@@ -332,8 +334,8 @@ def tastes(
         }
     index = engine.index
     where = str(engine.db_path)
-    out: dict[str, Taste] = {}
-    missing: dict[str, tuple[tuple, list[Click]]] = {}
+    out: dict[MemberKey, Taste] = {}
+    missing: dict[MemberKey, tuple[tuple, list[Click]]] = {}
     for user, clicks in clicks_by_member.items():
         if user not in topics_by_member or not clicks:
             continue
@@ -354,15 +356,19 @@ def tastes(
             disliked = [
                 docs[c.paper_id] for c in recent if c.kind == "dislike" and c.paper_id in docs
             ]
-            taste = train(index, user, liked, disliked, topics_by_member[user], method=method)
+            name = f"{user[0]}:{user[1]}" if user[0] else user[1]
+            taste = train(index, name, liked, disliked, topics_by_member[user], method=method)
             _Cache.put(where, user, key, taste)
             out[user] = taste
     return out
 
 
-def taste_of(engine: Engine, user_id: str, topics: Sequence[str]) -> Taste | None:
+def taste_of(
+    engine: Engine, user_id: str, topics: Sequence[str], team_id: str | None = None
+) -> Taste | None:
     """One member's model (None: they have given no feedback yet)."""
-    return tastes(engine, {user_id: list(topics)}).get(user_id)
+    key = (state_for(engine.db_path).team_for(user_id, team_id), user_id)
+    return tastes(engine, {key: list(topics)}).get(key)
 
 
 # --- scoring every paper -----------------------------------------------------------------------
@@ -469,24 +475,27 @@ class MemberRecommendations:
     liked_titles: dict[str, str]  # paper id -> title, for the "e.g." of each paper
 
 
-def recommendations_for(engine: Engine, user_id: str, limit: int = 5) -> MemberRecommendations:
+def recommendations_for(
+    engine: Engine, user_id: str, limit: int = 5, *, team_id: str | None = None
+) -> MemberRecommendations:
     """The member's current top recommendations: not rated, never sent to them, nor very close
     to a paper they 👎-ed."""
     store = state_for(engine.db_path)
-    clicks = store.feedback_by_member([user_id]).get(user_id, [])
+    member = (store.team_for(user_id, team_id), user_id)
+    clicks = store.feedback_by_member([member]).get(member, [])
     likes = sum(kind == "like" for _, kind, _ in clicks)
     empty = MemberRecommendations([], likes, len(clicks) - likes, {})
     if not likes:
         return empty
-    topics = [row["query"] for row in store.topics([user_id])]
-    model = tastes(engine, {user_id: topics}, {user_id: [Click(p, k) for p, k, _ in clicks]}).get(
-        user_id
+    topics = [row["query"] for row in store.topics([member])]
+    model = tastes(engine, {member: topics}, {member: [Click(p, k) for p, k, _ in clicks]}).get(
+        member
     )
     if model is None:
         return empty
     index = engine.index
     sent = list(
-        _docs_of_papers(engine, index, store.sent_papers([user_id]).get(user_id, [])).values()
+        _docs_of_papers(engine, index, store.sent_papers([member]).get(member, [])).values()
     )
     [scores] = score_all(index, [model])
     found = recommend(index, model, scores, limit=limit, exclude=np.asarray(sent, np.int64))

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from bot import cli as commands
 from bot.engine.search import Engine, Hit
+from bot.playground.fake_slack import TEAM_ID
 from bot.settings import Settings
 from bot.slack import render
 from bot.slack.client import make_client
@@ -141,7 +142,8 @@ def test_preview_is_private_and_sends_nothing_now_sends_once(slack) -> None:
     [message] = slack.fake.messages_in("DU1")
     assert_valid(message)
     assert message["metadata"]["event_type"] == DIGEST_EVENT
-    assert message["metadata"]["event_payload"]["digest_id"].startswith("U1:")
+    digest_id = message["metadata"]["event_payload"]["digest_id"]
+    assert digest_id.startswith(f"{TEAM_ID}:U1:")  # the member's workspace, then user
     assert "graph neural networks" in blocks_text(message)
 
     again = ask(slack, "digest now")

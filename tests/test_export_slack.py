@@ -14,6 +14,7 @@ import pytest
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.playground.fake_slack import TEAM_ID
 from bot.state import state_for
 from tests.slack_harness import BOT_TOKEN, SlackHarness
 
@@ -22,7 +23,7 @@ def save_some(slack: SlackHarness, user: str = "U1", n: int = 3) -> list[str]:
     hits = slack.engine.search("diffusion models", limit=n).hits
     store = state_for(slack.engine.db_path)
     for k, hit in enumerate(hits):
-        store.toggle_save(user, hit.id, f"2024-03-04T08:0{k}:00+00:00")
+        store.toggle_save(user, hit.id, f"2024-03-04T08:0{k}:00+00:00", TEAM_ID)
     return [h.id for h in reversed(hits)]  # newest first
 
 

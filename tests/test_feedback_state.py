@@ -73,9 +73,10 @@ def test_saves_toggle_page_newest_first_and_are_counted_for_others(store: StateS
         "p1": {"kind": "like", "saved": True},
         "p2": {"kind": None, "saved": True},
     }
-    store.toggle_save("U2", "p1", "2024-03-04T10:00:00+00:00")
-    store.toggle_save("U3", "p1", "2024-03-04T10:00:00+00:00")
-    store.toggle_save("U3", "p2", "2024-03-04T10:00:00+00:00")
+    store.toggle_save("U2", "p1", "2024-03-04T10:00:00+00:00", "T1")
+    store.toggle_save("U3", "p1", "2024-03-04T10:00:00+00:00", "T1")
+    store.toggle_save("U3", "p2", "2024-03-04T10:00:00+00:00", "T1")
+    store.toggle_save("U4", "p1", "2024-03-04T10:00:00+00:00", "T2")  # another workspace
     assert store.saved_by_others("U1", ["p1", "p2", "p4"]) == {"p1": 2, "p2": 1}
     assert store.saved_by_others("U3", ["p1"]) == {"p1": 2}  # U1 and U2, never U3 itself
 

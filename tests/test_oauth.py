@@ -392,7 +392,7 @@ def test_serve_with_scheduler_installed_by_oauth_sends_with_the_workspaces_token
             client_id=CLIENT_ID, client_secret=CLIENT_SECRET, code=code
         )
         state = StateStore(db)
-        state.update_member("U2", team_id=OTHER_TEAM)
+        state.add_member("U2", OTHER_TEAM, {})  # known without a team: now the workspace's
         state.installation_store(CLIENT_ID).save(installation(OTHER_TEAM, grant["access_token"]))
         env = serve_env(tmp_path, fake, db, port)
         del env["SLACK_BOT_TOKEN"]

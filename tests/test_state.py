@@ -119,8 +119,9 @@ def test_a_digest_is_claimed_sent_and_its_papers_never_come_again(store: StateSt
     row = ledger.get("U1:2024-03-04")
     assert (row["status"], row["channel"], row["ts"]) == ("sent", "DU1", "1.0001")
     assert ledger.existing(["U1:2024-03-04", "U1:2024-03-05"]) == {"U1:2024-03-04"}
-    assert store.sent_papers(["U1"]) == {"U1": ["p1", "p2"]}
-    assert store.last_digests(["U1"]) == {"U1": "2024-03-04T08:00:00+00:00"}
+    # By member: (team, user); this one's workspace was never recorded ("").
+    assert store.sent_papers([("", "U1")]) == {("", "U1"): ["p1", "p2"]}
+    assert store.last_digests([("", "U1")]) == {("", "U1"): "2024-03-04T08:00:00+00:00"}
     # The next day's plan holds p2 again: only p3 is claimed; all sent already: skipped.
     later = NOW + timedelta(days=1)
     again = ledger.claim("U1:2024-03-05", "U1", "2024-03-05", plan("U1", "p2", "p3"), later)
@@ -233,7 +234,7 @@ def test_a_sqlite_file_from_before_the_store_is_adopted_as_it_is(tmp_path: Path)
     shutil.copy(BEFORE_STORE, path)
     store = StateStore(path)
     # Adopted, and brought up to date by the corpus migrations (m029 adds the feedback tables).
-    assert store.revision() == HEAD == "s020_workspaces"
+    assert store.revision() == HEAD == "s040_member_keys"
     subs = Subscriptions(store)
     u1, u2 = subs.members(enabled_only=False)
     assert (u1.tz, u1.dm_channel, u1.team_id, u1.topic_count) == ("Europe/Berlin", "DU1", "T1", 2)
@@ -243,7 +244,7 @@ def test_a_sqlite_file_from_before_the_store_is_adopted_as_it_is(tmp_path: Path)
         "CPAPERS",
     )
     assert [t.query for t in subs.topics("U1")] == ["graph neural networks", "diffusion models"]
-    assert store.sent_papers() == {"U1": ["p1", "p2"]}
+    assert store.sent_papers() == {("T1", "U1"): ["p1", "p2"]}  # their team, from members
     ledger = Ledger(store, "new-worker")
     [retaken] = ledger.retake_stale(NOW + STALE_CLAIM)
     assert (retaken.digest_id, retaken.plan.paper_ids) == ("U2:2024-03-04", ["p3"])

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bot.engine.search import Engine
+from bot.playground.fake_slack import TEAM_ID
 from bot.slack import render
 from bot.slack.render.digest import digest_message
 from bot.state import state_for
@@ -212,10 +213,12 @@ def test_teammates_saves_are_counted_from_two_never_named(engine) -> None:
 
 def test_teammates_line_goes_away_when_the_member_turns_it_off(slack: SlackHarness) -> None:
     engine = slack.engine
-    subscribe(engine, "U1", "diffusion models", team="T1")
+    # The member in the workspace the slash commands come from (the same id elsewhere is
+    # another member, with choices of their own).
+    subscribe(engine, "U1", "diffusion models", team=TEAM_ID)
     first = select_digests(engine, ["U1"])["U1"].paper_ids[0]
-    save(engine, "U2", first)
-    save(engine, "U3", first)
+    save(engine, "U2", first, team=TEAM_ID)
+    save(engine, "U3", first, team=TEAM_ID)
     assert "2 teammates also saved this" in team_line(engine)
     _, url = slack.slash("teammates off")
     assert "no longer" in slack.reply(url)["text"]

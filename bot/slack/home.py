@@ -26,18 +26,33 @@ log = logging.getLogger(__name__)
 
 
 def home_view(
-    engine: Engine, user_id: str, *, now: datetime | None = None, notice: str | None = None
+    engine: Engine,
+    user_id: str,
+    *,
+    now: datetime | None = None,
+    notice: str | None = None,
+    team_id: str | None = None,
 ) -> dict[str, object]:
-    """The member's Home tab as it is now (a member not yet stored sees the defaults)."""
+    """The member's Home tab as it is now (a member not yet stored sees the defaults): the
+    member in the workspace whose Home tab it is."""
     now = now or datetime.now(UTC)
     subscriptions = Subscriptions(engine.db)
-    member = subscriptions.member(user_id) or Member(user_id)
-    topics = subscriptions.topics(user_id)
+    team_id = subscriptions.store.team_for(user_id, team_id)
+    member = subscriptions.member(user_id, team_id)
+    if member is None and team_id:
+        # Known without a team (see ``StateStore.add_member``): shown as they are, and the
+        # workspace's from their first change.
+        member = subscriptions.member(user_id, "")
+        team_id = "" if member is not None else team_id
+    member = member or Member(user_id, team_id)
+    topics = subscriptions.topics(user_id, team_id)
     counts = [m.count for m in match_topics(engine, [t.query for t in topics])] if topics else []
-    last = render.last_digest_line(Ledger(engine.db).latest(user_id), member.zone)
+    last = render.last_digest_line(Ledger(engine.db).latest(user_id, team_id), member.zone)
     store = state_for(engine.db_path)
-    saved, saved_total = reading_list(store, engine, user_id, limit=render.HOME_SHOWN)
-    found = recommendations_for(engine, user_id, limit=render.HOME_SHOWN)
+    saved, saved_total = reading_list(
+        store, engine, user_id, team_id=team_id, limit=render.HOME_SHOWN
+    )
+    found = recommendations_for(engine, user_id, limit=render.HOME_SHOWN, team_id=team_id)
     recommended = [
         (paper, render.liked_note(r.liked_count, found.liked_titles.get(r.example or "")))
         for paper, r in found.papers
@@ -59,7 +74,7 @@ def home_view(
         saved_total=saved_total,
         recommended=recommended,
         recommend_note=note,
-        team_saves=user_id not in store.team_saves_off([user_id]),
+        team_saves=(team_id, user_id) not in store.team_saves_off([(team_id, user_id)]),
     )
 
 
@@ -70,16 +85,21 @@ def publish_home(
     *,
     now: datetime | None = None,
     notice: str | None = None,
+    team_id: str | None = None,
 ) -> None:
-    """Publish the member's Home tab (raises what ``views.publish`` raises)."""
-    client.views_publish(user_id=user_id, view=home_view(engine, user_id, now=now, notice=notice))
+    """Publish the member's Home tab (raises what ``views.publish`` raises); ``client`` is
+    the workspace ``team_id``'s (Bolt's, for the request)."""
+    view = home_view(engine, user_id, now=now, notice=notice, team_id=team_id)
+    client.views_publish(user_id=user_id, view=view)
 
 
-def republish_home(client: WebClient, engine: Engine, user_id: str) -> None:
+def republish_home(
+    client: WebClient, engine: Engine, user_id: str, team_id: str | None = None
+) -> None:
     """After a change made elsewhere: refresh the Home tab, never failing the change itself
     (a member who never opened it gets it published anyway, as Slack allows)."""
     try:
-        publish_home(client, engine, user_id)
+        publish_home(client, engine, user_id, team_id=team_id)
     except StateUnavailable as error:  # an outage: its one sentence says it all
         log.error("could not republish the App Home of %s: %s", user_id, error)
     except Exception:

@@ -123,13 +123,14 @@ class SlackPoster:
         return state_for(self.engine.db_path).team_of(user_id=user, channel=channel)
 
     def _client(
-        self, *, user: str | None = None, channel: str | None = None
+        self, *, user: str | None = None, channel: str | None = None, team: str | None = None
     ) -> tuple[WebClient, str | None]:
-        """The client for the member (or conversation), and its workspace; a workspace
-        without an installation is a ``PostError`` (``not_installed``) for good."""
+        """The client for the workspace ``team`` (the member's, as the dispatcher knows it),
+        else of the member (or conversation), and that workspace; a workspace without an
+        installation is a ``PostError`` (``not_installed``) for good."""
         if self.workspaces is None:
             return self.client, None
-        team = self._team(user=user, channel=channel)
+        team = team or self._team(user=user, channel=channel)
         client = self.workspaces.client_for(team) if team else None
         if client is None:
             if team:
@@ -186,17 +187,17 @@ class SlackPoster:
                 if isinstance(failure, PostError) and failure.unreachable:
                     raise failure from None
 
-    def member_time_zone(self, user_id: str) -> str | None:
-        client, team = self._client(user=user_id)
+    def member_time_zone(self, user_id: str, *, team: str | None = None) -> str | None:
+        client, team = self._client(user=user_id, team=team)
         try:
             return (client.users_info(user=user_id).get("user") or {}).get("tz")
         except (SlackApiError, SlackClientError, OSError) as error:
             raise self._failure(error, team) from error
 
-    def open_dm(self, user_id: str) -> str:
+    def open_dm(self, user_id: str, *, team: str | None = None) -> str:
         """``conversations.open`` (Tier 3, about 50 a minute: the dispatcher remembers the
         id, so this is once per member, not once per digest)."""
-        client, team = self._client(user=user_id)
+        client, team = self._client(user=user_id, team=team)
         try:
             response = client.conversations_open(users=user_id)
         except (SlackApiError, SlackClientError, OSError) as error:
@@ -212,7 +213,7 @@ class SlackPoster:
         """Slack's direct-message ids start with D."""
         return channel.startswith("D")
 
-    def join(self, channel: str) -> None:
+    def join(self, channel: str, *, team: str | None = None) -> None:
         """Be a member of a channel before posting a digest there.
 
         ``chat:write.public`` lets the bot post into a public channel it is not in, but
@@ -225,7 +226,7 @@ class SlackPoster:
         before ``channels:join`` was added still posts; such a digest is never posted twice
         after a crash, but may be given up (see ``Dispatcher._find_posted``).
         """
-        client, team = self._client(channel=channel)
+        client, team = self._client(channel=channel, team=team)
         if (team, channel) in self._joined:
             return
         try:
@@ -253,10 +254,17 @@ class SlackPoster:
         return kept
 
     def post_digest(
-        self, channel: str, plan: DigestPlan, local_date: str, *, digest_id: str, owner: str | None
+        self,
+        channel: str,
+        plan: DigestPlan,
+        local_date: str,
+        *,
+        digest_id: str,
+        owner: str | None,
+        team: str | None = None,
     ) -> tuple[str, str]:
         message, _ = digest_message(self.engine, plan, local_date, digest_id=digest_id, owner=owner)
-        client, team = self._client(channel=channel)
+        client, team = self._client(channel=channel, team=team)
         try:
             response = client.chat_postMessage(
                 channel=channel, unfurl_links=False, unfurl_media=False, **message
@@ -265,11 +273,13 @@ class SlackPoster:
             raise self._failure(error, team) from error
         return str(response.get("channel") or channel), str(response["ts"])
 
-    def find_digest(self, channel: str, digest_id: str, since: datetime) -> str | None:
+    def find_digest(
+        self, channel: str, digest_id: str, since: datetime, *, team: str | None = None
+    ) -> str | None:
         """Looked up by the message metadata (``DIGEST_EVENT``), newest pages first."""
         oldest = str(int(since.timestamp()))
         cursor = None
-        client, team = self._client(channel=channel)
+        client, team = self._client(channel=channel, team=team)
         try:
             for _ in range(HISTORY_PAGES):
                 response = client.conversations_history(

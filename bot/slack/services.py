@@ -92,3 +92,17 @@ def is_read_only_error(error: BaseException) -> bool:
     if code is not None:
         return code & 0xFF == sqlite3.SQLITE_READONLY
     return "readonly database" in str(error)
+
+
+def request_team(body: dict[str, Any]) -> str:
+    """The workspace a request came from (as Bolt's ``context.team_id``): the member's data
+    is theirs in that workspace, since one user id can be a member of several (Enterprise
+    Grid, or two installs). ``""`` when Slack did not say."""
+    team = body.get("team")
+    user = body.get("user")
+    return str(
+        (team.get("id") if isinstance(team, dict) else None)
+        or body.get("team_id")
+        or (user.get("team_id") if isinstance(user, dict) else None)
+        or ""
+    )

@@ -41,6 +41,8 @@ from sqlalchemy import (
     make_url,
     select,
     text,
+    tuple_,
+    union,
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql as pg_dialect
@@ -54,6 +56,7 @@ from bot.engine.corpus import DatabaseError, db_path, is_writable, open_database
 from .tables import (
     ALL,
     FEEDBACK_TABLES,
+    MEMBER_TABLES,
     TASTE_TABLES,
     WORKSPACE_TABLES,
     clock_heartbeat,
@@ -67,6 +70,28 @@ from .tables import (
     workspaces,
 )
 
+#: A member: ``(team_id, user_id)``; ``""`` is the team of a deployment that never learned it.
+MemberKey = tuple[str, str]
+
+
+class ByMember(dict):
+    """A dict by ``(team_id, user_id)`` in which a bare user id also finds its member when
+    that id is a member of one workspace only (for the CLI and scripts that name a user)."""
+
+    def __missing__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            found = [k for k in self if isinstance(k, tuple) and k[1] == key]
+            if len(found) == 1:
+                return self[found[0]]
+        raise KeyError(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
 log = logging.getLogger(__name__)
 
 #: How long a write waits for another writer on SQLite (a slash command's reply can wait
@@ -77,7 +102,7 @@ STATEMENT_TIMEOUT_MS = 15_000
 CONNECT_TIMEOUT_SECONDS = 5
 #: Ids per ``IN (...)`` list: below SQLite's variable limit.
 BATCH = 5000
-MEMBER_COLUMNS = frozenset(c.name for c in members.columns) - {"user_id"}
+MEMBER_COLUMNS = frozenset(c.name for c in members.columns) - {"user_id", "team_id"}
 
 
 class StateError(DatabaseError):
@@ -148,20 +173,53 @@ def _sqlite_creator(path: str, read_only: bool) -> Callable[[], sqlite3.Connecti
                 uri + "&immutable=1", uri=True, check_same_thread=False, isolation_level=None
             )
         conn.execute(f"PRAGMA busy_timeout = {SQLITE_WAIT_SECONDS * 1000}")
+        _member_key_views(conn)
         return conn
 
     return connect
 
 
+def _member_key_views(conn: sqlite3.Connection) -> None:
+    """A read-only file from before s040_member_keys (which it cannot be migrated to): a
+    TEMP view of each member table with its ``team_id`` (the member's, else the row's own,
+    else ``""``) under the table's own name, which SQLite reads before the file's table, so
+    every query of this version reads the file as it is. Nothing is written to the file."""
+
+    def columns(name: str) -> list[str]:
+        return [row[1] for row in conn.execute(f"PRAGMA main.table_info({name})")]
+
+    topic_columns = columns("topics")
+    if not topic_columns or "team_id" in topic_columns:
+        return
+    member_team = "(select m.team_id from main.members m where m.user_id = t.user_id)"
+    for table in MEMBER_TABLES:
+        own = columns(table.name)
+        if not own:
+            continue
+        if table is members:
+            team = "coalesce(t.team_id, '')"
+        elif "team_id" in own:
+            team = f"coalesce(nullif({member_team}, ''), t.team_id, '')"
+        else:
+            team = f"coalesce({member_team}, '')"
+        listed = ", ".join(f"t.{c}" for c in own if c != "team_id")
+        conn.execute(
+            f"CREATE TEMP VIEW {table.name} AS SELECT {listed}, {team} AS team_id "
+            f"FROM main.{table.name} t"
+        )
+
+
 #: The latest migration in ``migrations/versions`` (a test checks they agree): knowing it, a
 #: process whose database is up to date never loads Alembic, which takes a third of a second.
-HEAD = "s020_workspaces"
+HEAD = "s040_member_keys"
 #: Revisions a read-only store can serve as they are: s002 only added the feedback tables, and
 #: without them a member simply has no 👍/👎 or saved papers yet (``_has_feedback``); s010_taste
 #: only ``member_taste``, without which every member has the default choices (``_has_taste``);
 #: s030_corpus only added the shared corpus, which a SQLite state (a corpus file) leaves empty;
 #: s020 the workspace tables, without which every workspace is installed (``_has_workspaces``).
-READABLE = frozenset({"s001", "s002", "s010_taste", "s030_corpus", HEAD})
+#: Before s040_member_keys no table had the member key, which every query now uses: a
+#: read-only file from before it is read through views that add it (``_member_key_views``).
+READABLE = frozenset({"s001", "s002", "s010_taste", "s030_corpus", "s020_workspaces", HEAD})
 
 
 def _upgrade(connection: Connection) -> None:
@@ -284,12 +342,14 @@ class StateStore:
             yield conn
 
     @contextmanager
-    def member_transaction(self, user_id: str) -> Iterator[Connection]:
+    def member_transaction(self, user_id: str, team_id: str = "") -> Iterator[Connection]:
         """One transaction in which nobody else decides for this member: a read-then-write
         (claim a digest, count then add a topic) cannot race another process, on any host."""
         with self.write() as conn:
             if self.is_postgres:
-                key = zlib.crc32(user_id.encode()) - 2**31  # fits PostgreSQL's int4/bigint
+                key = (
+                    zlib.crc32(f"{team_id}:{user_id}".encode()) - 2**31
+                )  # fits PostgreSQL's int4/bigint
                 conn.execute(text("select pg_advisory_xact_lock(:k)"), {"k": key})
             yield conn
 
@@ -372,52 +432,115 @@ class StateStore:
 
     # -- members and their settings --------------------------------------------------------
 
-    def members(self, user_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Member rows (all, or those asked for) in user id order, each with ``topic_count``.
+    def members(self, keys: Iterable[MemberKey] | None = None) -> list[dict[str, Any]]:
+        """Member rows (all, or those asked for by ``(team_id, user_id)``) in that order, each
+        with ``topic_count``.
 
         All members means those of the workspaces Paperboy is installed in: members of a
         workspace it was uninstalled from are left out (and so get no digest) until it is
         installed there again; asked for by id, they are found."""
         count = (
             select(func.count())
-            .where(topics.c.user_id == members.c.user_id)
+            .where(topics.c.user_id == members.c.user_id, topics.c.team_id == members.c.team_id)
             .scalar_subquery()
             .label("topic_count")
         )
-        query = select(members, count).order_by(members.c.user_id)
+        query = select(members, count).order_by(members.c.team_id, members.c.user_id)
+        key = tuple_(members.c.team_id, members.c.user_id)
         with self.read() as conn:
-            if user_ids is None:
+            if keys is None:
                 return [dict(r._mapping) for r in conn.execute(self._installed_only(query))]
             rows = []
-            for batch in _batches(user_ids):
-                rows += conn.execute(query.where(members.c.user_id.in_(batch))).mappings().all()
-        return sorted((dict(r) for r in rows), key=lambda r: r["user_id"])
+            for batch in _batches(self.resolve_keys(keys)):
+                rows += conn.execute(query.where(key.in_(batch))).mappings().all()
+        return sorted((dict(r) for r in rows), key=lambda r: (r["team_id"], r["user_id"]))
+
+    def team_for(self, user_id: str, team_id: str | None) -> str:
+        """``team_id`` as given (``""`` too: the member of no known workspace); None means
+        the user's only workspace (``""`` when they are in none or in several). Slack's
+        requests and the digest always name the team; None is for the CLI and scripts."""
+        if team_id is not None:
+            return team_id
+        teams = self.teams_of(user_id)
+        return teams[0] if len(teams) == 1 else ""
+
+    def resolve_keys(self, keys: Iterable[MemberKey | str]) -> list[MemberKey]:
+        """Members as ``(team_id, user_id)``; a bare user id is the member in their only
+        workspace (see ``team_for``)."""
+        return [k if isinstance(k, tuple) else (self.team_for(k, None), k) for k in keys]
+
+    def teams_of(self, user_id: str) -> list[str]:
+        """The workspaces in which ``user_id`` is a member or clicked on papers (for a
+        command that names no team)."""
+        tables = (members, saves, feedback) if self._has_feedback() else (members,)
+        query = union(*(select(t.c.team_id).where(t.c.user_id == user_id) for t in tables))
+        with self.read() as conn:
+            return sorted(set(conn.execute(query).scalars()))
 
     def add_member(self, user_id: str, team_id: str | None, defaults: dict[str, Any]) -> None:
-        """Create the member unless they exist; fill in their team when it was unknown."""
+        """Create the member unless they exist.
+
+        A member a single-workspace deployment knew without their team (``""``: made by the
+        CLI, or before Slack's team was recorded) becomes this team's member with everything
+        they have, the first time their workspace is known, while it has no member of that id.
+        """
+        team_id = self.team_for(user_id, team_id)
         with self.write() as conn:
+            if team_id:
+                self._adopt(conn, team_id, user_id)
             conn.execute(
                 self._insert(members)
                 .values(user_id=user_id, team_id=team_id, **defaults)
                 .on_conflict_do_nothing()
             )
-            if team_id:
-                conn.execute(
-                    members.update()
-                    .where(members.c.user_id == user_id, members.c.team_id.is_(None))
-                    .values(team_id=team_id)
-                )
 
-    def update_member(self, user_id: str, **values: Any) -> None:
+    def adopt(self, user_id: str, team_id: str) -> bool:
+        """Make the member known without a team (``""``) this workspace's member, with all
+        they have, unless the workspace has a member of that id already (see ``add_member``).
+        Reads first, so that the usual case (nothing to adopt) takes no write lock."""
+        if not team_id:
+            return False
+        with self.read() as conn:
+            if not self._adoptable(conn, team_id, user_id):
+                return False
+        with self.write() as conn:
+            return self._adopt(conn, team_id, user_id)
+
+    def _adopt(self, conn: Connection, team_id: str, user_id: str) -> bool:
+        if not self._adoptable(conn, team_id, user_id):
+            return False
+        for table in MEMBER_TABLES:
+            conn.execute(
+                table.update()
+                .where(table.c.team_id == "", table.c.user_id == user_id)
+                .values(team_id=team_id)
+            )
+        return True
+
+    def _adoptable(self, conn: Connection, team_id: str, user_id: str) -> bool:
+        def exists(team: str) -> bool:
+            mine = (members.c.team_id == team) & (members.c.user_id == user_id)
+            return conn.execute(select(literal(1)).where(mine)).first() is not None
+
+        return not exists(team_id) and exists("")
+
+    def update_member(self, user_id: str, team_id: str | None = None, **values: Any) -> None:
         unknown = set(values) - MEMBER_COLUMNS
         if unknown:
             raise ValueError(f"not a member setting: {', '.join(sorted(unknown))}")
+        if not values:
+            return
+        team_id = self.team_for(user_id, team_id)
         with self.write() as conn:
-            conn.execute(members.update().where(members.c.user_id == user_id).values(**values))
+            conn.execute(members.update().where(_mine(members, team_id, user_id)).values(**values))
 
     def digests_on(self) -> bool:
         """Whether any member's digest is on (on by default once they have a topic)."""
-        has_topic = select(topics.c.id).where(topics.c.user_id == members.c.user_id).exists()
+        has_topic = (
+            select(topics.c.id)
+            .where(topics.c.user_id == members.c.user_id, topics.c.team_id == members.c.team_id)
+            .exists()
+        )
         query = select(literal(1)).where(func.coalesce(members.c.digest_enabled, 1) == 1, has_topic)
         query = self._installed_only(query)
         with self.read() as conn:
@@ -425,31 +548,46 @@ class StateStore:
 
     # -- topics ----------------------------------------------------------------------------
 
-    def topics(self, user_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Topic rows by member, each member's in the order they subscribed."""
-        query = select(topics).order_by(topics.c.user_id, topics.c.id)
+    def topics(self, keys: Iterable[MemberKey] | None = None) -> list[dict[str, Any]]:
+        """Topic rows by member (all, or those of these ``(team_id, user_id)``), each member's
+        in the order they subscribed."""
+        query = select(topics).order_by(topics.c.team_id, topics.c.user_id, topics.c.id)
+        key = tuple_(topics.c.team_id, topics.c.user_id)
         with self.read() as conn:
-            if user_ids is None:
+            if keys is None:
                 return [dict(r) for r in conn.execute(query).mappings()]
             rows = []
-            for batch in _batches(user_ids):
-                rows += conn.execute(query.where(topics.c.user_id.in_(batch))).mappings().all()
-        return sorted((dict(r) for r in rows), key=lambda r: (r["user_id"], r["id"]))
+            for batch in _batches(self.resolve_keys(keys)):
+                rows += conn.execute(query.where(key.in_(batch))).mappings().all()
+        return sorted((dict(r) for r in rows), key=lambda r: (r["team_id"], r["user_id"], r["id"]))
 
     def add_topic(
-        self, user_id: str, query: str, normalized: str, created_at: str, most: int
+        self,
+        user_id: str,
+        query: str,
+        normalized: str,
+        created_at: str,
+        most: int,
+        team_id: str | None = None,
     ) -> str:
         """Add the topic: ``"added"``, ``"exists"`` (same normalized topic) or ``"full"``
         (the member already has ``most``)."""
-        with self.member_transaction(user_id) as conn:
+        team_id = self.team_for(user_id, team_id)
+        with self.member_transaction(user_id, team_id) as conn:
             count = conn.execute(
-                select(func.count()).where(topics.c.user_id == user_id)
+                select(func.count()).where(_mine(topics, team_id, user_id))
             ).scalar_one()
             if count >= most:
                 return "full"
             added = conn.execute(
                 self._insert(topics)
-                .values(user_id=user_id, query=query, normalized=normalized, created_at=created_at)
+                .values(
+                    team_id=team_id,
+                    user_id=user_id,
+                    query=query,
+                    normalized=normalized,
+                    created_at=created_at,
+                )
                 .on_conflict_do_nothing()
                 .returning(topics.c.id)
             ).first()
@@ -470,11 +608,23 @@ class StateStore:
         with self.read() as own:
             return self.digest(digest_id, own)
 
-    def latest_digest(self, user_id: str) -> dict[str, Any] | None:
+    def scheduled_digest(
+        self, conn: Connection, team_id: str, user_id: str, local_date: str
+    ) -> dict[str, Any] | None:
+        """The member's digest of that local date (or on-demand slot), whatever its id (ids
+        from before s040 have no team: ``U1:2025-03-04``)."""
+        query = select(digests).where(
+            _mine(digests, team_id, user_id), digests.c.local_date == local_date
+        )
+        row = conn.execute(query).mappings().first()
+        return dict(row) if row else None
+
+    def latest_digest(self, user_id: str, team_id: str | None = None) -> dict[str, Any] | None:
         """The member's most recent digest row (any status), or None."""
+        team_id = self.team_for(user_id, team_id)
         query = (
             select(digests)
-            .where(digests.c.user_id == user_id)
+            .where(_mine(digests, team_id, user_id))
             .order_by(func.coalesce(digests.c.finished_at, digests.c.claimed_at).desc())
             .order_by(digests.c.id.desc())
             .limit(1)
@@ -493,33 +643,39 @@ class StateStore:
                 )
         return found
 
-    def in_flight(self, conn: Connection, user_id: str, stale_before: str) -> bool:
+    def in_flight(
+        self, conn: Connection, user_id: str, stale_before: str, team_id: str = ""
+    ) -> bool:
         """Whether the member has a digest claimed by a live worker."""
         query = select(literal(1)).where(
-            digests.c.user_id == user_id,
+            _mine(digests, team_id, user_id),
             digests.c.status == "claimed",
             digests.c.claimed_at >= stale_before,
         )
         return conn.execute(query.limit(1)).first() is not None
 
-    def sent_among(self, conn: Connection, user_id: str, paper_ids: list[str]) -> set[str]:
+    def sent_among(
+        self, conn: Connection, user_id: str, paper_ids: list[str], team_id: str = ""
+    ) -> set[str]:
         """Which of these papers the member has already been sent."""
         found: set[str] = set()
         for batch in _batches(paper_ids):
             found.update(
                 conn.execute(
                     select(sent_papers.c.paper_id).where(
-                        sent_papers.c.user_id == user_id, sent_papers.c.paper_id.in_(batch)
+                        _mine(sent_papers, team_id, user_id), sent_papers.c.paper_id.in_(batch)
                     )
                 ).scalars()
             )
         return found
 
-    def count_digests_like(self, conn: Connection, user_id: str, local_date_prefix: str) -> int:
+    def count_digests_like(
+        self, conn: Connection, user_id: str, local_date_prefix: str, team_id: str = ""
+    ) -> int:
         """How many of the member's digests have a ``local_date`` starting with the prefix."""
         return conn.execute(
             select(func.count()).where(
-                digests.c.user_id == user_id,
+                _mine(digests, team_id, user_id),
                 digests.c.local_date.like(local_date_prefix.replace("%", r"\%") + "%", escape="\\"),
             )
         ).scalar_one()
@@ -546,16 +702,20 @@ class StateStore:
         )
         return done.rowcount == 1
 
-    def stale_claims(self, stale_before: str, user_id: str | None = None) -> list[dict[str, Any]]:
-        """Claims not renewed since ``stale_before``, oldest first."""
-        query = select(digests.c.id, digests.c.user_id, digests.c.local_date).where(
-            digests.c.status == "claimed", digests.c.claimed_at < stale_before
-        )
+    def stale_claims(
+        self, stale_before: str, user_id: str | None = None, team_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Claims not renewed since ``stale_before``, oldest first (only the member's, when
+        ``user_id`` is given)."""
         if user_id is not None:
-            query = query.where(digests.c.user_id == user_id)
+            team_id = self.team_for(user_id, team_id)
+        query = select(
+            digests.c.id, digests.c.team_id, digests.c.user_id, digests.c.local_date
+        ).where(digests.c.status == "claimed", digests.c.claimed_at < stale_before)
+        if user_id is not None:
+            query = query.where(_mine(digests, team_id, user_id))
         elif self._has_workspaces():  # an uninstalled workspace's claims wait for its return
-            gone = select(members.c.user_id).where(members.c.team_id.in_(self._uninstalled()))
-            query = query.where(digests.c.user_id.not_in(gone))
+            query = query.where(digests.c.team_id.not_in(self._uninstalled()))
         with self.read() as conn:
             return [dict(r) for r in conn.execute(query.order_by(digests.c.claimed_at)).mappings()]
 
@@ -590,9 +750,17 @@ class StateStore:
             )
 
     def record_sent(
-        self, digest_id: str, user_id: str, paper_ids: list[str], channel: str, ts: str, now: str
+        self,
+        digest_id: str,
+        user_id: str,
+        paper_ids: list[str],
+        channel: str,
+        ts: str,
+        now: str,
+        team_id: str | None = None,
     ) -> None:
         """The digest is sent, and its papers with it, in one transaction."""
+        team_id = self.team_for(user_id, team_id)
         with self.write() as conn:
             conn.execute(
                 digests.update()
@@ -603,7 +771,13 @@ class StateStore:
                 conn.execute(
                     self._insert(sent_papers).on_conflict_do_nothing(),
                     [
-                        {"user_id": user_id, "paper_id": p, "digest_id": digest_id, "sent_at": now}
+                        {
+                            "team_id": team_id,
+                            "user_id": user_id,
+                            "paper_id": p,
+                            "digest_id": digest_id,
+                            "sent_at": now,
+                        }
                         for p in paper_ids
                     ],
                 )
@@ -618,31 +792,34 @@ class StateStore:
 
     # -- what digests read -----------------------------------------------------------------
 
-    def sent_papers(self, user_ids: Iterable[str] | None = None) -> dict[str, list[str]]:
-        """The ids of every paper sent to each member (all members, or those asked for)."""
-        query = select(sent_papers.c.user_id, sent_papers.c.paper_id)
-        out: dict[str, list[str]] = {}
+    def sent_papers(self, keys: Iterable[MemberKey] | None = None) -> dict[MemberKey, list[str]]:
+        """The ids of every paper sent to each member (all members, or those asked for), by
+        ``(team_id, user_id)``."""
+        query = select(sent_papers.c.team_id, sent_papers.c.user_id, sent_papers.c.paper_id)
+        key = tuple_(sent_papers.c.team_id, sent_papers.c.user_id)
+        out: dict[MemberKey, list[str]] = ByMember()
         with self.read() as conn:
-            batches = [None] if user_ids is None else list(_batches(user_ids))
+            batches = [None] if keys is None else list(_batches(self.resolve_keys(keys)))
             for batch in batches:
-                where = query if batch is None else query.where(sent_papers.c.user_id.in_(batch))
-                for user, paper in conn.execute(where):
-                    out.setdefault(user, []).append(paper)
+                where = query if batch is None else query.where(key.in_(batch))
+                for team, user, paper in conn.execute(where):
+                    out.setdefault((team, user), []).append(paper)
         return out
 
-    def last_digests(self, user_ids: Iterable[str] | None = None) -> dict[str, str]:
-        """When each member's last sent digest was claimed."""
+    def last_digests(self, keys: Iterable[MemberKey] | None = None) -> dict[MemberKey, str]:
+        """When each member's last sent digest was claimed, by ``(team_id, user_id)``."""
         query = (
-            select(digests.c.user_id, func.max(digests.c.claimed_at))
+            select(digests.c.team_id, digests.c.user_id, func.max(digests.c.claimed_at))
             .where(digests.c.status == "sent")
-            .group_by(digests.c.user_id)
+            .group_by(digests.c.team_id, digests.c.user_id)
         )
-        out: dict[str, str] = {}
+        key = tuple_(digests.c.team_id, digests.c.user_id)
+        out: dict[MemberKey, str] = ByMember()
         with self.read() as conn:
-            batches = [None] if user_ids is None else list(_batches(user_ids))
+            batches = [None] if keys is None else list(_batches(self.resolve_keys(keys)))
             for batch in batches:
-                where = query if batch is None else query.where(digests.c.user_id.in_(batch))
-                out.update({u: t for u, t in conn.execute(where)})
+                where = query if batch is None else query.where(key.in_(batch))
+                out.update({(team, u): t for team, u, t in conn.execute(where)})
         return out
 
     # -- the clock's heartbeat -------------------------------------------------------------
@@ -726,17 +903,18 @@ class StateStore:
         exclude each other (👎 replaces a 👍); the same click again undoes it (None)."""
         if kind not in ("like", "dislike"):
             raise ValueError(f"not a feedback kind: {kind!r}")
-        mine = (feedback.c.user_id == user_id) & (feedback.c.paper_id == paper_id)
-        with self.member_transaction(user_id) as conn:
+        team_id = self.team_for(user_id, team_id)
+        mine = _mine(feedback, team_id, user_id) & (feedback.c.paper_id == paper_id)
+        with self.member_transaction(user_id, team_id) as conn:
             before = conn.execute(select(feedback.c.kind).where(mine)).scalar()
             if before == kind:
                 conn.execute(feedback.delete().where(mine))
                 return None
-            row = {"kind": kind, "created_at": now, "team_id": team_id}
+            row = {"kind": kind, "created_at": now}
             conn.execute(
                 self._insert(feedback)
-                .values(user_id=user_id, paper_id=paper_id, **row)
-                .on_conflict_do_update(index_elements=["user_id", "paper_id"], set_=row)
+                .values(team_id=team_id, user_id=user_id, paper_id=paper_id, **row)
+                .on_conflict_do_update(index_elements=["team_id", "user_id", "paper_id"], set_=row)
             )
             return kind
 
@@ -744,8 +922,9 @@ class StateStore:
         self, user_id: str, paper_id: str, now: str, team_id: str | None = None
     ) -> bool:
         """Save the paper to the member's reading list, or remove it: whether it is saved now."""
-        mine = (saves.c.user_id == user_id) & (saves.c.paper_id == paper_id)
-        with self.member_transaction(user_id) as conn:
+        team_id = self.team_for(user_id, team_id)
+        mine = _mine(saves, team_id, user_id) & (saves.c.paper_id == paper_id)
+        with self.member_transaction(user_id, team_id) as conn:
             if conn.execute(select(literal(1)).where(mine)).first() is not None:
                 conn.execute(saves.delete().where(mine))
                 return False
@@ -756,67 +935,86 @@ class StateStore:
             )
             return True
 
-    def feedback_on(self, user_id: str, paper_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    def feedback_on(
+        self, user_id: str, paper_ids: Iterable[str], team_id: str | None = None
+    ) -> dict[str, dict[str, Any]]:
         """The member's choices on these papers: ``{paper_id: {"kind": like|dislike|None,
         "saved": bool}}`` for each paper they have any choice on."""
         out: dict[str, dict[str, Any]] = {}
         if not self._has_feedback():
             return out
+        team_id = self.team_for(user_id, team_id)
         with self.read() as conn:
             for batch in _batches(paper_ids):
                 for paper, kind in conn.execute(
                     select(feedback.c.paper_id, feedback.c.kind).where(
-                        feedback.c.user_id == user_id, feedback.c.paper_id.in_(batch)
+                        _mine(feedback, team_id, user_id), feedback.c.paper_id.in_(batch)
                     )
                 ):
                     out.setdefault(paper, {"kind": None, "saved": False})["kind"] = kind
                 for paper in conn.execute(
                     select(saves.c.paper_id).where(
-                        saves.c.user_id == user_id, saves.c.paper_id.in_(batch)
+                        _mine(saves, team_id, user_id), saves.c.paper_id.in_(batch)
                     )
                 ).scalars():
                     out.setdefault(paper, {"kind": None, "saved": False})["saved"] = True
         return out
 
-    def feedback_of(self, user_id: str) -> dict[str, str]:
+    def feedback_of(self, user_id: str, team_id: str | None = None) -> dict[str, str]:
         """Every 👍/👎 of the member: ``{paper_id: "like" | "dislike"}`` (for the model)."""
-        query = select(feedback.c.paper_id, feedback.c.kind).where(feedback.c.user_id == user_id)
         if not self._has_feedback():
             return {}
+        team_id = self.team_for(user_id, team_id)
+        query = select(feedback.c.paper_id, feedback.c.kind).where(
+            _mine(feedback, team_id, user_id)
+        )
         with self.read() as conn:
             return {paper: kind for paper, kind in conn.execute(query)}
 
     def saved_papers(
-        self, user_id: str, *, limit: int | None = None, offset: int = 0
+        self,
+        user_id: str,
+        *,
+        team_id: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> tuple[list[dict[str, Any]], int]:
         """A page of the member's reading list, newest first (``paper_id``, ``saved_at``), and
         how many they have saved in all."""
+        if not self._has_feedback():
+            return [], 0
+        team_id = self.team_for(user_id, team_id)
         query = (
             select(saves.c.paper_id, saves.c.saved_at)
-            .where(saves.c.user_id == user_id)
+            .where(_mine(saves, team_id, user_id))
             .order_by(saves.c.saved_at.desc(), saves.c.paper_id)
             .offset(offset)
         )
         if limit is not None:
             query = query.limit(limit)
-        total = select(func.count()).where(saves.c.user_id == user_id)
-        if not self._has_feedback():
-            return [], 0
+        total = select(func.count()).where(_mine(saves, team_id, user_id))
         with self.read() as conn:
             rows = [dict(r) for r in conn.execute(query).mappings()]
             return rows, conn.execute(total).scalar_one()
 
-    def saved_by_others(self, user_id: str, paper_ids: Iterable[str]) -> dict[str, int]:
-        """How many members other than ``user_id`` saved each of these papers (counts only:
-        never who); papers nobody else saved are left out."""
+    def saved_by_others(
+        self, user_id: str, paper_ids: Iterable[str], team_id: str | None = None
+    ) -> dict[str, int]:
+        """How many other members of the member's workspace saved each of these papers
+        (counts only: never who); papers nobody else there saved are left out."""
         out: dict[str, int] = {}
         if not self._has_feedback():
             return out
+        team_id = self.team_for(user_id, team_id)
         with self.read() as conn:
             for batch in _batches(paper_ids):
                 query = (
                     select(saves.c.paper_id, func.count())
-                    .where(saves.c.paper_id.in_(batch), saves.c.user_id != user_id)
+                    .where(
+                        saves.c.paper_id.in_(batch),
+                        saves.c.team_id == team_id,
+                        saves.c.user_id != user_id,
+                    )
                     .group_by(saves.c.paper_id)
                 )
                 out.update({paper: count for paper, count in conn.execute(query)})
@@ -835,25 +1033,31 @@ class StateStore:
         return self._taste_present
 
     def feedback_by_member(
-        self, user_ids: Iterable[str] | None = None
-    ) -> dict[str, list[tuple[str, str, str]]]:
+        self, keys: Iterable[MemberKey] | None = None
+    ) -> dict[MemberKey, list[tuple[str, str, str]]]:
         """Every 👍/👎 of these members (default: all) in one query, newest first:
-        ``{user_id: [(paper_id, kind, created_at), ...]}``; members without any are left out."""
-        out: dict[str, list[tuple[str, str, str]]] = {}
+        ``{(team_id, user_id): [(paper_id, kind, created_at), ...]}``; members without any are
+        left out."""
+        out: dict[MemberKey, list[tuple[str, str, str]]] = ByMember()
         if not self._has_feedback():
             return out
         query = select(
-            feedback.c.user_id, feedback.c.paper_id, feedback.c.kind, feedback.c.created_at
-        ).order_by(feedback.c.user_id, feedback.c.created_at.desc(), feedback.c.paper_id)
+            feedback.c.team_id,
+            feedback.c.user_id,
+            feedback.c.paper_id,
+            feedback.c.kind,
+            feedback.c.created_at,
+        ).order_by(feedback.c.created_at.desc(), feedback.c.paper_id)
+        key = tuple_(feedback.c.team_id, feedback.c.user_id)
         with self.read() as conn:
-            if user_ids is None:
+            if keys is None:
                 rows = list(conn.execute(query))
             else:
                 rows = []
-                for batch in _batches(user_ids):
-                    rows += conn.execute(query.where(feedback.c.user_id.in_(batch))).all()
-        for user, paper, kind, created in rows:
-            out.setdefault(user, []).append((paper, kind, created or ""))
+                for batch in _batches(self.resolve_keys(keys)):
+                    rows += conn.execute(query.where(key.in_(batch))).all()
+        for team, user, paper, kind, created in rows:
+            out.setdefault((team, user), []).append((paper, kind, created or ""))
         for clicks in out.values():
             clicks.sort(key=lambda c: c[2], reverse=True)
         return out
@@ -873,27 +1077,32 @@ class StateStore:
                     out.setdefault(paper, []).append((user, team))
         return out
 
-    def team_saves_off(self, user_ids: Iterable[str] | None = None) -> set[str]:
-        """The members (of these, default all) who turned the teammates-saved line off."""
+    def team_saves_off(self, keys: Iterable[MemberKey] | None = None) -> set[MemberKey]:
+        """The members (of these, default all) who turned the teammates-saved line off, as
+        ``(team_id, user_id)``."""
         if not self._has_taste():
             return set()
-        query = select(member_taste.c.user_id).where(member_taste.c.team_saves == 0)
+        query = select(member_taste.c.team_id, member_taste.c.user_id).where(
+            member_taste.c.team_saves == 0
+        )
+        key = tuple_(member_taste.c.team_id, member_taste.c.user_id)
         with self.read() as conn:
-            if user_ids is None:
-                return set(conn.execute(query).scalars())
-            out: set[str] = set()
-            for batch in _batches(user_ids):
-                out.update(conn.execute(query.where(member_taste.c.user_id.in_(batch))).scalars())
+            if keys is None:
+                return {(t, u) for t, u in conn.execute(query)}
+            out: set[MemberKey] = set()
+            for batch in _batches(self.resolve_keys(keys)):
+                out.update((t, u) for t, u in conn.execute(query.where(key.in_(batch))))
             return out
 
     def set_team_saves(self, user_id: str, on: bool, now: str, team_id: str | None = None) -> None:
         """Turn the member's "N teammates also saved this" line on or off."""
-        row = {"team_saves": int(on), "updated_at": now, "team_id": team_id}
+        row = {"team_saves": int(on), "updated_at": now}
+        team_id = self.team_for(user_id, team_id)
         with self.write() as conn:
             conn.execute(
                 self._insert(member_taste)
-                .values(user_id=user_id, **row)
-                .on_conflict_do_update(index_elements=["user_id"], set_=row)
+                .values(team_id=team_id, user_id=user_id, **row)
+                .on_conflict_do_update(index_elements=["team_id", "user_id"], set_=row)
             )
 
     # -- workspaces: installs, uninstalls, and their tokens (issue 12) -----------------------
@@ -955,15 +1164,16 @@ class StateStore:
             return set(conn.execute(self._uninstalled()).scalars())
 
     def team_of(self, user_id: str | None = None, channel: str | None = None) -> str | None:
-        """The workspace of a member (by user id), or of the conversation a member's digest
-        goes to (their channel or their DM with the bot); None when unknown."""
+        """The workspace of a member (by user id: the first, when the id is a member of
+        several), or of the conversation a member's digest goes to (their channel or their DM
+        with the bot); None when unknown."""
         if user_id is not None:
             where = members.c.user_id == user_id
         elif channel is not None:
             where = (members.c.digest_channel == channel) | (members.c.dm_channel == channel)
         else:
             return None
-        query = select(members.c.team_id).where(where, members.c.team_id.is_not(None))
+        query = select(members.c.team_id).where(where, members.c.team_id != "")
         with self.read() as conn:
             return conn.execute(query.limit(1)).scalar()
 
@@ -1009,7 +1219,12 @@ def _sqlite_begin(conn: Connection) -> None:
     )
 
 
-def _batches(ids: Iterable[str]) -> Iterator[list[str]]:
+def _mine(table: Any, team_id: str, user_id: str) -> Any:
+    """The rows of one member: their workspace and their user id, always both."""
+    return (table.c.team_id == team_id) & (table.c.user_id == user_id)
+
+
+def _batches(ids: Iterable[Any]) -> Iterator[list[Any]]:
     values = list(ids)
     for start in range(0, len(values), BATCH):
         yield values[start : start + BATCH]

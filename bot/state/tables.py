@@ -10,15 +10,34 @@ from __future__ import annotations
 
 from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
-from sqlalchemy import Column, ForeignKey, Index, Integer, MetaData, Table, Text
+from sqlalchemy import (
+    Column,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+)
 
 metadata = MetaData()
+
+
+def team_column() -> Column:
+    """The member's workspace, half of every member key (revision s040_member_keys): a user
+    id is one person only within a workspace (an Enterprise Grid user id spans an org's
+    workspaces, and each install is its own member). ``""`` is the workspace of a
+    single-workspace deployment that never learned its team id (NOT NULL on both backends,
+    so it can be part of a primary key)."""
+    return Column("team_id", Text, nullable=False, server_default="")
+
 
 members = Table(
     "members",
     metadata,
-    Column("user_id", Text, primary_key=True),
-    Column("team_id", Text),
+    Column("user_id", Text, nullable=False),
+    team_column(),
     Column("tz", Text),  # IANA name from users.info
     Column("tz_checked_at", Text),
     Column("digest_enabled", Integer),  # NULL: the default (on once there is a topic)
@@ -27,23 +46,27 @@ members = Table(
     Column("digest_channel", Text),  # NULL: a direct message
     Column("created_at", Text),
     Column("dm_channel", Text),
+    PrimaryKeyConstraint("team_id", "user_id"),
 )
 
 topics = Table(
     "topics",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("user_id", Text, ForeignKey("members.user_id")),
+    Column("user_id", Text),
     Column("query", Text),
     Column("normalized", Text),
     Column("created_at", Text),
-    Index("idx_topics_user_id_normalized", "user_id", "normalized", unique=True),
+    team_column(),
+    ForeignKeyConstraint(["team_id", "user_id"], ["members.team_id", "members.user_id"]),
+    Index("idx_topics_team_id_user_id_normalized", "team_id", "user_id", "normalized", unique=True),
 )
 
 digests = Table(
     "digests",
     metadata,
-    Column("id", Text, primary_key=True),  # "U1:2025-03-04" or "U1:2025-03-04T08:30#2"
+    # "T1:U1:2025-03-04" or "T1:U1:2025-03-04T08:30#2" ("U1:2025-03-04" before s040)
+    Column("id", Text, primary_key=True),
     Column("user_id", Text),
     Column("local_date", Text),
     Column("status", Text),  # claimed | sent | skipped | failed
@@ -55,17 +78,22 @@ digests = Table(
     Column("error", Text),
     Column("finished_at", Text),
     Column("content", Text),  # JSON: the plan as claimed, so a retry posts the same digest
-    Index("idx_digests_user_id_local_date", "user_id", "local_date", unique=True),
+    team_column(),
+    Index(
+        "idx_digests_team_id_user_id_local_date", "team_id", "user_id", "local_date", unique=True
+    ),
     Index("idx_digests_status_claimed_at", "status", "claimed_at"),
 )
 
 sent_papers = Table(
     "sent_papers",
     metadata,
-    Column("user_id", Text, primary_key=True),
-    Column("paper_id", Text, primary_key=True),
+    Column("user_id", Text, nullable=False),
+    Column("paper_id", Text, nullable=False),
     Column("digest_id", Text),
     Column("sent_at", Text),
+    team_column(),
+    PrimaryKeyConstraint("team_id", "user_id", "paper_id"),
 )
 
 clock_heartbeat = Table(
@@ -86,11 +114,12 @@ ALL = (members, topics, digests, sent_papers, clock_heartbeat)
 feedback = Table(
     "feedback",
     metadata,
-    Column("user_id", Text, primary_key=True),
-    Column("paper_id", Text, primary_key=True),
-    Column("team_id", Text),
+    Column("user_id", Text, nullable=False),
+    Column("paper_id", Text, nullable=False),
+    team_column(),
     Column("kind", Text, nullable=False),  # like | dislike
     Column("created_at", Text),
+    PrimaryKeyConstraint("team_id", "user_id", "paper_id"),
     Index("idx_feedback_paper_id", "paper_id"),
 )
 
@@ -98,11 +127,12 @@ feedback = Table(
 saves = Table(
     "saves",
     metadata,
-    Column("user_id", Text, primary_key=True),
-    Column("paper_id", Text, primary_key=True),
-    Column("team_id", Text),
+    Column("user_id", Text, nullable=False),
+    Column("paper_id", Text, nullable=False),
+    team_column(),
     Column("saved_at", Text),
-    Index("idx_saves_user_id_saved_at", "user_id", "saved_at"),
+    PrimaryKeyConstraint("team_id", "user_id", "paper_id"),
+    Index("idx_saves_team_id_user_id_saved_at", "team_id", "user_id", "saved_at"),
     Index("idx_saves_paper_id", "paper_id"),
 )
 
@@ -116,10 +146,11 @@ FEEDBACK_TABLES = (feedback, saves)
 member_taste = Table(
     "member_taste",
     metadata,
-    Column("user_id", Text, primary_key=True),
-    Column("team_id", Text),
+    Column("user_id", Text, nullable=False),
+    team_column(),
     Column("team_saves", Integer),  # NULL: the default (on): "2 teammates also saved this"
     Column("updated_at", Text),
+    PrimaryKeyConstraint("team_id", "user_id"),
 )
 
 #: Tables added by s010_taste, in the order rows can be copied.
@@ -154,3 +185,7 @@ slack_oauth_states = SQLAlchemyOAuthStateStore.build_oauth_states_table(
 
 #: Tables added by s020, in the order rows can be copied.
 WORKSPACE_TABLES = (workspaces, slack_installations, slack_bots, slack_oauth_states)
+
+#: The tables whose rows belong to a member, keyed by (team_id, user_id) since s040, in the
+#: order they can be rebuilt (topics refer to members).
+MEMBER_TABLES = (members, topics, digests, sent_papers, feedback, saves, member_taste)

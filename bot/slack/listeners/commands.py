@@ -16,7 +16,7 @@ from slack_sdk import WebClient
 
 from bot.slack import render
 from bot.slack.replies import EPHEMERAL, reply
-from bot.slack.services import Services
+from bot.slack.services import Services, request_team
 
 from . import feedback, subscriptions
 
@@ -62,9 +62,11 @@ def answer(
     if not text or (word in HELP_WORDS and alone):
         reply(respond, render.help_message(), **EPHEMERAL)
     elif word == "saved" and alone:
-        feedback.show_saved(command.get("user_id") or "", respond, services)
+        team = request_team(command)
+        feedback.show_saved(command.get("user_id") or "", respond, services, team_id=team)
     elif word == "recommend" and alone:
-        feedback.show_recommendations(command.get("user_id") or "", respond, services)
+        team = request_team(command)
+        feedback.show_recommendations(command.get("user_id") or "", respond, services, team_id=team)
     elif word == "teammates" and (alone or words[1].strip().lower() in feedback.TOGGLE_WORDS):
         feedback.set_teammates(command, text, respond, services)
     elif word == "export" and (alone or words[1].strip().lower() in feedback.EXPORT_WORDS):

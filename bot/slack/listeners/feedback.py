@@ -28,7 +28,7 @@ from bot.english import count
 from bot.slack import render
 from bot.slack.client import error_code
 from bot.slack.replies import EPHEMERAL, EPHEMERAL_BELOW, reply
-from bot.slack.services import Services
+from bot.slack.services import Services, request_team
 from bot.state import state_for
 from digest.export import EXTENSIONS, export, reading_list
 from digest.taste import recommendations_for
@@ -65,7 +65,14 @@ def register(app: App, services: Services) -> None:
             offset = 0
         user_id = (body.get("user") or {}).get("id") or ""
         services.later(
-            respond, show_saved, user_id, respond, services, min(offset, MAX_OFFSET), True
+            respond,
+            show_saved,
+            user_id,
+            respond,
+            services,
+            min(offset, MAX_OFFSET),
+            True,
+            request_team(body),
         )
 
 
@@ -76,7 +83,7 @@ def record_click(
     paper_id = str(action.get("value") or "")
     user = body.get("user") or {}
     user_id = user.get("id") or ""
-    team_id = user.get("team_id") or (body.get("team") or {}).get("id")
+    team_id = request_team(body)
     paper = services.engine.paper(paper_id)
     if paper is None or not user_id:
         text = f"That paper (`{render.clip_escaped(paper_id, 120)}`) is no longer in the corpus."
@@ -88,7 +95,9 @@ def record_click(
         store.toggle_save(user_id, paper_id, now, team_id)
     else:
         store.set_feedback(user_id, paper_id, kind, now, team_id)
-    choice = store.feedback_on(user_id, [paper_id]).get(paper_id, {"kind": None, "saved": False})
+    choice = store.feedback_on(user_id, [paper_id], team_id).get(
+        paper_id, {"kind": None, "saved": False}
+    )
     message = body.get("message") or {}
     if message.get("blocks") and _own_conversation(body):
         redrawn = {
@@ -113,18 +122,17 @@ def show_saved(
     services: Services,
     offset: int = 0,
     replace: bool = False,
+    team_id: str | None = None,
 ) -> None:
-    """``/papers saved`` (and its Next/Previous): a page of the member's reading list."""
+    """``/papers saved`` (and its Next/Previous): a page of the member's reading list in the
+    workspace ``team_id``."""
     store = state_for(services.engine.db_path)
-    papers, total = reading_list(
-        store, services.engine, user_id, limit=render.SAVED_PAGE_SIZE, offset=offset
-    )
+    page = {"team_id": team_id, "limit": render.SAVED_PAGE_SIZE}
+    papers, total = reading_list(store, services.engine, user_id, offset=offset, **page)
     if not papers and total and offset >= total:  # a stale page after removals: the last one
         offset = (total - 1) // render.SAVED_PAGE_SIZE * render.SAVED_PAGE_SIZE
-        papers, total = reading_list(
-            store, services.engine, user_id, limit=render.SAVED_PAGE_SIZE, offset=offset
-        )
-    choices = store.feedback_on(user_id, [p["id"] for p in papers])
+        papers, total = reading_list(store, services.engine, user_id, offset=offset, **page)
+    choices = store.feedback_on(user_id, [p["id"] for p in papers], team_id)
     message = render.saved_message(papers, total=total, offset=offset, choices=choices)
     if replace:
         reply(respond, message, replace_original=True)
@@ -158,7 +166,8 @@ def export_saved(
         reply(respond, render.error_message(EXPORT_USAGE), **EPHEMERAL)
         return
     user_id = command.get("user_id") or ""
-    papers, total = reading_list(state_for(services.engine.db_path), services.engine, user_id)
+    store = state_for(services.engine.db_path)
+    papers, total = reading_list(store, services.engine, user_id, team_id=request_team(command))
     if not total:
         text = "Your reading list is empty: click Save under any paper Paperboy shows to add it."
         reply(respond, render.error_message(text), **EPHEMERAL)
@@ -192,9 +201,11 @@ def fmt_name(fmt: str) -> str:
     return {"bibtex": "BibTeX", "csv": "CSV"}[fmt]
 
 
-def show_recommendations(user_id: str, respond: Callable[..., Any], services: Services) -> None:
+def show_recommendations(
+    user_id: str, respond: Callable[..., Any], services: Services, *, team_id: str = ""
+) -> None:
     """``/papers recommend``: the member's current top recommendations, only for them."""
-    found = recommendations_for(services.engine, user_id, limit=RECOMMEND_SHOWN)
+    found = recommendations_for(services.engine, user_id, limit=RECOMMEND_SHOWN, team_id=team_id)
     papers = [
         (paper, r.liked_count, found.liked_titles.get(r.example or ""), r.score)
         for paper, r in found.papers
@@ -217,7 +228,7 @@ def set_teammates(
         user_id=command.get("user_id") or "",
         on=choice == "on",
         now=datetime.now(UTC).isoformat(),
-        team_id=command.get("team_id"),
+        team_id=request_team(command),
     )
     done = (
         "Your digests will say when two or more teammates saved a paper (a count, never who)."

@@ -23,7 +23,7 @@ from bot.slack.home import republish_home
 from bot.slack.poster import SlackPoster
 from bot.slack.render.digest import digest_message
 from bot.slack.replies import EPHEMERAL, reply
-from bot.slack.services import Services
+from bot.slack.services import Services, request_team
 from digest.delivery import Dispatcher, refresh_time_zone
 from digest.matching import check_topic, match_topics
 from digest.poster import TokenRefused
@@ -69,17 +69,24 @@ def handle(
     """Answer one topic or digest subcommand, privately."""
     now = now or datetime.now(UTC)
     user_id = command.get("user_id") or ""
+    team_id = request_team(command)
     word, rest = _split(args)
     subscriptions = Subscriptions(services.engine.db)
     if services.engine.read_only:
         # Nothing can be saved: the member as stored (or a new one's defaults), so that
         # reads (topics, digest preview) still answer; writes say why they cannot.
-        member = subscriptions.member(user_id) or Member(user_id, command.get("team_id"))
+        # A member not yet of this workspace (known without a team, see ``add_member``) is
+        # read as they are: they become the workspace's at the first write.
+        member = (
+            subscriptions.member(user_id, team_id)
+            or subscriptions.member(user_id, "")
+            or Member(user_id, team_id)
+        )
     else:
-        member = subscriptions.ensure_member(user_id, now, command.get("team_id"))
+        member = subscriptions.ensure_member(user_id, now, team_id)
         try:
             poster = SlackPoster(client, services.engine)
-            member = refresh_time_zone(poster, subscriptions, user_id, now)
+            member = refresh_time_zone(poster, subscriptions, user_id, now, team_id=team_id)
         except TokenRefused as error:  # topics need no Slack: answer with the zone we have
             log.error("Slack refused the bot token (%s); the operator must replace it", error.code)
     try:
@@ -101,7 +108,7 @@ def handle(
         message = render.error_message(str(error))
     reply(respond, message, **EPHEMERAL)
     if _writes(word, rest) and not services.engine.read_only:
-        republish_home(client, services.engine, user_id)  # the Home tab shows the change
+        republish_home(client, services.engine, user_id, team_id)  # the Home tab shows it
 
 
 #: ``digest`` actions that save something (``now`` records the digest it sends).
@@ -149,10 +156,15 @@ def subscribe(
     if check.error:
         return render.error_message(check.error)
     topic, created = subscriptions.add_topic(member.user_id, text, now, member.team_id)
-    member = subscriptions.member(member.user_id) or member
+    member = subscriptions.member(member.user_id, member.team_id) or member
     shown = render.clip_escaped(topic.query, 200)
     number = next(
-        (n for n, t in enumerate(subscriptions.topics(member.user_id), 1) if t.id == topic.id), 0
+        (
+            n
+            for n, t in enumerate(subscriptions.topics(member.user_id, member.team_id), 1)
+            if t.id == topic.id
+        ),
+        0,
     )
     if created:
         head = (
@@ -182,8 +194,8 @@ def subscribe(
 
 
 def unsubscribe(subscriptions: Subscriptions, member: Member, text: str) -> dict[str, Any]:
-    topic = subscriptions.remove_topic(member.user_id, text)
-    left = len(subscriptions.topics(member.user_id))
+    topic = subscriptions.remove_topic(member.user_id, text, member.team_id)
+    left = len(subscriptions.topics(member.user_id, member.team_id))
     rest = (
         f"You follow {count(left, 'topic')}."
         if left
@@ -196,7 +208,7 @@ def unsubscribe(subscriptions: Subscriptions, member: Member, text: str) -> dict
 def topics(
     services: Services, subscriptions: Subscriptions, member: Member, now: datetime
 ) -> dict[str, Any]:
-    mine = subscriptions.topics(member.user_id)
+    mine = subscriptions.topics(member.user_id, member.team_id)
     if not mine:
         return _message(
             "You do not follow any topics yet. `/papers subscribe &lt;topic&gt;` starts one, like "
@@ -232,24 +244,24 @@ def digest(
     if action in ("", "status"):
         return _message(f"{_schedule_line(member, now)}\n{render.DIGEST_USAGE}")
     if action in ("on", "off"):
-        member = subscriptions.set_enabled(user_id, action == "on", now)
+        member = subscriptions.set_enabled(user_id, action == "on", now, team_id=member.team_id)
         if action == "on" and not member.topic_count:
             return _message(
                 "Your digest is on, and starts with your first topic: `/papers subscribe &lt;topic&gt;`."
             )
         return _message(_schedule_line(member, now))
     if action == "time":
-        member = subscriptions.set_time(user_id, value, now)
+        member = subscriptions.set_time(user_id, value, now, team_id=member.team_id)
         return _message(_schedule_line(member, now))
     if action == "days":
-        member = subscriptions.set_days(user_id, value, now)
+        member = subscriptions.set_days(user_id, value, now, team_id=member.team_id)
         return _message(_schedule_line(member, now))
     if action == "channel":
         return _set_channel(subscriptions, member, value, now)
     poster = SlackPoster(client, services.engine)
     dispatcher = Dispatcher.from_settings(services.engine, poster, services.settings)
     if action == "preview":
-        plan = dispatcher.preview(user_id)
+        plan = dispatcher.preview(user_id, member.team_id)
         if not plan.size:
             return _nothing(services, member)
         local = now.astimezone(member.zone).date().isoformat()
@@ -259,7 +271,7 @@ def digest(
         if member.topic_count and services.engine.corpus.count() == 0:
             return render.empty_corpus_message()
         try:
-            outcome = dispatcher.send_now(user_id, now)
+            outcome = dispatcher.send_now(user_id, now, team_id=member.team_id)
         except TokenRefused as error:
             log.error("Slack refused the bot token (%s); the operator must replace it", error.code)
             return _message(
@@ -304,7 +316,7 @@ def _set_channel(
     subscriptions: Subscriptions, member: Member, value: str, now: datetime
 ) -> dict[str, Any]:
     if value.lower() in ("dm", "direct", "me", "off", "none", ""):
-        member = subscriptions.set_channel(member.user_id, None, now)
+        member = subscriptions.set_channel(member.user_id, None, now, team_id=member.team_id)
         return _message(_schedule_line(member, now))
     match = _CHANNEL.match(value)
     if not match:
@@ -312,7 +324,8 @@ def _set_channel(
             "Name the channel as a link, like `/papers digest channel #papers` (pick it from "
             "the list Slack offers as you type), or `channel dm` for direct messages."
         )
-    member = subscriptions.set_channel(member.user_id, match.group(1) or match.group(2), now)
+    channel = match.group(1) or match.group(2)
+    member = subscriptions.set_channel(member.user_id, channel, now, team_id=member.team_id)
     return _message(
         f"{_schedule_line(member, now)}\nIf Paperboy is not in that channel yet, "
         "`/invite @Paperboy` there. Everyone in the channel will see your digest."
