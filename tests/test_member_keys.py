@@ -124,6 +124,13 @@ def test_one_user_id_in_two_workspaces_is_two_members(oauth: SlackHarness) -> No
     assert TEAM_ID in ambiguous.output and OTHER_TEAM in ambiguous.output
     named = runner.invoke(main, ["saved", "--user", "U1", "--team", TEAM_ID], env=env)
     assert named.exit_code == 0 and "1 saved paper for U1" in named.output
+    preview = ["digest", "preview", "--user", "U1", "--json"]
+    assert "say which with --team" in runner.invoke(main, preview, env=env).output
+    # Only the second workspace's member gave a 👍: only their preview recommends.
+    theirs = runner.invoke(main, [*preview, "--team", OTHER_TEAM], env=env)
+    mine = runner.invoke(main, [*preview, "--team", TEAM_ID], env=env)
+    assert theirs.exit_code == 0 == mine.exit_code, (theirs.output, mine.output)
+    assert "Recommended for you" in theirs.output and "Recommended for you" not in mine.output
 
     # Uninstalled from the second workspace: the first member's digests go on, and the
     # second's data is kept for the day it comes back.
@@ -243,7 +250,9 @@ def test_a_new_sqlite_file_has_the_member_keys(tmp_path: Path) -> None:
     assert sorted(subs.topics_by_member()) == [("T1", "U1"), ("T2", "U1")]
 
 
-def test_a_member_without_a_team_becomes_their_workspaces(slack: SlackHarness) -> None:
+def test_a_member_without_a_team_becomes_their_workspaces(
+    slack: SlackHarness, state_backend: str
+) -> None:
     """A single-workspace deployment's member known without a team (made by the CLI, or
     before Slack's team was recorded: ``""`` after the upgrade) becomes the workspace's
     member, topics and all, the first time a request from it names the team."""

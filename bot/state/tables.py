@@ -58,7 +58,11 @@ topics = Table(
     Column("normalized", Text),
     Column("created_at", Text),
     team_column(),
-    ForeignKeyConstraint(["team_id", "user_id"], ["members.team_id", "members.user_id"]),
+    # ON UPDATE CASCADE: a member known without a team moves to their workspace with their
+    # topics (``StateStore.adopt``).
+    ForeignKeyConstraint(
+        ["team_id", "user_id"], ["members.team_id", "members.user_id"], onupdate="CASCADE"
+    ),
     Index("idx_topics_team_id_user_id_normalized", "team_id", "user_id", "normalized", unique=True),
 )
 
