@@ -190,3 +190,14 @@ def m040_feed_state(db: Database) -> None:
         },
         pk="feed",
     )
+
+
+@migrations()
+def m070_member_taste(db: Database) -> None:
+    """Members' choices about the taste features (issue 11: the teammates-saved line), the
+    shape of ``bot.state`` revision s010_taste, so a SQLite file stays a complete Paperboy
+    database that the state store adopts without running Alembic."""
+    db["member_taste"].create(
+        {"user_id": str, "team_id": str, "team_saves": int, "updated_at": str},
+        pk="user_id",
+    )

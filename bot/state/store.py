@@ -338,15 +338,19 @@ class StateStore:
 
     def revision(self) -> str | None:
         """The state's schema revision; a SQLite file whose tables the corpus migrations made
-        (every file so far) is at ``s001``, which adopts them unchanged, or at ``s002`` once
-        they hold the feedback tables too (corpus migration m029)."""
+        (every file so far) is at ``s001``, which adopts them unchanged, at ``s002`` once
+        they hold the feedback tables too (corpus migration m029), and at ``s010_taste`` with
+        ``member_taste`` as well (m070)."""
         with self.read() as conn:
             present = set(inspect(conn).get_table_names())
             current = None
             if "alembic_version" in present:
                 current = conn.execute(text("select version_num from alembic_version")).scalar()
             if current is None and {t.name for t in ALL} <= present:
-                return "s002" if {t.name for t in FEEDBACK_TABLES} <= present else "s001"
+                if not {t.name for t in FEEDBACK_TABLES} <= present:
+                    return "s001"
+                # The corpus migrations m029 and m070 make s002's and s010_taste's tables.
+                return "s010_taste" if {t.name for t in TASTE_TABLES} <= present else "s002"
             return current
 
     # -- members and their settings --------------------------------------------------------
