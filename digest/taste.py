@@ -52,7 +52,8 @@ LIKE_WEIGHT = 1.0
 DISLIKE_WEIGHT = 0.5
 TOPIC_WEIGHT = 0.35
 #: A paper whose cosine with a 👎-ed one is at least this is "very close" to it and never comes
-#: (measured: bench/feedback_digests.py --near; see bench/README.md).
+#: (bench/feedback_digests.py --near: 71% of same-title listings are that close, and only 3%
+#: of papers have any other paper that close; bench/README.md).
 NEAR_DISLIKED = 0.5
 #: A 👍 paper counts as a reason for a recommendation when their cosine is at least this.
 REASON_COSINE = 0.1
@@ -326,7 +327,7 @@ def tastes(
     digest stays exactly as it was). ``clicks_by_member``: their clicks newest first, when
     the caller has them; read from the shared state otherwise, in one query."""
     if clicks_by_member is None:
-        stored = state_for(engine.db_path).feedback_by_member(list(topics_by_member))
+        stored = state_for(engine.db_path).feedback_by_member(user_ids=list(topics_by_member))
         clicks_by_member = {
             user: [Click(paper, kind) for paper, kind, _ in rows] for user, rows in stored.items()
         }
@@ -473,12 +474,12 @@ def recommendations_for(engine: Engine, user_id: str, limit: int = 5) -> MemberR
     """The member's current top recommendations: not rated, never sent to them, nor very close
     to a paper they 👎-ed."""
     store = state_for(engine.db_path)
-    clicks = store.feedback_by_member([user_id]).get(user_id, [])
+    clicks = store.feedback_by_member(user_ids=[user_id]).get(user_id, [])
     likes = sum(kind == "like" for _, kind, _ in clicks)
     empty = MemberRecommendations([], likes, len(clicks) - likes, {})
     if not likes:
         return empty
-    topics = [row["query"] for row in store.topics([user_id])]
+    topics = [row["query"] for row in store.topics(user_ids=[user_id])]
     model = tastes(engine, {user_id: topics}, {user_id: [Click(p, k) for p, k, _ in clicks]}).get(
         user_id
     )
@@ -486,7 +487,9 @@ def recommendations_for(engine: Engine, user_id: str, limit: int = 5) -> MemberR
         return empty
     index = engine.index
     sent = list(
-        _docs_of_papers(engine, index, store.sent_papers([user_id]).get(user_id, [])).values()
+        _docs_of_papers(
+            engine, index, store.sent_papers(user_ids=[user_id]).get(user_id, [])
+        ).values()
     )
     [scores] = score_all(index, [model])
     found = recommend(index, model, scores, limit=limit, exclude=np.asarray(sent, np.int64))

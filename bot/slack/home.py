@@ -59,7 +59,7 @@ def home_view(
         saved_total=saved_total,
         recommended=recommended,
         recommend_note=note,
-        team_saves=user_id not in store.team_saves_off([user_id]),
+        team_saves=user_id not in store.team_saves_off(user_ids=[user_id]),
     )
 
 

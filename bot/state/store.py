@@ -358,9 +358,9 @@ class StateStore:
 
     def revision(self) -> str | None:
         """The state's schema revision; a SQLite file whose tables the corpus migrations made
-        (every file so far) is at ``s001``, which adopts them unchanged, or at ``s002`` once
-        they hold the feedback tables too (corpus migration m029), ``s030_corpus`` with the
-        shared corpus's table (m050)."""
+        (every file so far) is at the last revision whose tables it has, in order
+        (``_REVISION_TABLES``): corpus migrations m029, m070 and m050 make the tables of s002,
+        s010_taste and s030_corpus."""
         with self.read() as conn:
             present = set(inspect(conn).get_table_names())
             current = None
