@@ -831,6 +831,10 @@ def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
         "clock_heartbeat": "clock heartbeat",
         "feedback": "👍/👎 rating",
         "saves": "saved paper",
+        "member_taste": "member's taste setting",
+        "workspaces": "workspace",
+        "slack_installations": "installation",
+        "slack_bots": "bot token",
     }
     return [(names[table], n) for table, n in copied.items()]
 

@@ -3,6 +3,9 @@ credentials at all, as a local playground in the browser.
 
     SLACK_APP_TOKEN (+ SLACK_BOT_TOKEN)          -> Socket Mode (no public URL needed)
     SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET       -> HTTP: POST /slack/events, GET /healthz
+    SLACK_CLIENT_ID + SLACK_CLIENT_SECRET
+      + SLACK_SIGNING_SECRET                     -> HTTP for many workspaces, installed at
+                                                    GET /slack/install (``bot.slack.oauth``)
     none of them                                 -> playground at http://127.0.0.1:$PORT/
 
 The playground is ``bot.playground``'s, which is built on this module: ``paperboy serve`` hands
@@ -68,6 +71,7 @@ from digest.clock import Clock, clock_health
 
 from .app import body_problem, build_app, is_json_body, log_acked, raw_request_fields
 from .client import TOKEN_REFUSED, error_code
+from .oauth import DATABASE_ERRORS, INSTALL_PATH, REDIRECT_PATH, html_response, page
 from .poster import SlackPoster
 from .socket_mode import run_socket_mode
 
@@ -166,7 +170,13 @@ class WebApp(Router):
 
     def __init__(self, settings: Settings, routes: dict[str, WSGIApp] | None = None):
         super().__init__(
-            {EVENTS_PATH: self.slack_events, HEALTH_PATH: self.health, **(routes or {})}
+            {
+                EVENTS_PATH: self.slack_events,
+                HEALTH_PATH: self.health,
+                INSTALL_PATH: self.oauth_pages,
+                REDIRECT_PATH: self.oauth_pages,
+                **(routes or {}),
+            }
         )
         self.settings = settings
         secret = settings.slack_signing_secret or ""
@@ -274,6 +284,42 @@ class WebApp(Router):
                 errors = {"response_action": "errors", "errors": {inputs[0]: WARMING_UP}}
                 return as_json(start_response, "200 OK", errors)
         return plain(start_response, "200 OK", "")
+
+    # /slack/install and /slack/oauth_redirect
+
+    def oauth_pages(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        """Bolt's OAuth flow (``bot.slack.oauth``) when this deployment installs into many
+        workspaces; 404 when it serves one. A database that does not answer is a 503 page
+        with one sentence, not a traceback."""
+        if not self.settings.multi_workspace:
+            return plain(start_response, "404 Not Found", "Not Found")
+        if environ.get("REQUEST_METHOD") != "GET":
+            start_response("405 Method Not Allowed", [("Allow", "GET"), ("Content-Length", "0")])
+            return [b""]
+        if self.bolt is None:
+            return self._page(start_response, 503, "Paperboy is warming up", WARMING_UP)
+        try:
+            return list(self.bolt(environ, start_response))
+        except DATABASE_ERRORS as error:
+            log.error("%s failed: the database did not answer (%s)", environ["PATH_INFO"], error)
+            return self._page(
+                start_response,
+                503,
+                "Paperboy was not installed",
+                "Paperboy's database is not answering; please try again in a minute.",
+            )
+
+    @staticmethod
+    def _page(
+        start_response: Callable[..., Any], status: int, title: str, sentence: str
+    ) -> list[bytes]:
+        response = html_response(status, page(title, sentence))
+        reason = "OK" if status == 200 else "Service Unavailable"
+        return plain(
+            start_response, f"{status} {reason}", response.body, "text/html; charset=utf-8"
+        )
 
     # /healthz
 
@@ -740,7 +786,10 @@ def _run_http(settings: Settings, with_scheduler: bool) -> None:
     )
     server.start()
     try:
-        check_slack_token(settings)
+        if settings.multi_workspace:  # no one token: each workspace's comes as it installs
+            log.info("Workspaces install Paperboy at https://<your public host>%s.", INSTALL_PATH)
+        else:
+            check_slack_token(settings)
         engine = open_engine(settings)
         # The token was just checked, with retries: Bolt need not check it again.
         app = build_app(settings, engine, verify_token=False)

@@ -5,7 +5,7 @@ Created on both backends; with the state in the corpus file itself (no ``DATABAS
 stays empty, since that file is the corpus.
 
 Revision ID: s030_corpus
-Revises: s002
+Revises: s010_taste
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sqlalchemy import inspect
 from bot.state.shared_corpus import corpus_papers
 
 revision = "s030_corpus"
-down_revision = "s002"
+down_revision = "s010_taste"
 branch_labels = None
 depends_on = None
 
