@@ -372,7 +372,7 @@ def stats(ctx, as_json: bool, db_path) -> None:
     }
     data["database"] = None if context.seed_preview else str(engine.db_path)
     data["read_only"] = engine.read_only
-    data["feeds"] = feed_status(engine.db)  # each PAPERBOY_FEEDS feed's last run
+    data["feeds"] = feed_status(engine.db, context.settings.feeds)  # each feed's last run
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return

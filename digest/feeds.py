@@ -69,10 +69,14 @@ def run_feeds(engine: Engine, settings: Any) -> timedelta | None:
     failed = [r for r in feed_status(engine.db) if r["feed"] in settings.feeds and r["error"]]
     if not failed:
         return None
-    worst = max(int(r["failures"] or 1) for r in failed)
-    wait = min(RETRY_FIRST * 2 ** (worst - 1), RETRY_LONGEST)
-    asked = max(int(r["retry_after"] or 0) for r in failed)
-    return max(wait, timedelta(seconds=asked))
+    return max(retry_wait(r) for r in failed)
+
+
+def retry_wait(row: dict[str, Any]) -> timedelta:
+    """How long after a failed run its feed is tried again: half an hour, doubling with each
+    failed run in a row up to six hours, never sooner than the server asked."""
+    wait = min(RETRY_FIRST * 2 ** (int(row["failures"] or 1) - 1), RETRY_LONGEST)
+    return max(wait, timedelta(seconds=int(row["retry_after"] or 0)))
 
 
 def ingest_feeds(
@@ -199,11 +203,15 @@ def _download(
 # -- state --------------------------------------------------------------------------------------
 
 
-def feed_status(db: Any) -> list[dict[str, Any]]:
-    """Every feed's last run, for operators (``paperboy stats``): newest first."""
-    if STATE_TABLE not in db.table_names():
-        return []
-    return list(db.query(f"select * from {STATE_TABLE} order by last_run desc, feed"))
+def feed_status(db: Any, configured: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Every feed's last run, for operators (``paperboy stats``): newest first, then the
+    ``configured`` feeds that have not run yet (``last_run`` None)."""
+    rows = []
+    if STATE_TABLE in db.table_names():
+        rows = list(db.query(f"select * from {STATE_TABLE} order by last_run desc, feed"))
+    known = {row["feed"] for row in rows}
+    fresh = dict.fromkeys(("last_run", "last_success", "error", "failures", "papers"))
+    return rows + [{**fresh, "feed": feed} for feed in configured if feed not in known]
 
 
 def _state(db: Any, feed: str) -> dict[str, Any]:
@@ -245,10 +253,14 @@ def status_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = []
     for row in rows:
         when = _shown(row["last_run"])
-        if row["error"]:
+        if row["last_run"] is None:
+            told = "not run yet (the scheduler runs the feeds once a day)"
+        elif row["error"]:
             failed = f"failed {row['failures']} runs in a row" if row["failures"] > 1 else "failed"
             last = _shown(row["last_success"]) if row["last_success"] else "never"
-            told = f"{failed} at {when}: {row['error']} (last success: {last})"
+            again = _from_iso(row["last_run"])
+            retry = f"; tried again from {_shown(_iso(again + retry_wait(row)))}" if again else ""
+            told = f"{failed} at {when}: {row['error']} (last success: {last}{retry})"
         elif row["papers"] is None:
             told = f"ok at {when}"
         else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -298,7 +299,9 @@ def test_a_503_is_reported_and_the_next_run_fetches_the_feed(server, engine, tim
     row = state(engine, CS)
     assert row["error"].startswith("arXiv answered HTTP 503") and row["last_success"] is None
     stats = paperboy_stats(engine)
-    assert f"{CS}  failed at " in stats and "asking to wait 120 s (last success: never)" in stats
+    assert f"{CS}  failed at " in stats and "asking to wait 120 s (last success: never; " in stats
+    again = datetime.fromisoformat(row["last_run"]) + timedelta(minutes=30)  # not the 120 s
+    assert f"tried again from {again:%Y-%m-%d %H:%M} UTC)" in stats
 
     report = ingest_feeds(engine, [CS], arxiv=client(server, time))
     assert report is not None and ids(engine) == arxiv_ids(*DAY1_IDS)
@@ -548,8 +551,22 @@ class StderrLines(Waiting):
         return "stderr ended with:\n" + "".join(self.lines[-30:])
 
 
-def paperboy_stats(engine: Engine) -> str:
-    result = CliRunner().invoke(main, ["--db", str(engine.db_path), "stats"], env=_quiet_env())
+def test_stats_lists_a_configured_feed_that_has_not_run_yet(engine) -> None:
+    ingest_feeds(engine, ["missing.jsonl"])  # a file feed that is not there: one failure
+    env = _quiet_env() | {"PAPERBOY_FEEDS": f"missing.jsonl,{CS}"}
+    stats = paperboy_stats(engine, env)
+    assert f"{CS}  not run yet (the scheduler runs the feeds once a day)" in stats
+    assert re.search(r"missing.jsonl +failed at ", stats)
+    assert [row["feed"] for row in feed_status(engine.db, [CS, "missing.jsonl"])] == [
+        "missing.jsonl",
+        CS,
+    ]
+    assert [row["feed"] for row in feed_status(engine.db)] == ["missing.jsonl"]
+
+
+def paperboy_stats(engine: Engine, env: dict[str, str] | None = None) -> str:
+    command = ["--db", str(engine.db_path), "stats"]
+    result = CliRunner().invoke(main, command, env=env or _quiet_env())
     assert result.exit_code == 0, result.output
     return result.output
 

@@ -668,3 +668,34 @@ def test_the_banner_says_what_is_bound(tmp_path: Path) -> None:
             line = web.wait_for_line("listening on")
             assert web.stop() == 0
     assert f"port {port} on every interface (0.0.0.0; http://127.0.0.1:{port} here)" in line
+
+
+@pytest.mark.parametrize(
+    "host, code, sentence",
+    [
+        ("127.0.0.1", 1, "is already in use"),
+        ("not a host", 2, "HOST 'not a host' is not an address this machine can listen on"),
+    ],
+)
+def test_the_playground_checks_its_port_before_it_creates_a_database(
+    tmp_path: Path, host: str, code: int, sentence: str
+) -> None:
+    """No Slack credentials: the playground opens (and would create) the database before it
+    listens, so the port and HOST are checked first and a failed start leaves no file behind."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERBOY_", "PORT"))}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env |= {"PORT": str(taken.getsockname()[1]), "HOST": host}
+        done = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "serve"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == code, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and said[0].startswith("paperboy serve: ") and sentence in said[0]
+    assert list(tmp_path.iterdir()) == []

@@ -44,7 +44,7 @@ from bot.playground.fake_slack import APP_ID, BOT_USER_ID, TEAM_ID, FakeSlack
 from bot.settings import Settings
 from bot.slack.app import build_app
 from bot.slack.poster import SlackPoster
-from bot.slack.server import HttpServer, make_wsgi_app, plain
+from bot.slack.server import HttpServer, make_wsgi_app, plain, playground_host
 from digest import schedule
 from digest.clock import Clock
 from digest.schedule import TICK_SECONDS
@@ -454,8 +454,7 @@ class Playground:
 
 def run(settings: Settings, engine: Engine) -> None:
     """``paperboy serve`` with no Slack credentials: the playground, until Ctrl-C."""
-    # Loopback unless HOST names an address on purpose: the playground has no login.
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "", "::") else settings.host
+    host = playground_host(settings)
     if settings.log_level != "DEBUG":  # a line per scheduler tick, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     playground = Playground(settings, engine, host=host, port=settings.port)

@@ -25,6 +25,7 @@ import json
 import logging
 import resource
 import signal
+import socket
 import sqlite3
 import threading
 import time
@@ -483,13 +484,30 @@ def _cannot_listen(error: OSError | ValueError, host: str, port: int) -> Startup
             f"Port {port} on {host} is already in use (another Paperboy, or another program): "
             "stop it, or set PORT to a free port."
         )
-    if isinstance(error, ValueError) or error.errno == errno.EADDRNOTAVAIL:
+    if isinstance(error, ValueError | socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:
         return StartupError(
             f"HOST {host!r} is not an address this machine can listen on: use 0.0.0.0 for "
             "every interface, or 127.0.0.1 for this machine only.",
             status=2,
         )
     return StartupError(f"Cannot listen on {host}:{port} ({error.strerror or error}).")
+
+
+def playground_host(settings: Settings) -> str:
+    """Loopback unless HOST names an address on purpose: the playground has no login."""
+    return "127.0.0.1" if settings.host in ("0.0.0.0", "", "::") else settings.host
+
+
+def check_can_listen(host: str, port: int) -> None:
+    """Bind and release ``host:port`` once, so a bad HOST or a taken port is reported before
+    anything is created on disk (the playground opens its database before it listens)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except (OSError, ValueError) as error:
+        raise _cannot_listen(error, host, port) from None
 
 
 # --- starting up --------------------------------------------------------------------------------
@@ -658,6 +676,7 @@ def _serve(
     if mode == "playground":
         if playground is None:
             raise StartupError(NO_CREDENTIALS, status=2)
+        check_can_listen(playground_host(settings), settings.port)
         playground(settings, open_engine(settings))
         return
     if mode == "http":
