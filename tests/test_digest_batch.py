@@ -11,10 +11,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event
 
+from bot.settings import Settings, SettingsError
+from bot.slack import poster as poster_module
+from bot.slack.render.digest import digest_message
 from bot.state import state_for
 from digest import delivery
+from digest.delivery import Dispatcher
 from digest.ledger import STALE_CLAIM, ClaimRequest, Ledger
 from digest.plan import DigestItem, DigestPlan, DigestSection
+from digest.subscriptions import Subscriptions
 from tests.test_digest_delivery import (  # noqa: F401 - fixtures
     BERLIN_0900,
     GNN,
@@ -233,3 +238,70 @@ def test_a_batch_claim_decides_for_each_member_as_one_claim_would(engine) -> Non
     # A second batch of the same digests gets none of them.
     again = ledger.claim_many([r.request for r in results], later)
     assert [r.claim for r in again] == [None] * 7
+
+
+def test_the_number_of_digest_workers_is_a_setting(engine, fake, waits) -> None:
+    settings = Settings.from_env({"PAPERBOY_DIGEST_WORKERS": "7"})
+    poster = dispatcher(engine, fake, waits).poster
+    assert Dispatcher.from_settings(engine, poster, settings).workers == 7
+    assert Dispatcher.from_settings(engine, poster, Settings()).workers == delivery.DIGEST_WORKERS
+    with pytest.raises(SettingsError, match="PAPERBOY_DIGEST_WORKERS must be a whole number"):
+        Settings.from_env({"PAPERBOY_DIGEST_WORKERS": "0"})
+
+
+def test_a_batch_claim_grown_old_is_renewed_before_its_post_and_not_posted_if_lost(
+    engine, fake, waits, team, monkeypatch
+) -> None:
+    """Posts that fell far behind their claim (long rate limits) renew it first: one another
+    worker has retaken meanwhile is not posted by this one."""
+    monkeypatch.setattr(delivery, "LEASE_MARGIN", -1.0)  # every claim counts as old
+    thief = Ledger(engine.db, "thief")
+    send = dispatcher(engine, fake, waits, workers=3, faults=None)
+    for user in team:  # DMs known, so each claim carries its channel from the start
+        Subscriptions(engine.db).set_dm_channel(user, send.poster.open_dm(user))
+
+    def retaken_meanwhile(step: str, digest_id: str) -> None:
+        if step == "claimed" and digest_id.startswith("U3:"):
+            [stolen] = thief.retake_stale(BERLIN_0900 + STALE_CLAIM + timedelta(minutes=1), "U3")
+            assert stolen.digest_id == digest_id
+
+    send.faults = retaken_meanwhile
+    outcomes = {o.user_id: o.status for o in send.run_due(BERLIN_0900)}
+    assert outcomes == {**{u: "sent" for u in team}, "U3": "busy"}
+    assert fake.messages_in("DU3") == []
+    assert digest_row(engine, "U3:2024-03-04")["claimed_by"] == "thief"
+
+
+def test_a_cut_digest_is_posted_as_its_claimed_papers_render_with_every_count_right(
+    engine, fake, waits
+) -> None:
+    """The message ``fit`` rendered is the one posted (rendered once): for a plan cut to 50
+    blocks it must read exactly as the claimed papers alone would render."""
+    topics = ["graph neural networks", "diffusion models", "reinforcement learning"]
+    topics += ["federated learning", "protein design"]
+    join(engine, fake, "U1", *topics)
+    [outcome] = dispatcher(engine, fake, waits, limit=40).run_due(BERLIN_0900)
+    [message] = fake.messages_in("DU1")
+    claimed = DigestPlan.from_json(
+        json.dumps(json.loads(digest_row(engine, "U1:2024-03-04")["content"])["plan"])
+    )
+    assert outcome.papers == claimed.size < 40
+    alone, _ = digest_message(engine, claimed, "2024-03-04", digest_id=outcome.digest_id)
+    assert (message["text"], message["blocks"]) == (alone["text"], alone["blocks"])
+    tallies = [b["text"]["text"] for b in message["blocks"] if ":label:" in str(b)]
+    assert sum(int(t.split("· ")[1].split(" paper")[0]) for t in tallies) == claimed.size
+
+
+def test_each_digest_is_rendered_once(engine, fake, waits, team, monkeypatch) -> None:
+    """Rendering is most of a digest's cost: the message made to fit the plan is posted."""
+    rendered: list[str] = []
+    render = poster_module.digest_message
+
+    def counted(engine, plan, *args, **kwargs):
+        rendered.append(plan.user_id)
+        return render(engine, plan, *args, **kwargs)
+
+    monkeypatch.setattr(poster_module, "digest_message", counted)
+    dispatcher(engine, fake, waits, workers=3, limit=40).run_due(BERLIN_0900)
+    assert sorted(rendered) == team
+    assert len(fake.calls_to("chat.postMessage")) == len(team)

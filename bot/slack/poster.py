@@ -168,11 +168,9 @@ class SlackPoster:
         """The plan cut to Slack's 50 blocks (the same in a DM and a channel).
 
         Rendering is most of a digest's cost (snippets, Block Kit), so the message made here
-        is kept (the last ``FITTED_KEPT``, when nothing was cut) and posted as it is when
-        ``post_digest`` gets the same plan, only its metadata naming the digest."""
+        is kept (the last ``FITTED_KEPT``) and posted as it is when ``post_digest`` gets the
+        plan cut to it (which renders the same message), only its metadata naming the digest."""
         message, kept = digest_message(self.engine, plan, local_date, digest_id="fit", owner=owner)
-        if kept.size < plan.size:  # a cut plan's topic headers count the papers left out
-            return kept
         with self._fitted_lock:
             self._fitted[(kept.to_json(), local_date, owner)] = message
             while len(self._fitted) > FITTED_KEPT:
