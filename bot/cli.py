@@ -97,7 +97,8 @@ def open_engine(
     answer lookups from it; see ``Engine.read_only``). The others never create a database,
     say so when there is none, and read a read-only one.
     """
-    from .engine.corpus import DatabaseError, NoDatabase  # numpy and scikit-learn: see above
+    from . import replica  # numpy and scikit-learn: see above
+    from .engine.corpus import DatabaseError, NoDatabase
     from .engine.search import Engine
     from .state import configure as configure_state
 
@@ -111,7 +112,10 @@ def open_engine(
         seed_dir = None
     try:
         configure_state(settings.database_url)  # DATABASE_URL, when set, holds the state
-        engine = Engine.open(db_path, seed_dir=seed_dir, create=write)
+        if write:  # with DATABASE_URL, seeded from the shared corpus's papers when it has some
+            engine = replica.open_engine(db_path, seed_dir, create=write)
+        else:
+            engine = Engine.open(db_path, seed_dir=seed_dir, create=write)
     except NoDatabase:
         raise click.ClickException(NO_DATABASE.format(path=db_path)) from None
     except DatabaseError as error:
@@ -227,8 +231,26 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
             err=True,
         )
     click.echo(report.summary())
+    _share(engine, report)
     if not report.ok:
         sys.exit(1)
+
+
+def _share(engine, report) -> None:
+    """With DATABASE_URL, the papers go to the shared corpus too (every host follows it); a
+    database that does not answer is one sentence and exit 1 (running it again shares them)."""
+    from .replica import publish
+    from .state import StateError
+
+    try:
+        shared = publish(engine)
+    except StateError as error:
+        raise click.ClickException(
+            f"The papers were saved in {engine.db_path} ({report.summary()}), but not shared "
+            f"with the other hosts: {error} Run the same `paperboy ingest` again to share them."
+        ) from None
+    if shared is not None and shared.changed:
+        click.echo(f"shared corpus: {shared.added:,} added, {shared.updated:,} updated", err=True)
 
 
 def _progress(papers: Iterable) -> Iterable:
@@ -373,6 +395,7 @@ def stats(ctx, as_json: bool, db_path) -> None:
     data["database"] = None if context.seed_preview else str(engine.db_path)
     data["read_only"] = engine.read_only
     data["feeds"] = feed_status(engine.db, context.settings.feeds)  # each feed's last run
+    data["replica"] = _replica_lag(engine)  # with DATABASE_URL: how far behind the shared corpus
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -382,6 +405,8 @@ def stats(ctx, as_json: bool, db_path) -> None:
         click.echo(f"database  {data['database']}" + ("  (read-only)" if engine.read_only else ""))
     click.echo(f"papers    {data['papers']:,}")
     click.echo(f"index     {count(index.n_terms, 'term')} over {count(index.n_live, 'paper')}")
+    if data["replica"] is not None:
+        click.echo(f"replica   {_lag_line(data['replica'])}")
     for n, line in enumerate(status_lines(data["feeds"])):
         click.echo(f"{'feeds' if n == 0 else '':<10}{line}")
     click.echo("")
@@ -392,6 +417,23 @@ def stats(ctx, as_json: bool, db_path) -> None:
         )
     if not data["papers"]:
         click.echo(empty_corpus(str(engine.db_path)))
+
+
+def _replica_lag(engine) -> dict | None:
+    from .replica import lag
+    from .state import StateError
+
+    try:
+        return lag(engine)
+    except StateError as error:  # stats still shows the local corpus
+        return {"error": str(error)}
+
+
+def _lag_line(lag: dict) -> str:
+    if "error" in lag:
+        return f"the shared corpus cannot be read now: {lag['error']}"
+    state = "up to date with" if not lag["behind"] else f"{count(lag['behind'], 'change')} behind"
+    return f"{state} the shared corpus (applied {lag['position']:,} of {lag['shared']:,})"
 
 
 def _with_papers(engine):
@@ -609,11 +651,14 @@ def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
     """
     from digest.clock import ClockError
 
+    from .replica import follow
+
     settings = _digest_settings()
     configure_logging(settings)
     if settings.log_level != "DEBUG":  # a line per job run, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     engine = _engine(ctx, db_path, settings)
+    follow(engine, settings.corpus_sync_seconds)  # with DATABASE_URL: the shared corpus
     clock = _clock(engine, settings, tick_seconds=tick)
     feeds = f", {len(settings.feeds)} feed(s) daily" if settings.feeds else ""
     click.echo(f"paperboy scheduler: {engine.db_path}, every {tick}s{feeds}", err=True)
@@ -689,9 +734,12 @@ def send(
     from digest.poster import TokenRefused
     from digest.subscriptions import Subscriptions
 
+    from .replica import catch_up
+
     settings = _digest_settings()
     configure_logging(settings)
     engine = _engine(ctx, db_path, settings)
+    catch_up(engine)  # with DATABASE_URL: the papers other hosts ingested, first
     for user_id in user_ids:  # as `digest preview` says it
         if Subscriptions(engine.db).member(user_id) is None:
             raise click.ClickException(f"{user_id} has no subscriptions in {engine.db_path}.")
@@ -733,8 +781,9 @@ def send(
 @db_option
 @click.pass_context
 def migrate_state(ctx, target: str, db_path) -> None:
-    """Copy this SQLite deployment's shared state (members, topics, digests, sent papers) into
-    PostgreSQL. Safe to run again: rows already there are written again, never doubled."""
+    """Copy this SQLite deployment's shared state (members, topics, digests, sent papers) and
+    its papers into PostgreSQL. Safe to run again: rows already there are written again (an
+    unchanged paper is left as it is), never doubled."""
     from .state import StateError, StateStore, database_url, describe
 
     path = _ctx(ctx, db_path).db_path
@@ -745,11 +794,32 @@ def migrate_state(ctx, target: str, db_path) -> None:
         if not target_store.is_postgres:
             raise click.UsageError("--to must be a postgresql:// URL.")
         copied = StateStore(path).copy_to(target_store)
+        shared = _copy_corpus(path, target_store)
     except StateError as error:
         raise click.ClickException(str(error)) from None
     rows = ", ".join(f"{count(n, name)}" for name, n in _state_rows(copied))
+    rows += f", {count(shared.added + shared.updated + shared.unchanged, 'paper')}"
     click.echo(f"Copied the state of {path} into {describe(target_store.url)}: {rows}.")
     click.echo("Now set DATABASE_URL to it for every Paperboy process.")
+
+
+def _copy_corpus(path: Path, target):
+    """The corpus too, into the shared corpus every host follows (unchanged papers are left
+    as they are, so a second run adds nothing)."""
+    from .engine.corpus import Corpus, open_database
+    from .replica import PUBLISHED
+    from .state.shared_corpus import SharedCorpus
+
+    db = open_database(path)
+    try:
+        corpus = Corpus(db)
+        version = corpus.version
+        done = SharedCorpus(target).publish(corpus.papers_changed_since(-1))
+        with db.atomic():
+            corpus.set_meta(PUBLISHED, str(version))
+    finally:
+        db.close()
+    return done
 
 
 def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
@@ -761,6 +831,10 @@ def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
         "clock_heartbeat": "clock heartbeat",
         "feedback": "👍/👎 rating",
         "saves": "saved paper",
+        "member_taste": "member's taste setting",
+        "workspaces": "workspace",
+        "slack_installations": "installation",
+        "slack_bots": "bot token",
     }
     return [(names[table], n) for table, n in copied.items()]
 

@@ -51,3 +51,11 @@ READING_LIST_COMMANDS: tuple[Usage, ...] = (
     Usage("saved", "your reading list: the papers you saved, newest first"),
     Usage("export bibtex", "your reading list as a file in our DM (also: export csv)"),
 )
+#: What Paperboy learns from 👍 and 👎 (digest/taste.py).
+TASTE_COMMANDS: tuple[Usage, ...] = (
+    Usage("recommend", "papers picked for you from your 👍 and 👎, now"),
+    Usage(
+        "teammates off",
+        "digests stop saying how many teammates saved a paper (teammates on: back)",
+    ),
+)

@@ -15,6 +15,21 @@ SLACK_API_DEFAULT = "https://slack.com/api/"
 DEFAULT_DB = Path("paperboy.db")
 LOG_FORMATS = ("text", "json")
 ARXIV_API_DEFAULT = "https://export.arxiv.org/api/query"
+#: The bot scopes an installation asks for (manifest.yml's ``oauth_config.scopes.bot``; a test
+#: checks they agree). ``SLACK_SCOPES`` overrides them.
+SLACK_SCOPES_DEFAULT = (
+    "commands",
+    "chat:write",
+    "chat:write.public",
+    "app_mentions:read",
+    "im:write",
+    "files:write",
+    "users:read",
+    "im:history",
+    "channels:history",
+    "groups:history",
+    "channels:join",
+)
 
 #: arXiv's category taxonomy (https://arxiv.org/category_taxonomy): archive -> subject classes;
 #: an archive with no classes is itself the category (hep-th, quant-ph, ...).
@@ -175,6 +190,17 @@ class Settings:
     # Where the shared state lives: None keeps it in the SQLite database (db_path);
     # a postgresql:// URL puts it in PostgreSQL, shared by processes on any host.
     database_url: str | None = None
+    # With DATABASE_URL: how often each process pulls new papers from the shared corpus.
+    corpus_sync_seconds: int = 15
+    # Installing into many workspaces (OAuth v2): the app's credentials (Basic Information),
+    # the bot scopes asked for, the Redirect URL registered with Slack (None: the one set on
+    # the app's OAuth & Permissions page), and, for an app with token rotation turned on, how
+    # many minutes before a bot token expires it is refreshed (with its refresh token).
+    slack_client_id: str | None = None
+    slack_client_secret: str | None = None
+    slack_scopes: tuple[str, ...] = SLACK_SCOPES_DEFAULT
+    slack_redirect_uri: str | None = None
+    slack_token_refresh_minutes: int = 120
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -221,6 +247,7 @@ class Settings:
         http_threads = _positive(env, "PAPERBOY_HTTP_THREADS", 16, problems)
         http_connections = _positive(env, "PAPERBOY_HTTP_CONNECTIONS", 1000, problems)
         http_timeout = _positive(env, "PAPERBOY_HTTP_TIMEOUT", 30, problems)
+        corpus_sync_seconds = _positive(env, "PAPERBOY_CORPUS_SYNC_SECONDS", 15, problems)
         database_url = opt("DATABASE_URL")
         if database_url and not database_url.startswith(("postgresql://", "postgres://")):
             scheme = database_url.split("://", 1)[0] if "://" in database_url else database_url
@@ -240,6 +267,25 @@ class Settings:
             problems.append(
                 f"PAPERBOY_ARXIV_MAX_PAGES must be at most {MAX_ARXIV_PAGES}, "
                 f"not {arxiv_max_pages}."
+            )
+        scopes = tuple(
+            dict.fromkeys(s for s in (opt("SLACK_SCOPES") or "").replace(",", " ").split())
+        )
+        redirect_uri = opt("SLACK_REDIRECT_URI")
+        if (
+            redirect_uri
+            and not redirect_uri.startswith("https://")
+            and not (redirect_uri.startswith("http://") and _is_local_url(redirect_uri))
+        ):
+            problems.append(
+                f"SLACK_REDIRECT_URI must be an https:// URL (Slack refuses others), not "
+                f"{redirect_uri!r}."
+            )
+        refresh_minutes = _positive(env, "SLACK_TOKEN_REFRESH_MINUTES", 120, problems)
+        if refresh_minutes >= 12 * 60:  # a rotating token lives twelve hours
+            problems.append(
+                "SLACK_TOKEN_REFRESH_MINUTES must be under 720 (a rotating token lives 12 "
+                f"hours), not {refresh_minutes}."
             )
         if problems:
             raise SettingsError(*problems)
@@ -264,15 +310,36 @@ class Settings:
             http_connection_limit=http_connections,
             http_channel_timeout=http_timeout,
             database_url=database_url,
+            corpus_sync_seconds=corpus_sync_seconds,
+            slack_client_id=opt("SLACK_CLIENT_ID"),
+            slack_client_secret=opt("SLACK_CLIENT_SECRET"),
+            slack_scopes=scopes or SLACK_SCOPES_DEFAULT,
+            slack_redirect_uri=redirect_uri,
+            slack_token_refresh_minutes=refresh_minutes,
         )
 
     @property
     def has_slack_credentials(self) -> bool:
-        return bool(self.slack_bot_token or self.slack_signing_secret or self.slack_app_token)
+        return bool(
+            self.slack_bot_token
+            or self.slack_signing_secret
+            or self.slack_app_token
+            or self.slack_client_id
+            or self.slack_client_secret
+        )
+
+    @property
+    def multi_workspace(self) -> bool:
+        """Installed into workspaces through OAuth (``/slack/install``): each workspace's bot
+        token comes from its installation, not from ``SLACK_BOT_TOKEN``."""
+        return bool(self.slack_client_id and self.slack_client_secret)
 
     def check_slack(self) -> None:
         """Refuse a half-configured Slack connection with one sentence naming what is missing."""
         if not self.has_slack_credentials:
+            return
+        if self.slack_client_id or self.slack_client_secret:
+            self.check_oauth()
             return
         if not self.slack_bot_token:
             raise SettingsError(
@@ -292,3 +359,40 @@ class Settings:
                 "SLACK_SIGNING_SECRET is missing: copy it from your app's Basic Information page "
                 "(or set SLACK_APP_TOKEN to use Socket Mode instead of HTTP)."
             )
+
+    def check_oauth(self, *, serving: bool = True) -> None:
+        """The settings of a deployment installed through OAuth (see ``multi_workspace``);
+        ``serving``: for the web process, which also needs the signing secret (the digest
+        commands do not)."""
+        missing = [
+            name
+            for name, value in (
+                ("SLACK_CLIENT_ID", self.slack_client_id),
+                ("SLACK_CLIENT_SECRET", self.slack_client_secret),
+                ("SLACK_SIGNING_SECRET", self.slack_signing_secret if serving else "-"),
+            )
+            if not value
+        ]
+        if missing:
+            raise SettingsError(
+                f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: "
+                "installing into many workspaces needs the app's Client ID, Client Secret and "
+                "Signing Secret (Basic Information page)."
+            )
+        if self.slack_bot_token:
+            raise SettingsError(
+                "SLACK_BOT_TOKEN and SLACK_CLIENT_ID are both set: with OAuth each workspace's "
+                "token comes from its installation, so unset SLACK_BOT_TOKEN and install your "
+                "workspace again at /slack/install."
+            )
+        if self.slack_app_token:
+            raise SettingsError(
+                "SLACK_APP_TOKEN and SLACK_CLIENT_ID are both set: installing into many "
+                "workspaces runs over HTTP (/slack/install), not Socket Mode; unset one."
+            )
+
+
+def _is_local_url(url: str) -> bool:
+    """http:// is fine for this machine only (a local test of the install pages)."""
+    host = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[0]
+    return host in ("127.0.0.1", "localhost", "[::1]")

@@ -33,6 +33,8 @@ from bot.engine.corpus import StorageError, write_transaction
 from bot.engine.index import IndexBuildError
 from bot.engine.search import Engine, IngestReport
 from bot.english import count
+from bot.replica import publish
+from bot.state import StateError
 
 from .arxiv import ArxivClient, FeedError
 
@@ -66,6 +68,7 @@ def run_feeds(engine: Engine, settings: Any) -> timedelta | None:
     (``Retry-After``). The daily run comes anyway; this only brings a failed feed back sooner.
     """
     ingest_feeds(engine, settings.feeds, arxiv=ArxivClient.from_settings(settings))
+    _share(engine)
     failed = [r for r in feed_status(engine.db) if r["feed"] in settings.feeds and r["error"]]
     if not failed:
         return None
@@ -77,6 +80,18 @@ def retry_wait(row: dict[str, Any]) -> timedelta:
     failed run in a row up to six hours, never sooner than the server asked."""
     wait = min(RETRY_FIRST * 2 ** (int(row["failures"] or 1) - 1), RETRY_LONGEST)
     return max(wait, timedelta(seconds=int(row["retry_after"] or 0)))
+
+
+def _share(engine: Engine) -> None:
+    """With DATABASE_URL, what the feeds brought goes to the shared corpus, which every host
+    follows; when it does not answer, the next run shares it (nothing is lost meanwhile)."""
+    try:
+        shared = publish(engine)
+    except StateError as error:
+        log.error("feed ingest: the papers are saved here but not shared yet (%s)", error)
+        return
+    if shared is not None and shared.changed:
+        log.info("feed ingest: shared %s with the other hosts", count(shared.changed, "paper"))
 
 
 def ingest_feeds(

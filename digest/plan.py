@@ -17,6 +17,17 @@ class DigestItem:
     score: float
     why: list[str]
     new: bool  # added to the corpus since the member's last digest
+    #: Recommendations (``RECOMMENDED``): how many 👍 papers it is like, and one of them.
+    liked_count: int = 0
+    liked_example: str | None = None
+    #: How many teammates (same workspace, not the member) saved it: shown from 2 on.
+    team_saves: int = 0
+
+
+#: The ``topic_id`` of the "Recommended for you" section (papers the member's model likes that
+#: matched none of their topics); real topic ids start at 1.
+RECOMMENDED = 0
+RECOMMENDED_TITLE = "Recommended for you"
 
 
 @dataclass
@@ -24,6 +35,10 @@ class DigestSection:
     topic_id: int
     query: str
     items: list[DigestItem]
+
+    @property
+    def recommended(self) -> bool:
+        return self.topic_id == RECOMMENDED
 
 
 @dataclass

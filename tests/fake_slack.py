@@ -25,6 +25,7 @@ class Call:
     method: str
     params: dict[str, Any]
     at: float
+    token: str | None = None  # the token it was made with (which workspace's bot)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,11 @@ class FakeSlack(Waiting, fake_slack.FakeSlack):
         with self._cond:
             return [c for c in self._calls if c.method == method]
 
+    def calls_by_team(self, team_id: str) -> list[Call]:
+        """The calls made with a token of that workspace (see ``team_of_token``)."""
+        with self._cond:
+            return [c for c in self._calls if c.token and self.team_of_token(c.token) == team_id]
+
     @property
     def responses(self) -> list[Response]:
         with self._cond:
@@ -175,7 +181,7 @@ class FakeSlack(Waiting, fake_slack.FakeSlack):
         self, method: str, token: str | None, params: dict[str, Any] | None
     ) -> _Reply | None:
         with self._cond:
-            self._calls.append(Call(method, params or {}, self._clock()))
+            self._calls.append(Call(method, params or {}, self._clock(), token))
             # Waiters wake only when this block releases the lock, i.e. after the state change.
             self._cond.notify_all()
             if params is not None and token and _token_problem(method, token) is None:

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import select, text
+from sqlalchemy import inspect, select, text
 
 import bot.state as bot_state
 from bot.cli import main
 from bot.slack.server import health_report
 from bot.state import StateStore, StateUnavailable, configure, open_state
 from bot.state.store import HEAD
-from bot.state.tables import ALL
+from bot.state.tables import ALL, TASTE_TABLES
 from digest.clock import clock_health, write_heartbeat
 from digest.ledger import STALE_CLAIM, Ledger
 from digest.plan import DigestItem, DigestPlan, DigestSection
@@ -233,7 +233,7 @@ def test_a_sqlite_file_from_before_the_store_is_adopted_as_it_is(tmp_path: Path)
     shutil.copy(BEFORE_STORE, path)
     store = StateStore(path)
     # Adopted, and brought up to date by the corpus migrations (m029 adds the feedback tables).
-    assert store.revision() == HEAD == "s002"
+    assert store.revision() == HEAD == "s020_workspaces"
     subs = Subscriptions(store)
     u1, u2 = subs.members(enabled_only=False)
     assert (u1.tz, u1.dm_channel, u1.team_id, u1.topic_count) == ("Europe/Berlin", "DU1", "T1", 2)
@@ -445,3 +445,14 @@ def test_the_latest_digest_is_the_last_one_finished(store: StateStore) -> None:
     assert ledger.latest("U1")["id"] == "U1:2024-03-05"  # claimed, in flight
     ledger.record_failed(second, "user_disabled", later)
     assert (ledger.latest("U1")["id"], ledger.latest("U1")["status"]) == ("U1:2024-03-05", "failed")
+
+
+def test_a_new_sqlite_file_has_every_revisions_tables_whatever_order_they_came_in(tmp_path):
+    """The corpus migrations make some state tables (m050: ``corpus_papers``) and Alembic the
+    others (s010_taste: ``member_taste``): a new file must end with all of them, at HEAD."""
+    store = StateStore(tmp_path / "new.db")
+    with store.read() as conn:
+        present = set(inspect(conn).get_table_names())
+        stamped = conn.execute(text("select version_num from alembic_version")).scalar()
+    assert {t.name for t in TASTE_TABLES} | {"corpus_papers"} <= present
+    assert store.revision() == stamped == HEAD

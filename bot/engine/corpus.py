@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -222,11 +222,19 @@ class Corpus:
     def count(self) -> int:
         return self.db.execute("select count(*) from papers").fetchone()[0]
 
-    def upsert(self, papers: Iterable[Paper], batch_size: int = 1000) -> UpsertCounts:
+    def upsert(
+        self,
+        papers: Iterable[Paper],
+        batch_size: int = 1000,
+        added_at: Mapping[str, str | None] | None = None,
+    ) -> UpsertCounts:
         """Add new papers, update changed ones, leave identical ones alone.
 
         Runs in the caller's transaction when there is one (see ``Engine.ingest``); bumps
         ``corpus_version`` only when something changed so an unchanged re-ingest is free.
+        ``added_at`` (by paper id, read when each paper is written): when a paper came from
+        another store (the shared corpus), the time it was first added there, so digests on
+        every host agree on what is new.
         """
         counts = UpsertCounts()
         now = utcnow()
@@ -252,6 +260,8 @@ class Corpus:
                     counts.unchanged += 1
                     continue
                 row = _row(paper, digest, now)
+                if added_at is not None and added_at.get(paper.id):
+                    row["added_at"] = added_at[paper.id]
                 row["changed_at_version"] = stamp
                 if paper.id in known:
                     counts.updated += 1
@@ -276,6 +286,40 @@ class Corpus:
                     "where key = 'corpus_version'"
                 )
         return counts
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("select value from meta where key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute(
+            "insert into meta (key, value) values (?, ?) "
+            "on conflict (key) do update set value = excluded.value",
+            [key, value],
+        )
+
+    def papers_changed_since(self, version: int) -> Iterator[tuple[Paper, str | None]]:
+        """Papers added or changed after corpus version ``version``, in rowid order, each with
+        when it was added (what an ingest publishes to the shared corpus)."""
+        cursor = self.db.execute(
+            "select id, title, abstract, venue, year, authors, keywords, url, title_derived, "
+            "added_at from papers where changed_at_version > ? order by rowid",
+            [version],
+        )
+        for row in cursor:
+            paper_id, title, abstract, venue, year, authors, keywords, url, derived, added = row
+            paper = Paper(
+                id=paper_id,
+                title=title,
+                abstract=abstract or "",
+                venue=venue or "",
+                year=year,
+                authors=json.loads(authors or "[]"),
+                keywords=json.loads(keywords or "[]"),
+                url=url or "",
+                title_derived=bool(derived),
+            )
+            yield paper, added
 
     def rowids_by_author(self, name: str) -> list[int]:
         """Papers one of whose authors has every token of ``name`` (case and accents folded).

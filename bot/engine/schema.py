@@ -172,6 +172,33 @@ def m030_papers_changed_at_version(db: Database) -> None:
 
 
 @migrations()
+def m050_shared_corpus(db: Database) -> None:
+    """The shared corpus's table (``bot.state`` revision s030_corpus), so a SQLite file stays
+    a complete Paperboy database that the state store adopts as it is. In a corpus file it
+    stays empty: with the state in that file, the file is the corpus (issue 10)."""
+    db["corpus_papers"].create(
+        {
+            "id": str,
+            "seq": int,
+            "venue": str,
+            "year": int,
+            "title": str,
+            "title_derived": int,
+            "abstract": str,
+            "authors": str,
+            "keywords": str,
+            "url": str,
+            "content_hash": str,
+            "added_at": str,
+            "updated_at": str,
+        },
+        pk="id",
+        not_null={"seq", "title"},
+    )
+    db["corpus_papers"].create_index(["seq"], index_name="idx_corpus_papers_seq", unique=True)
+
+
+@migrations()
 def m040_feed_state(db: Database) -> None:
     """Each PAPERBOY_FEEDS feed's last run: where the next run resumes (the newest paper seen,
     the server's Last-Modified) and what an operator sees in ``paperboy stats`` (the last

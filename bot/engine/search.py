@@ -260,6 +260,31 @@ class Engine:
         self._index = self._open_published(verify=False) or self._index
         return report
 
+    def replicate(
+        self,
+        papers: Iterable[Paper],
+        added_at: dict[str, str | None],
+        record: Callable[[Corpus, int], None],
+    ) -> UpsertCounts:
+        """Papers from another store (the shared corpus, ``bot/replica.py``), written as an
+        ingest writes them, then added to the index as a delta (built once when there is no
+        index yet). ``record(corpus, version_before)`` runs in the same transaction, so the
+        caller's bookkeeping (how far it has read) is saved with the papers or not at all."""
+        with build_lock(self.index_dir):
+            corpus = self.corpus
+            try:
+                with write_transaction(self.db):
+                    before = corpus.version
+                    counts = corpus.upsert(papers, added_at=added_at)
+                    record(corpus, before)
+            except sqlite3.OperationalError as error:
+                raise (storage_error(error, self.db_path) or error) from None
+            current = read_current(self.index_dir)
+            if counts.changed or current is None or current["corpus_version"] != corpus.version:
+                self._update_index()
+        self._index = self._open_published(verify=False) or self._index
+        return counts
+
     def _ingest_files(self, paths, corpus: Corpus, report: IngestReport, progress) -> None:
         with write_transaction(self.db):
             for path in paths:

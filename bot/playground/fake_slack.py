@@ -12,6 +12,7 @@ told to fail, and waits for what the app does; none of that ships in the product
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import json
@@ -48,6 +49,11 @@ _JSON_PARAMS = ("blocks", "metadata", "view", "attachments")
 _BOT_AUTHOR = {"user": BOT_USER_ID, "bot_id": BOT_ID, "app_id": APP_ID, "team": TEAM_ID}
 # Methods that take an app-level token (xapp-) and nothing else; every other method refuses one.
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
+# Methods called with the app's client id and secret instead of a token (OAuth v2).
+CLIENT_METHODS = frozenset({"oauth.v2.access"})
+#: How long an OAuth code from Slack's consent page can be exchanged (Slack: ten minutes), and
+#: how long a rotating bot token lives (Slack: twelve hours).
+CODE_SECONDS, ROTATING_TOKEN_SECONDS = 600, 12 * 3600
 
 
 @dataclass(frozen=True)
@@ -234,7 +240,7 @@ def _token_problem(method: str, token: str) -> str | None:
     wants_app_token = method in APP_TOKEN_METHODS
     if token.startswith("xapp-"):
         return None if wants_app_token else "not_allowed_token_type"
-    if not token.startswith("xoxb-"):
+    if not token.startswith(("xoxb-", "xoxe.xoxb-")):  # the latter: a rotating bot token
         return "invalid_auth"
     return "not_allowed_token_type" if wants_app_token else None
 
@@ -253,6 +259,19 @@ class FakeSlack:
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._server: _Server | None = None
+        # Workspaces: every bot token belongs to one. A token the stand-in did not issue is
+        # the home workspace's (TEAM_ID: the playground and single-workspace tests use any
+        # xoxb- token); oauth.v2.access issues tokens of the workspace that installed.
+        self._teams: dict[str, dict[str, str]] = {
+            TEAM_ID: {"name": "Paperboy", "bot_user": BOT_USER_ID, "bot_id": BOT_ID}
+        }
+        self._token_teams: dict[str, str] = {}
+        self._token_expiry: dict[str, float] = {}  # rotating tokens: when each one expires
+        self._refresh_tokens: dict[str, str] = {}  # refresh token -> its workspace
+        self._dead_tokens: set[str] = set()  # of uninstalled workspaces: token_revoked
+        self._oauth_app: dict[str, Any] | None = None  # see register_app
+        self._codes: dict[str, dict[str, Any]] = {}
+        self._token: str | None = None  # the token of the call being answered
         self._thread: threading.Thread | None = None
         self._lock = threading.RLock()
         self._events: list[Event] = []
@@ -324,6 +343,65 @@ class FakeSlack:
         with self._lock:
             self._users[user_id] = {"tz": tz, "real_name": real_name, "deleted": deleted}
 
+    def register_app(
+        self,
+        client_id: str,
+        client_secret: str,
+        *,
+        token_rotation: bool = False,
+        token_seconds: int = ROTATING_TOKEN_SECONDS,
+    ) -> None:
+        """The app's credentials (Basic Information), which ``oauth.v2.access`` checks.
+        ``token_rotation``: bot tokens expire after ``token_seconds`` and come with a refresh
+        token (each good once)."""
+        with self._lock:
+            self._oauth_app = {
+                "client_id": client_id,
+                "client_secret": client_secret,
+                "rotation": token_rotation,
+                "token_seconds": token_seconds,
+            }
+
+    def authorize(
+        self, team_id: str, team_name: str | None = None, *, user: str = "UINSTALLER"
+    ) -> str:
+        """What Slack's consent page does when ``user`` clicks Allow for ``team_id``: a code
+        for the app's redirect URL, good once and for ten minutes (``CODE_SECONDS``)."""
+        with self._lock:
+            team = self._teams.setdefault(
+                team_id,
+                {
+                    "name": team_name or team_id,
+                    "bot_user": f"UBOT{team_id}",
+                    "bot_id": f"BBOT{team_id}",
+                },
+            )
+            if team_name:
+                team["name"] = team_name
+            code = f"{team_id}.{uuid.uuid4().hex}"
+            self._codes[code] = {
+                "team": team_id,
+                "user": user,
+                "expires": self._clock() + CODE_SECONDS,
+            }
+            return code
+
+    def uninstall(self, team_id: str) -> list[str]:
+        """The app is removed from the workspace: its tokens answer ``token_revoked`` from
+        now on (the events Slack sends then are the test's to send). Returns them."""
+        with self._lock:
+            tokens = [t for t, owner in self._token_teams.items() if owner == team_id]
+            self._dead_tokens.update(tokens)
+            for refresh, owner in list(self._refresh_tokens.items()):
+                if owner == team_id:
+                    del self._refresh_tokens[refresh]
+            return tokens
+
+    def team_of_token(self, token: str) -> str:
+        """The workspace a bot token belongs to (see ``__init__``)."""
+        with self._lock:
+            return self._token_teams.get(token, TEAM_ID)
+
     def response_url(
         self, channel: str | None = None, user: str | None = None, message_ts: str | None = None
     ) -> str:
@@ -362,14 +440,25 @@ class FakeSlack:
         with self._lock:
             if params is None:
                 return _Reply(200, _error("invalid_json"))
+            if method in CLIENT_METHODS:
+                return _Reply(200, self._api_oauth_v2_access(params))
             if not token:
                 return _Reply(200, _error("not_authed"))
             if problem := _token_problem(method, token):
                 return _Reply(200, _error(problem))
+            if token in self._dead_tokens:
+                return _Reply(200, _error("token_revoked"))
+            expires = self._token_expiry.get(token)
+            if expires is not None and expires <= self._clock():
+                return _Reply(200, _error("token_expired"))
             if (limited := self._over_limit(method)) is not None:
                 return limited
             handler = getattr(self, "_api_" + method.replace(".", "_"), None)
-            return _Reply(200, handler(params) if handler else _error("unknown_method"))
+            self._token = token
+            try:
+                return _Reply(200, handler(params) if handler else _error("unknown_method"))
+            finally:
+                self._token = None
 
     def _over_limit(self, method: str) -> _Reply | None:
         """A 429 when ``method`` already had its minute's worth of calls (callers hold the lock)."""
@@ -450,14 +539,64 @@ class FakeSlack:
     # Web API methods (called with the lock held)
 
     def _api_auth_test(self, _: dict[str, Any]) -> dict[str, Any]:
+        """Who the calling token is: the bot of the workspace the token belongs to."""
+        team_id = self._token_teams.get(self._token or "", TEAM_ID)
+        team = self._teams[team_id]
         return _ok(
-            url="https://paperboy.slack.com/",
-            team="Paperboy",
+            url=f"https://{team_id.lower()}.slack.com/"
+            if team_id != TEAM_ID
+            else ("https://paperboy.slack.com/"),
+            team=team["name"],
             user="paperboy",
-            team_id=TEAM_ID,
-            user_id=BOT_USER_ID,
-            bot_id=BOT_ID,
+            team_id=team_id,
+            user_id=team["bot_user"],
+            bot_id=team["bot_id"],
             is_enterprise_install=False,
+        )
+
+    def _api_oauth_v2_access(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Exchange a code from the consent page (``authorize``) for the workspace's bot
+        token, or (token rotation) a refresh token for a fresh one. The client id and secret
+        come as HTTP Basic auth or form fields, as Slack accepts them."""
+        app = self._oauth_app
+        if not p.get("client_id"):
+            return _error("invalid_client_id")
+        if app is None or p["client_id"] != app["client_id"]:
+            return _error("invalid_client_id")
+        if p.get("client_secret") != app["client_secret"]:
+            return _error("bad_client_secret")
+        if p.get("grant_type") == "refresh_token":
+            team_id = self._refresh_tokens.pop(str(p.get("refresh_token") or ""), None)
+            if team_id is None:
+                return _error("invalid_refresh_token")
+            return self._grant(team_id, None, rotation=True)
+        grant = self._codes.pop(str(p.get("code") or ""), None)  # a code is good once
+        if grant is None or grant["expires"] <= self._clock():
+            return _error("invalid_code")
+        return self._grant(grant["team"], grant["user"], rotation=app["rotation"])
+
+    def _grant(self, team_id: str, user: str | None, *, rotation: bool) -> dict[str, Any]:
+        team = self._teams[team_id]
+        token = ("xoxe.xoxb-" if rotation else "xoxb-") + f"{team_id}-{uuid.uuid4().hex[:12]}"
+        self._token_teams[token] = team_id
+        extra: dict[str, Any] = {}
+        if rotation:
+            seconds = (self._oauth_app or {}).get("token_seconds", ROTATING_TOKEN_SECONDS)
+            refresh = f"xoxe-1-{uuid.uuid4().hex}"
+            self._refresh_tokens[refresh] = team_id
+            self._token_expiry[token] = self._clock() + seconds
+            extra = {"refresh_token": refresh, "expires_in": seconds}
+        return _ok(
+            app_id=APP_ID,
+            authed_user={"id": user} if user else {},
+            scope="commands,chat:write",
+            token_type="bot",
+            access_token=token,
+            bot_user_id=team["bot_user"],
+            team={"id": team_id, "name": team["name"]},
+            enterprise=None,
+            is_enterprise_install=False,
+            **extra,
         )
 
     def _api_apps_connections_open(self, _: dict[str, Any]) -> dict[str, Any]:
@@ -816,6 +955,12 @@ class _Handler(BaseHTTPRequestHandler):
             token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else None
             if params is not None:
                 token = str(params.pop("token", "")) or token
+                if auth.startswith("Basic "):  # oauth.v2.access: the app's id and secret
+                    with contextlib.suppress(ValueError):
+                        pair = base64.b64decode(auth.removeprefix("Basic ").strip()).decode()
+                        client_id, _, secret = pair.partition(":")
+                        params.setdefault("client_id", client_id)
+                        params.setdefault("client_secret", secret)
             return fake._handle_api(path.removeprefix("/api/"), token, params)
         if path.startswith("/upload/") and self.command == "POST":
             return fake._handle_upload(path.removeprefix("/upload/"), body)

@@ -19,9 +19,11 @@ from slack_sdk.errors import SlackApiError
 
 from bot.engine.search import Engine
 from bot.settings import Settings
+from bot.state import state_for
 
 from . import listeners
-from .client import is_local_api, retry_handlers
+from .client import is_local_api, make_client, retry_handlers
+from .oauth import install_flow, workspace_authorize
 from .render import apology_message
 from .replies import EPHEMERAL_BELOW
 from .services import Services
@@ -82,17 +84,36 @@ def build_app(
     after ``ack()``) defaults to a private thread pool. ``verify_token``: ``auth.test`` at
     construction (default: against Slack itself, not the local stand-in); ``paperboy serve``
     turns it off because it has just checked the token, with retries.
+
+    With ``settings.multi_workspace`` there is no one token: Bolt's OAuth flow
+    (``bot.slack.oauth``) installs workspaces, and its authorize gives every request (and
+    so every listener's ``client``, ``respond`` and post-ack work) the token of the
+    workspace it came from.
     """
     services = Services(engine, settings, **({"executor": executor} if executor else {}))
-    if verify_token is None:
-        # The stand-in has no real tokens; against Slack, a bad token fails at startup.
-        verify_token = not is_local_api(settings.slack_api_url)
-    app = App(
+    if settings.multi_workspace:
+        verify_token = False  # each workspace's token is checked as it installs
+        # Our client (SLACK_API_URL, retries) for the flow's oauth.v2.access, for each
+        # request's client, and for refreshing rotating tokens.
+        client = client or make_client(settings, token=None)
+        flow = install_flow(settings, state_for(engine.db_path), client)
+        credentials: dict[str, Any] = {
+            "client": client,
+            "oauth_flow": flow,
+            "authorize": workspace_authorize(flow, client),
+            "installation_store_bot_only": True,
+        }
+    else:
         # Bolt takes the token (and, when none is given, reads SLACK_BOT_TOKEN itself) and
         # builds its client from it; handed a client as well, it warns that the token goes
         # unused. So it gets the token, and its client is then pointed at SLACK_API_URL.
         # (Its own auth.test would run before that, against slack.com: ours runs after.)
-        **({"client": client} if client else {"token": settings.slack_bot_token or ""}),
+        credentials = {"client": client} if client else {"token": settings.slack_bot_token or ""}
+    if verify_token is None:
+        # The stand-in has no real tokens; against Slack, a bad token fails at startup.
+        verify_token = not is_local_api(settings.slack_api_url)
+    app = App(
+        **credentials,
         signing_secret=settings.slack_signing_secret or "",  # Socket Mode needs none
         process_before_response=False,
         token_verification_enabled=False,

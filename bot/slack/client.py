@@ -61,9 +61,13 @@ def is_local_api(api_url: str) -> bool:
     return urlsplit(api_url).hostname in ("127.0.0.1", "localhost", "::1")
 
 
-def bot_token(settings: Settings) -> str:
+def bot_token(settings: Settings) -> str | None:
     """The bot token from settings (a stand-in token when Slack is the local fake); a
-    missing or malformed one is a ``SettingsError``."""
+    missing or malformed one is a ``SettingsError``. None when Paperboy is installed into
+    many workspaces (``Settings.multi_workspace``): each has its own, from its installation."""
+    if settings.slack_client_id or settings.slack_client_secret:
+        settings.check_oauth(serving=False)  # complete and consistent, or one sentence
+        return None
     token = settings.slack_bot_token
     if not token and is_local_api(settings.slack_api_url):
         token = LOCAL_TOKEN

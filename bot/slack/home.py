@@ -14,11 +14,13 @@ from slack_sdk import WebClient
 
 from bot.engine.search import Engine
 from bot.slack import render
-from bot.state import StateUnavailable
+from bot.state import StateUnavailable, state_for
+from digest.export import reading_list
 from digest.ledger import Ledger
 from digest.matching import match_topics
 from digest.schedule import next_digest
 from digest.subscriptions import MAX_TOPICS, Member, Subscriptions
+from digest.taste import recommendations_for
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,14 @@ def home_view(
     topics = subscriptions.topics(user_id)
     counts = [m.count for m in match_topics(engine, [t.query for t in topics])] if topics else []
     last = render.last_digest_line(Ledger(engine.db).latest(user_id), member.zone)
+    store = state_for(engine.db_path)
+    saved, saved_total = reading_list(store, engine, user_id, limit=render.HOME_SHOWN)
+    found = recommendations_for(engine, user_id, limit=render.HOME_SHOWN)
+    recommended = [
+        (paper, render.liked_note(r.liked_count, found.liked_titles.get(r.example or "")))
+        for paper, r in found.papers
+    ]
+    note = render.recommend_message([], likes=found.likes, dislikes=found.dislikes)["text"]
     return render.home_dashboard(
         topics=[(t.query, c) for t, c in zip(topics, counts, strict=True)],
         max_topics=MAX_TOPICS,
@@ -45,6 +55,11 @@ def home_view(
         upcoming=next_digest(member, now),
         last=last,
         notice=notice,
+        saved=saved,
+        saved_total=saved_total,
+        recommended=recommended,
+        recommend_note=note,
+        team_saves=user_id not in store.team_saves_off([user_id]),
     )
 
 

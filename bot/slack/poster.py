@@ -10,6 +10,12 @@ Slack scopes this needs: ``chat:write``, ``im:write`` (open the DM), ``users:rea
 ``channels:join`` (be in a public channel a digest goes to, see :meth:`SlackPoster.join`) and
 ``im:history`` / ``channels:history`` / ``groups:history`` (find a digest already posted
 before a crash).
+
+Installed into many workspaces (OAuth), each call goes with the bot token of the workspace
+of the member it is for (``bot.slack.oauth.WorkspaceTokens``): the member's team, or the
+team of the conversation their digest goes to. There a refused token stops only its own
+workspace: the workspace is noted as uninstalled (one log line; its digests stop until it
+installs again) and its members' calls fail for good, while the others' go on.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from datetime import datetime
+from datetime import UTC, datetime
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -25,10 +31,12 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from bot.engine.search import Engine
 from bot.logs import quiet_slack_sdk
 from bot.settings import Settings
+from bot.state import state_for
 from digest.plan import DigestPlan
 from digest.poster import PostError, TokenRefused
 
 from .client import TOKEN_REFUSED, bot_token, error_code, make_client
+from .oauth import WorkspaceTokens
 from .render.digest import DIGEST_EVENT, digest_message
 
 log = logging.getLogger(__name__)
@@ -84,13 +92,20 @@ def post_error(error: Exception) -> Exception:
 
 class SlackPoster:
     """Posts digests through ``client`` (``bot.slack.client.make_client``: 429s waited out,
-    dropped connections retried); ``engine`` gives the papers the message shows."""
+    dropped connections retried); ``engine`` gives the papers the message shows.
+    ``workspaces``: installed through OAuth, each workspace's token instead of ``client``'s
+    (see the module doc)."""
 
-    def __init__(self, client: WebClient, engine: Engine):
+    def __init__(
+        self, client: WebClient, engine: Engine, *, workspaces: WorkspaceTokens | None = None
+    ):
         self.client = client
         self.engine = engine
         self.where = client.base_url
-        self._joined: set[str] = set()  # channels joined by this process (see join)
+        self.workspaces = workspaces
+        self._joined: set[tuple[str | None, str]] = set()  # (team, channel) joined (see join)
+        self._dm_teams: dict[str, str] = {}  # DMs opened by this process: their workspace
+        self._lock = threading.Lock()
         # Messages rendered by fit(), reused by post_digest() for the same plan (see fit).
         self._fitted: OrderedDict[tuple[str, str, str | None], dict] = OrderedDict()
         self._fitted_lock = threading.Lock()
@@ -98,32 +113,105 @@ class SlackPoster:
     @classmethod
     def from_settings(cls, settings: Settings, engine: Engine) -> SlackPoster:
         """The poster every process uses: the bot token (checked, see ``bot_token``) at
-        ``SLACK_API_URL``."""
-        return cls(make_client(settings, token=bot_token(settings)), engine)
+        ``SLACK_API_URL``, or each workspace's installed one (``multi_workspace``)."""
+        if settings.multi_workspace:
+            workspaces = WorkspaceTokens(settings, state_for(engine.db_path))
+            return cls(make_client(settings, token=None), engine, workspaces=workspaces)
+        return cls(make_client(settings, token=bot_token(settings) or None), engine)
+
+    # -- which workspace's token -------------------------------------------------------------
+
+    def _team(self, *, user: str | None = None, channel: str | None = None) -> str | None:
+        if channel is not None:
+            with self._lock:
+                if channel in self._dm_teams:
+                    return self._dm_teams[channel]
+        return state_for(self.engine.db_path).team_of(user_id=user, channel=channel)
+
+    def _client(
+        self, *, user: str | None = None, channel: str | None = None
+    ) -> tuple[WebClient, str | None]:
+        """The client for the member (or conversation), and its workspace; a workspace
+        without an installation is a ``PostError`` (``not_installed``) for good."""
+        if self.workspaces is None:
+            return self.client, None
+        team = self._team(user=user, channel=channel)
+        client = self.workspaces.client_for(team) if team else None
+        if client is None:
+            if team:
+                self._gone(team, "not_installed")
+            raise PostError("not_installed", permanent=True)
+        return client, team
+
+    def _failure(self, error: Exception, team: str | None) -> Exception:
+        """``post_error``, except that with many workspaces a refused token is that
+        workspace's trouble alone (see the module doc)."""
+        failure = post_error(error)
+        if team is not None and isinstance(failure, TokenRefused):
+            self._gone(team, failure.code)
+            return PostError(failure.code, permanent=True)
+        return failure
+
+    def _gone(self, team: str, why: str) -> None:
+        """Note the workspace uninstalled, with one log line the first time."""
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        if state_for(self.engine.db_path).workspace_uninstalled(team, now):
+            log.warning(
+                "workspace %s: Slack refused its bot token (%s); its digests stop until "
+                "Paperboy is installed there again",
+                team,
+                why,
+            )
+
+    # -- the Poster ----------------------------------------------------------------------------
 
     def check_token(self) -> None:
         """``auth.test`` once (slack_sdk's per-attempt log lines quieted: the clock says one
-        warning per attempt, then one sentence)."""
+        warning per attempt, then one sentence). With many workspaces, each installed one's
+        token: a refused one stops that workspace's digests, not the run."""
+        if self.workspaces is not None:
+            self._check_workspaces()
+            return
         try:
             with quiet_slack_sdk():
                 self.client.auth_test()
         except (SlackApiError, SlackClientError, OSError) as error:
             raise post_error(error) from None
 
+    def _check_workspaces(self) -> None:
+        assert self.workspaces is not None
+        for team in self.workspaces.teams():
+            client = self.workspaces.client_for(team)
+            if client is None:
+                continue
+            try:
+                with quiet_slack_sdk():
+                    client.auth_test()
+            except (SlackApiError, SlackClientError, OSError) as error:
+                failure = self._failure(error, team)
+                if isinstance(failure, PostError) and failure.unreachable:
+                    raise failure from None
+
     def member_time_zone(self, user_id: str) -> str | None:
+        client, team = self._client(user=user_id)
         try:
-            return (self.client.users_info(user=user_id).get("user") or {}).get("tz")
+            return (client.users_info(user=user_id).get("user") or {}).get("tz")
         except (SlackApiError, SlackClientError, OSError) as error:
-            raise post_error(error) from error
+            raise self._failure(error, team) from error
 
     def open_dm(self, user_id: str) -> str:
         """``conversations.open`` (Tier 3, about 50 a minute: the dispatcher remembers the
         id, so this is once per member, not once per digest)."""
+        client, team = self._client(user=user_id)
         try:
-            response = self.client.conversations_open(users=user_id)
+            response = client.conversations_open(users=user_id)
         except (SlackApiError, SlackClientError, OSError) as error:
-            raise post_error(error) from error
-        return str(response["channel"]["id"])
+            raise self._failure(error, team) from error
+        channel = str(response["channel"]["id"])
+        if team is not None:
+            with self._lock:
+                self._dm_teams[channel] = team
+        return channel
 
     @staticmethod
     def is_direct(channel: str) -> bool:
@@ -143,12 +231,13 @@ class SlackPoster:
         before ``channels:join`` was added still posts; such a digest is never posted twice
         after a crash, but may be given up (see ``Dispatcher._find_posted``).
         """
-        if channel in self._joined:
+        client, team = self._client(channel=channel)
+        if (team, channel) in self._joined:
             return
         try:
-            self.client.conversations_join(channel=channel)
+            client.conversations_join(channel=channel)
         except SlackApiError as error:
-            failure = post_error(error)
+            failure = self._failure(error, team)
             code = getattr(failure, "code", "")
             if code == "missing_scope":
                 log.warning(
@@ -162,7 +251,7 @@ class SlackPoster:
                 raise failure from error
         except (SlackClientError, OSError) as error:
             raise post_error(error) from error
-        self._joined.add(channel)
+        self._joined.add((team, channel))
 
     def fit(self, plan: DigestPlan, local_date: str, *, owner: str | None) -> DigestPlan:
         """The plan cut to Slack's 50 blocks (the same in a DM and a channel).
@@ -195,21 +284,23 @@ class SlackPoster:
         self, channel: str, plan: DigestPlan, local_date: str, *, digest_id: str, owner: str | None
     ) -> tuple[str, str]:
         message = self._rendered(plan, local_date, digest_id, owner)
+        client, team = self._client(channel=channel)
         try:
-            response = self.client.chat_postMessage(
+            response = client.chat_postMessage(
                 channel=channel, unfurl_links=False, unfurl_media=False, **message
             )
         except (SlackApiError, SlackClientError, OSError) as error:
-            raise post_error(error) from error
+            raise self._failure(error, team) from error
         return str(response.get("channel") or channel), str(response["ts"])
 
     def find_digest(self, channel: str, digest_id: str, since: datetime) -> str | None:
         """Looked up by the message metadata (``DIGEST_EVENT``), newest pages first."""
         oldest = str(int(since.timestamp()))
         cursor = None
+        client, team = self._client(channel=channel)
         try:
             for _ in range(HISTORY_PAGES):
-                response = self.client.conversations_history(
+                response = client.conversations_history(
                     channel=channel,
                     oldest=oldest,
                     include_all_metadata=True,
@@ -228,5 +319,5 @@ class SlackPoster:
                 if not cursor:
                     return None
         except (SlackApiError, SlackClientError, OSError) as error:
-            raise post_error(error) from error
+            raise self._failure(error, team) from error
         return None

@@ -3,6 +3,9 @@ credentials at all, as a local playground in the browser.
 
     SLACK_APP_TOKEN (+ SLACK_BOT_TOKEN)          -> Socket Mode (no public URL needed)
     SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET       -> HTTP: POST /slack/events, GET /healthz
+    SLACK_CLIENT_ID + SLACK_CLIENT_SECRET
+      + SLACK_SIGNING_SECRET                     -> HTTP for many workspaces, installed at
+                                                    GET /slack/install (``bot.slack.oauth``)
     none of them                                 -> playground at http://127.0.0.1:$PORT/
 
 The playground is ``bot.playground``'s, which is built on this module: ``paperboy serve`` hands
@@ -56,6 +59,7 @@ from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 from slack_sdk.signature import SignatureVerifier
 from waitress import wasyncore
 
+from bot import replica
 from bot.engine.corpus import DatabaseError, connect, is_writable
 from bot.engine.search import Engine
 from bot.logs import configure_logging, quiet_slack_sdk, say
@@ -67,6 +71,7 @@ from digest.clock import Clock, clock_health
 
 from .app import body_problem, build_app, is_json_body, log_acked, raw_request_fields
 from .client import TOKEN_REFUSED, error_code
+from .oauth import DATABASE_ERRORS, INSTALL_PATH, REDIRECT_PATH, html_response, page
 from .poster import SlackPoster
 from .socket_mode import run_socket_mode
 
@@ -80,6 +85,7 @@ THREADS = 16
 #: Slack's payloads are a few KB; anything this large is refused before it is read.
 MAX_BODY = 1024 * 1024
 WARMING_UP = "Paperboy is warming up, try again in a few seconds."
+LOADING = "Paperboy is still loading the corpus on this server; try again in a minute."
 #: ``auth.test`` at start is retried this often on 5xx and dropped connections, with
 #: exponential backoff (0.5, 1, 2, 4, 8, 16 s plus jitter: about half a minute in all).
 STARTUP_RETRIES = 6
@@ -164,7 +170,13 @@ class WebApp(Router):
 
     def __init__(self, settings: Settings, routes: dict[str, WSGIApp] | None = None):
         super().__init__(
-            {EVENTS_PATH: self.slack_events, HEALTH_PATH: self.health, **(routes or {})}
+            {
+                EVENTS_PATH: self.slack_events,
+                HEALTH_PATH: self.health,
+                INSTALL_PATH: self.oauth_pages,
+                REDIRECT_PATH: self.oauth_pages,
+                **(routes or {}),
+            }
         )
         self.settings = settings
         secret = settings.slack_signing_secret or ""
@@ -255,7 +267,8 @@ class WebApp(Router):
         form = dict(parse_qsl(text, keep_blank_values=True))
         if form.get("command"):
             log_acked(raw_request_fields(form), started)
-            reply = {"response_type": "ephemeral", "text": WARMING_UP}
+            loading = (following := replica.current()) is not None and following.catching_up
+            reply = {"response_type": "ephemeral", "text": LOADING if loading else WARMING_UP}
             return as_json(start_response, "200 OK", reply)
         payload = json.loads(form["payload"]) if "payload" in form else {}
         log_acked(raw_request_fields(payload), started)
@@ -272,6 +285,42 @@ class WebApp(Router):
                 return as_json(start_response, "200 OK", errors)
         return plain(start_response, "200 OK", "")
 
+    # /slack/install and /slack/oauth_redirect
+
+    def oauth_pages(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        """Bolt's OAuth flow (``bot.slack.oauth``) when this deployment installs into many
+        workspaces; 404 when it serves one. A database that does not answer is a 503 page
+        with one sentence, not a traceback."""
+        if not self.settings.multi_workspace:
+            return plain(start_response, "404 Not Found", "Not Found")
+        if environ.get("REQUEST_METHOD") != "GET":
+            start_response("405 Method Not Allowed", [("Allow", "GET"), ("Content-Length", "0")])
+            return [b""]
+        if self.bolt is None:
+            return self._page(start_response, 503, "Paperboy is warming up", WARMING_UP)
+        try:
+            return list(self.bolt(environ, start_response))
+        except DATABASE_ERRORS as error:
+            log.error("%s failed: the database did not answer (%s)", environ["PATH_INFO"], error)
+            return self._page(
+                start_response,
+                503,
+                "Paperboy was not installed",
+                "Paperboy's database is not answering; please try again in a minute.",
+            )
+
+    @staticmethod
+    def _page(
+        start_response: Callable[..., Any], status: int, title: str, sentence: str
+    ) -> list[bytes]:
+        response = html_response(status, page(title, sentence))
+        reason = "OK" if status == 200 else "Service Unavailable"
+        return plain(
+            start_response, f"{status} {reason}", response.body, "text/html; charset=utf-8"
+        )
+
     # /healthz
 
     def health(
@@ -279,10 +328,20 @@ class WebApp(Router):
     ) -> Iterable[bytes]:
         """``GET /healthz``: 200 when Paperboy can serve, 503 with the reason when not."""
         if not self.is_ready:
-            return as_json(start_response, "503 Service Unavailable", {"status": "warming up"})
+            return as_json(start_response, "503 Service Unavailable", _warming_up_status())
         body = health_report(self.settings.db_path)
+        if (following := replica.current()) is not None:
+            body["replica"] = following.status()
         status = "200 OK" if body["status"] != "unhealthy" else "503 Service Unavailable"
         return as_json(start_response, status, body)
+
+
+def _warming_up_status() -> dict[str, Any]:
+    """``/healthz`` before the app is ready: warming up, or loading the shared corpus."""
+    following = replica.current()
+    if following is not None and following.catching_up:
+        return {"status": "catching up", "replica": following.status()}
+    return {"status": "warming up"}
 
 
 def health_report(db_path: Path, now: datetime | None = None) -> dict[str, Any]:
@@ -588,12 +647,15 @@ def open_engine(settings: Settings) -> Engine:
         # The shared state: DATABASE_URL's database, pooled for the request threads and the
         # post-ack workers; it must answer now, or the process does not start.
         configure_state(settings.database_url, pool_size=settings.http_threads + 8)
-        engine = Engine.open(settings.db_path, seed_dir=settings.seed_dir)
+        engine = replica.open_engine(settings.db_path, settings.seed_dir)
         state_for(engine.db_path)  # opened (and migrated) now, not by the first request
     except DatabaseError as error:
         raise StartupError(str(error)) from None
     except (sqlite3.Error, OSError) as error:
         raise StartupError(f"Could not open the database {settings.db_path} ({error}).") from None
+    # With DATABASE_URL: catch up with the shared corpus (a fresh host loads it all and builds
+    # the index once; /healthz says "catching up" meanwhile), then follow it.
+    replica.follow(engine, settings.corpus_sync_seconds)
     try:
         engine.index  # noqa: B018 - load or build it now, not on the first lookup
     except Exception as error:  # the engine says what went wrong in one sentence
@@ -724,7 +786,10 @@ def _run_http(settings: Settings, with_scheduler: bool) -> None:
     )
     server.start()
     try:
-        check_slack_token(settings)
+        if settings.multi_workspace:  # no one token: each workspace's comes as it installs
+            log.info("Workspaces install Paperboy at https://<your public host>%s.", INSTALL_PATH)
+        else:
+            check_slack_token(settings)
         engine = open_engine(settings)
         # The token was just checked, with retries: Bolt need not check it again.
         app = build_app(settings, engine, verify_token=False)

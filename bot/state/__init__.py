@@ -1,5 +1,7 @@
 """The shared state: members and their settings, topics, the digest ledger, sent papers and
-the clock's heartbeat. Every SQL statement about them is in ``store.py``.
+the clock's heartbeat, the workspaces Paperboy is installed in (with slack_sdk's own
+installation and OAuth-state stores on the same database). Every SQL statement of ours
+about them is in ``store.py``.
 
 SQLite by default (the tables live in the corpus file, as they always have); PostgreSQL when
 ``DATABASE_URL`` is set, so processes on different hosts share one state. Engine level: it

@@ -16,6 +16,7 @@ One code path (SQLAlchemy Core) serves both; what differs between them stays in 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
+from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from sqlalchemy import (
     Connection,
     bindparam,
@@ -52,13 +55,17 @@ from bot.engine.corpus import DatabaseError, db_path, is_writable, open_database
 from .tables import (
     ALL,
     FEEDBACK_TABLES,
+    TASTE_TABLES,
+    WORKSPACE_TABLES,
     clock_heartbeat,
     digests,
     feedback,
+    member_taste,
     members,
     saves,
     sent_papers,
     topics,
+    workspaces,
 )
 
 log = logging.getLogger(__name__)
@@ -149,10 +156,13 @@ def _sqlite_creator(path: str, read_only: bool) -> Callable[[], sqlite3.Connecti
 
 #: The latest migration in ``migrations/versions`` (a test checks they agree): knowing it, a
 #: process whose database is up to date never loads Alembic, which takes a third of a second.
-HEAD = "s002"
+HEAD = "s020_workspaces"
 #: Revisions a read-only store can serve as they are: s002 only added the feedback tables, and
-#: without them a member simply has no 👍/👎 or saved papers yet (``_has_feedback``).
-READABLE = frozenset({"s001", HEAD})
+#: without them a member simply has no 👍/👎 or saved papers yet (``_has_feedback``); s010_taste
+#: only ``member_taste``, without which every member has the default choices (``_has_taste``);
+#: s030_corpus only added the shared corpus, which a SQLite state (a corpus file) leaves empty;
+#: s020 the workspace tables, without which every workspace is installed (``_has_workspaces``).
+READABLE = frozenset({"s001", "s002", "s010_taste", "s030_corpus", HEAD})
 
 
 def _upgrade(connection: Connection) -> None:
@@ -221,6 +231,8 @@ class StateStore:
             )
         self._writer = self.engine.execution_options(immediate=True)
         self._feedback_present: bool | None = None  # see _has_feedback
+        self._taste_present: bool | None = None  # see _has_taste
+        self._workspaces_present: bool | None = None  # see _has_workspaces
         if migrate:
             self.migrate()
 
@@ -337,6 +349,18 @@ class StateStore:
                 if self.is_postgres:
                     conn.execute(text("select pg_advisory_unlock(7357001)"))
                     conn.commit()
+        if self.dialect == "sqlite":
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Move a migration's writes from the WAL into the file itself, so the file on disk
+        is the whole database (for a copy of it, or a health check reading it afresh).
+        Best effort: a busy database keeps them in the WAL, which is as safe."""
+        with (
+            contextlib.suppress(sqlite3.Error),
+            contextlib.closing(_sqlite_creator(str(self.url.database), False)()) as raw,
+        ):
+            raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _is_current(self) -> bool:
         return self.revision() == HEAD
@@ -352,20 +376,25 @@ class StateStore:
     def revision(self) -> str | None:
         """The state's schema revision; a SQLite file whose tables the corpus migrations made
         (every file so far) is at ``s001``, which adopts them unchanged, or at ``s002`` once
-        they hold the feedback tables too (corpus migration m029)."""
+        they hold the feedback tables too (corpus migration m029), ``s030_corpus`` with the
+        shared corpus's table (m050)."""
         with self.read() as conn:
             present = set(inspect(conn).get_table_names())
             current = None
             if "alembic_version" in present:
                 current = conn.execute(text("select version_num from alembic_version")).scalar()
             if current is None and {t.name for t in ALL} <= present:
-                return "s002" if {t.name for t in FEEDBACK_TABLES} <= present else "s001"
+                return _inferred_revision(present)
             return current
 
     # -- members and their settings --------------------------------------------------------
 
     def members(self, user_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Member rows (all, or those asked for) in user id order, each with ``topic_count``."""
+        """Member rows (all, or those asked for) in user id order, each with ``topic_count``.
+
+        All members means those of the workspaces Paperboy is installed in: members of a
+        workspace it was uninstalled from are left out (and so get no digest) until it is
+        installed there again; asked for by id, they are found."""
         count = (
             select(func.count())
             .where(topics.c.user_id == members.c.user_id)
@@ -375,7 +404,7 @@ class StateStore:
         query = select(members, count).order_by(members.c.user_id)
         with self.read() as conn:
             if user_ids is None:
-                return [dict(r._mapping) for r in conn.execute(query)]
+                return [dict(r._mapping) for r in conn.execute(self._installed_only(query))]
             rows = []
             for batch in _batches(user_ids):
                 rows += conn.execute(query.where(members.c.user_id.in_(batch))).mappings().all()
@@ -407,6 +436,7 @@ class StateStore:
         """Whether any member's digest is on (on by default once they have a topic)."""
         has_topic = select(topics.c.id).where(topics.c.user_id == members.c.user_id).exists()
         query = select(literal(1)).where(func.coalesce(members.c.digest_enabled, 1) == 1, has_topic)
+        query = self._installed_only(query)
         with self.read() as conn:
             return conn.execute(query.limit(1)).first() is not None
 
@@ -593,6 +623,9 @@ class StateStore:
         )
         if user_id is not None:
             query = query.where(digests.c.user_id == user_id)
+        elif self._has_workspaces():  # an uninstalled workspace's claims wait for its return
+            gone = select(members.c.user_id).where(members.c.team_id.in_(self._uninstalled()))
+            query = query.where(digests.c.user_id.not_in(gone))
         with self.read() as conn:
             return [dict(r) for r in conn.execute(query.order_by(digests.c.claimed_at)).mappings()]
 
@@ -750,7 +783,9 @@ class StateStore:
         """
         counts: dict[str, int] = {}
         with self.read() as source, target.write() as conn:
-            for table in (*ALL, *FEEDBACK_TABLES):
+            # OAuth states last ten minutes: an install under way finishes where it began.
+            installs = [t for t in WORKSPACE_TABLES if t.name != "slack_oauth_states"]
+            for table in (*ALL, *FEEDBACK_TABLES, *TASTE_TABLES, *installs):
                 rows = [dict(r) for r in source.execute(select(table)).mappings()]
                 counts[table.name] = len(rows)
                 if not rows:
@@ -768,12 +803,13 @@ class StateStore:
                 for start in range(0, len(rows), 1000):
                     conn.execute(statement, rows[start : start + 1000])
             if target.is_postgres:
-                conn.execute(
-                    text(
-                        "select setval(pg_get_serial_sequence('topics', 'id'), "
-                        "coalesce((select max(id) from topics), 0) + 1, false)"
+                for serial in ("topics", *(t.name for t in installs if "id" in t.c)):
+                    conn.execute(
+                        text(
+                            f"select setval(pg_get_serial_sequence('{serial}', 'id'), "
+                            f"coalesce((select max(id) from {serial}), 0) + 1, false)"
+                        )
                     )
-                )
         return counts
 
     # -- feedback: 👍/👎 and the reading list (issue 11) -------------------------------------
@@ -891,6 +927,184 @@ class StateStore:
                 )
                 out.update({paper: count for paper, count in conn.execute(query)})
         return out
+
+    # -- taste: what the per-member model reads, and the teammates-saved line (issue 11) ----
+
+    def _has_taste(self) -> bool:
+        """Whether ``member_taste`` exists: always once migrated (see ``_has_feedback``)."""
+        if not self.read_only:
+            return True
+        if self._taste_present is None:
+            with self.read() as conn:
+                present = set(inspect(conn).get_table_names())
+            self._taste_present = {t.name for t in TASTE_TABLES} <= present
+        return self._taste_present
+
+    def feedback_by_member(
+        self, user_ids: Iterable[str] | None = None
+    ) -> dict[str, list[tuple[str, str, str]]]:
+        """Every 👍/👎 of these members (default: all) in one query, newest first:
+        ``{user_id: [(paper_id, kind, created_at), ...]}``; members without any are left out."""
+        out: dict[str, list[tuple[str, str, str]]] = {}
+        if not self._has_feedback():
+            return out
+        query = select(
+            feedback.c.user_id, feedback.c.paper_id, feedback.c.kind, feedback.c.created_at
+        ).order_by(feedback.c.user_id, feedback.c.created_at.desc(), feedback.c.paper_id)
+        with self.read() as conn:
+            if user_ids is None:
+                rows = list(conn.execute(query))
+            else:
+                rows = []
+                for batch in _batches(user_ids):
+                    rows += conn.execute(query.where(feedback.c.user_id.in_(batch))).all()
+        for user, paper, kind, created in rows:
+            out.setdefault(user, []).append((paper, kind, created or ""))
+        for clicks in out.values():
+            clicks.sort(key=lambda c: c[2], reverse=True)
+        return out
+
+    def savers_of(self, paper_ids: Iterable[str]) -> dict[str, list[tuple[str, str | None]]]:
+        """Who saved each of these papers, ``{paper_id: [(user_id, team_id), ...]}``, for
+        counting teammates: callers show counts only, never names."""
+        out: dict[str, list[tuple[str, str | None]]] = {}
+        if not self._has_feedback():
+            return out
+        with self.read() as conn:
+            for batch in _batches(paper_ids):
+                query = select(saves.c.paper_id, saves.c.user_id, saves.c.team_id).where(
+                    saves.c.paper_id.in_(batch)
+                )
+                for paper, user, team in conn.execute(query):
+                    out.setdefault(paper, []).append((user, team))
+        return out
+
+    def team_saves_off(self, user_ids: Iterable[str] | None = None) -> set[str]:
+        """The members (of these, default all) who turned the teammates-saved line off."""
+        if not self._has_taste():
+            return set()
+        query = select(member_taste.c.user_id).where(member_taste.c.team_saves == 0)
+        with self.read() as conn:
+            if user_ids is None:
+                return set(conn.execute(query).scalars())
+            out: set[str] = set()
+            for batch in _batches(user_ids):
+                out.update(conn.execute(query.where(member_taste.c.user_id.in_(batch))).scalars())
+            return out
+
+    def set_team_saves(self, user_id: str, on: bool, now: str, team_id: str | None = None) -> None:
+        """Turn the member's "N teammates also saved this" line on or off."""
+        row = {"team_saves": int(on), "updated_at": now, "team_id": team_id}
+        with self.write() as conn:
+            conn.execute(
+                self._insert(member_taste)
+                .values(user_id=user_id, **row)
+                .on_conflict_do_update(index_elements=["user_id"], set_=row)
+            )
+
+    # -- workspaces: installs, uninstalls, and their tokens (issue 12) -----------------------
+
+    def _has_workspaces(self) -> bool:
+        """Whether the workspace tables exist: always once migrated; a read-only SQLite file
+        from before s020 has none (every member's workspace then counts as installed)."""
+        if not self.read_only:
+            return True
+        if self._workspaces_present is None:
+            with self.read() as conn:
+                present = set(inspect(conn).get_table_names())
+            self._workspaces_present = {t.name for t in WORKSPACE_TABLES} <= present
+        return self._workspaces_present
+
+    def _uninstalled(self) -> Any:
+        """The team ids of the workspaces Paperboy was uninstalled from (a subquery)."""
+        return select(workspaces.c.team_id).where(workspaces.c.uninstalled_at.is_not(None))
+
+    def _installed_only(self, query: Any) -> Any:
+        """``query`` on members without those of uninstalled workspaces."""
+        if not self._has_workspaces():
+            return query
+        return query.where(
+            members.c.team_id.is_(None) | members.c.team_id.not_in(self._uninstalled())
+        )
+
+    def workspace_installed(self, team_id: str, team_name: str | None, now: str) -> None:
+        """Paperboy was installed (again) in the workspace: its members' digests go on."""
+        row = {"team_name": team_name, "installed_at": now, "uninstalled_at": None}
+        with self.write() as conn:
+            conn.execute(
+                self._insert(workspaces)
+                .values(team_id=team_id, **row)
+                .on_conflict_do_update(index_elements=["team_id"], set_=row)
+            )
+
+    def workspace_uninstalled(self, team_id: str, now: str) -> bool:
+        """Paperboy was uninstalled from the workspace (or its bot token revoked): its
+        members get no digest until it is installed again. False when it already was."""
+        with self.write() as conn:
+            before = conn.execute(
+                select(workspaces.c.uninstalled_at).where(workspaces.c.team_id == team_id)
+            ).first()
+            if before is not None and before[0] is not None:
+                return False
+            conn.execute(
+                self._insert(workspaces)
+                .values(team_id=team_id, uninstalled_at=now)
+                .on_conflict_do_update(index_elements=["team_id"], set_={"uninstalled_at": now})
+            )
+            return True
+
+    def uninstalled_workspaces(self) -> set[str]:
+        """The team ids of the workspaces Paperboy was uninstalled from."""
+        if not self._has_workspaces():
+            return set()
+        with self.read() as conn:
+            return set(conn.execute(self._uninstalled()).scalars())
+
+    def team_of(self, user_id: str | None = None, channel: str | None = None) -> str | None:
+        """The workspace of a member (by user id), or of the conversation a member's digest
+        goes to (their channel or their DM with the bot); None when unknown."""
+        if user_id is not None:
+            where = members.c.user_id == user_id
+        elif channel is not None:
+            where = (members.c.digest_channel == channel) | (members.c.dm_channel == channel)
+        else:
+            return None
+        query = select(members.c.team_id).where(where, members.c.team_id.is_not(None))
+        with self.read() as conn:
+            return conn.execute(query.limit(1)).scalar()
+
+    def installation_store(self, client_id: str) -> SQLAlchemyInstallationStore:
+        """slack_sdk's installation store on this database (its tables made by s020): the
+        workspaces' installations and bot tokens, for Bolt's OAuth flow and authorize."""
+        # Reads (every request's authorize) take no write lock; a save is rare.
+        return SQLAlchemyInstallationStore(client_id=client_id, engine=self.engine)
+
+    def oauth_state_store(self, expiration_seconds: int) -> SQLAlchemyOAuthStateStore:
+        """slack_sdk's OAuth state store on this database: each ``state`` issued by
+        ``/slack/install`` is good once, for ``expiration_seconds``, in any process (on
+        SQLite its read-then-delete holds the write lock from the start)."""
+        return SQLAlchemyOAuthStateStore(expiration_seconds=expiration_seconds, engine=self._writer)
+
+
+#: For a SQLite file Alembic has not stamped yet: each revision after s001 and the tables it
+#: adds, in order. Corpus migrations may have made a later revision's table (m050 makes
+#: ``corpus_papers``) before an earlier one's, so the file is at the last revision of the
+#: unbroken run from the start, and Alembic adds the rest (each revision skips what exists).
+_REVISION_TABLES = (
+    ("s002", {t.name for t in FEEDBACK_TABLES}),
+    ("s010_taste", {t.name for t in TASTE_TABLES}),
+    ("s030_corpus", {"corpus_papers"}),  # bot/state/shared_corpus.py
+    ("s020_workspaces", {t.name for t in WORKSPACE_TABLES}),
+)
+
+
+def _inferred_revision(present: set[str]) -> str:
+    revision = "s001"
+    for name, tables in _REVISION_TABLES:
+        if not tables <= present:
+            break
+        revision = name
+    return revision
 
 
 def _sqlite_begin(conn: Connection) -> None:

@@ -8,6 +8,8 @@ are ISO 8601 UTC text in both, so comparisons and ``max()`` behave alike.
 
 from __future__ import annotations
 
+from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
+from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from sqlalchemy import Column, ForeignKey, Index, Integer, MetaData, Table, Text
 
 metadata = MetaData()
@@ -106,3 +108,49 @@ saves = Table(
 
 #: Tables added after s001 (ALL stays what s001 adopts), in the order rows can be copied.
 FEEDBACK_TABLES = (feedback, saves)
+
+# -- what a member's digest may say about their taste (issue 11; revision s010_taste) --------
+
+#: A member's choices about the taste features, in a table of its own rather than columns of
+#: ``members``: a read-only file from before this revision keeps serving ``members`` as it is.
+member_taste = Table(
+    "member_taste",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("team_id", Text),
+    Column("team_saves", Integer),  # NULL: the default (on): "2 teammates also saved this"
+    Column("updated_at", Text),
+)
+
+#: Tables added by s010_taste, in the order rows can be copied.
+TASTE_TABLES = (member_taste,)
+# -- workspaces the app is installed in (issue 12; revision s020) ----------------------------
+
+#: Each workspace Paperboy was installed in, and when it was uninstalled (``app_uninstalled``
+#: or ``tokens_revoked``): members of an uninstalled workspace get no digest until it is
+#: installed again, and their data is kept for that day. A single-workspace deployment
+#: (``SLACK_BOT_TOKEN``) has a row only once Slack told it of an uninstall.
+workspaces = Table(
+    "workspaces",
+    metadata,
+    Column("team_id", Text, primary_key=True),
+    Column("team_name", Text),
+    Column("installed_at", Text),
+    Column("uninstalled_at", Text),  # NULL: installed
+)
+
+#: slack_sdk's own OAuth tables (``SQLAlchemyInstallationStore``, ``SQLAlchemyOAuthStateStore``
+#: bind to them by name), built by slack_sdk's builders so the columns are exactly theirs.
+#: They hold the workspaces' bot tokens and the OAuth flow's one-use ``state`` values.
+slack_installations = SQLAlchemyInstallationStore.build_installations_table(
+    metadata, SQLAlchemyInstallationStore.default_installations_table_name
+)
+slack_bots = SQLAlchemyInstallationStore.build_bots_table(
+    metadata, SQLAlchemyInstallationStore.default_bots_table_name
+)
+slack_oauth_states = SQLAlchemyOAuthStateStore.build_oauth_states_table(
+    metadata, SQLAlchemyOAuthStateStore.default_table_name
+)
+
+#: Tables added by s020, in the order rows can be copied.
+WORKSPACE_TABLES = (workspaces, slack_installations, slack_bots, slack_oauth_states)

@@ -63,6 +63,10 @@ def answer(
         reply(respond, render.help_message(), **EPHEMERAL)
     elif word == "saved" and alone:
         feedback.show_saved(command.get("user_id") or "", respond, services)
+    elif word == "recommend" and alone:
+        feedback.show_recommendations(command.get("user_id") or "", respond, services)
+    elif word == "teammates" and (alone or words[1].strip().lower() in feedback.TOGGLE_WORDS):
+        feedback.set_teammates(command, text, respond, services)
     elif word == "export" and (alone or words[1].strip().lower() in feedback.EXPORT_WORDS):
         feedback.export_saved(command, text, respond, client, services)
     elif word in SUBSCRIPTION_WORDS or (word in SUBSCRIPTION_ALONE and alone):

@@ -3,19 +3,26 @@
 the Messages tab: the message is read as a query and answered there).
 
 Slash commands do not work in threads; a mention does. The App Home's events are in ``home``.
+
+Uninstalls too: ``app_uninstalled`` and ``tokens_revoked`` (of the bot's token) delete that
+workspace's installation and bot token (installed through OAuth) and stop its members'
+digests (``StateStore.workspace_uninstalled``); other workspaces are untouched.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from datetime import UTC, datetime
 from typing import Any
 
-from slack_bolt import App
+from slack_bolt import App, BoltContext
 from slack_sdk import WebClient
+from slack_sdk.oauth.installation_store import InstallationStore
 
 from bot.slack import render
 from bot.slack.services import Services
+from bot.state import state_for
 
 from .commands import HELP_WORDS, command_text
 
@@ -48,6 +55,43 @@ def register(app: App, services: Services) -> None:
         if event.get("channel_type") != "im" or event.get("bot_id") or not event.get("user"):
             return
         services.later(None, answer_in, client, services, event, event.get("thread_ts"))
+
+    @app.event("app_uninstalled")
+    def uninstalled(context: BoltContext) -> None:
+        services.later(
+            None, forget_workspace, services, app.installation_store, context, "uninstalled"
+        )
+
+    @app.event("tokens_revoked")
+    def revoked(event: dict[str, Any], context: BoltContext) -> None:
+        if not (event.get("tokens") or {}).get("bot"):
+            return  # user tokens only: Paperboy keeps none
+        services.later(
+            None, forget_workspace, services, app.installation_store, context, "token revoked"
+        )
+
+
+def forget_workspace(
+    services: Services,
+    installations: InstallationStore | None,
+    context: BoltContext,
+    why: str,
+) -> None:
+    """The workspace removed Paperboy: delete its installation (and bot token) and stop its
+    members' digests; their topics and settings are kept for a reinstall."""
+    team_id = context.team_id
+    if not team_id:
+        log.warning("an uninstall event named no workspace; nothing deleted")
+        return
+    if installations is not None:
+        installations.delete_all(enterprise_id=context.enterprise_id, team_id=team_id)
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    state_for(services.engine.db_path).workspace_uninstalled(team_id, now)
+    log.info(
+        "workspace %s: Paperboy %s; its installation is deleted and its digests stop",
+        team_id,
+        why,
+    )
 
 
 def message_query(text: str) -> str:

@@ -8,7 +8,8 @@ whole channel sees, where one member's 👍 must not show for everyone) a note o
 says what was recorded. A second click on the same button undoes it.
 
 Also the reading list: ``/papers saved`` (paged) and ``/papers export bibtex|csv`` (a file in
-the member's DM).
+the member's DM); ``/papers recommend`` (the member's model's picks, ``digest.taste``) and
+``/papers teammates on|off`` (whether digests say how many teammates saved a paper).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from bot.slack.replies import EPHEMERAL, EPHEMERAL_BELOW, reply
 from bot.slack.services import Services
 from bot.state import state_for
 from digest.export import EXTENSIONS, export, reading_list
+from digest.taste import recommendations_for
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +132,13 @@ def show_saved(
         reply(respond, message, **EPHEMERAL)
 
 
+#: ``/papers teammates on|off``.
+TOGGLE_WORDS = frozenset({"on", "off"})
+TEAMMATES_USAGE = (
+    "Say `/papers teammates off` to stop your digests saying how many teammates saved a "
+    "paper, or `/papers teammates on` to have it back."
+)
+RECOMMEND_SHOWN = 5
 EXPORT_USAGE = "Say which format: `/papers export bibtex` or `/papers export csv`."
 
 
@@ -181,3 +190,38 @@ def export_saved(
 
 def fmt_name(fmt: str) -> str:
     return {"bibtex": "BibTeX", "csv": "CSV"}[fmt]
+
+
+def show_recommendations(user_id: str, respond: Callable[..., Any], services: Services) -> None:
+    """``/papers recommend``: the member's current top recommendations, only for them."""
+    found = recommendations_for(services.engine, user_id, limit=RECOMMEND_SHOWN)
+    papers = [
+        (paper, r.liked_count, found.liked_titles.get(r.example or ""), r.score)
+        for paper, r in found.papers
+    ]
+    message = render.recommend_message(papers, likes=found.likes, dislikes=found.dislikes)
+    reply(respond, message, **EPHEMERAL)
+
+
+def set_teammates(
+    command: dict[str, Any], text: str, respond: Callable[..., Any], services: Services
+) -> None:
+    """``/papers teammates on|off``: the "N teammates also saved this" line in digests."""
+    words = text.split()
+    choice = words[1].lower() if len(words) == 2 else ""
+    if choice not in TOGGLE_WORDS:
+        reply(respond, render.error_message(TEAMMATES_USAGE), **EPHEMERAL)
+        return
+    store = state_for(services.engine.db_path)
+    store.set_team_saves(
+        user_id=command.get("user_id") or "",
+        on=choice == "on",
+        now=datetime.now(UTC).isoformat(),
+        team_id=command.get("team_id"),
+    )
+    done = (
+        "Your digests will say when two or more teammates saved a paper (a count, never who)."
+        if choice == "on"
+        else "Your digests will no longer say how many teammates saved a paper."
+    )
+    reply(respond, render.as_message(done, [render.section(done)]), **EPHEMERAL)

@@ -21,6 +21,7 @@ from bot.slack import render
 from bot.slack.home import publish_home
 from bot.slack.poster import SlackPoster
 from bot.slack.services import Services
+from bot.state import state_for
 from digest.delivery import refresh_time_zone
 from digest.poster import TokenRefused
 from digest.subscriptions import SubscriptionError, Subscriptions, normalize_topic
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 REMOVE_ACTIONS = re.compile(rf"^{render.HOME_REMOVE_TOPIC}:\d+$")
 SETTINGS_ACTIONS = re.compile(
     rf"^(?:{render.HOME_DIGEST_ON}|{render.HOME_DIGEST_OFF}|{render.HOME_TIME}"
-    rf"|{render.HOME_DAYS}|{render.HOME_CHANNEL}|{render.HOME_DM})$"
+    rf"|{render.HOME_DAYS}|{render.HOME_CHANNEL}|{render.HOME_DM}|{render.HOME_TEAM_SAVES})$"
 )
 COMMON_WORDS_ONLY = (
     "That topic only has very common words (like “the” or “of”); name something specific."
@@ -129,6 +130,10 @@ def change(user_id: str, action: dict[str, Any], client: WebClient, services: Se
             subscriptions.set_channel(user_id, channel, now)
         elif action_id == render.HOME_DM:
             subscriptions.set_channel(user_id, None, now)
+        elif action_id == render.HOME_TEAM_SAVES:
+            state_for(services.engine.db_path).set_team_saves(
+                user_id=user_id, on=action.get("value") == "on", now=now.isoformat()
+            )
     except SubscriptionError as error:
         notice = render.escape(str(error))
     publish_home(client, services.engine, user_id, now=now, notice=notice)

@@ -13,6 +13,7 @@ Split along its seams, each module with one job:
 * ``home`` — the App Home as the member's dashboard (topics, digest controls, search);
 * ``feedback`` — 👍/👎/Save under each paper and how a click shows; ``saved`` — the
   reading list (``/papers saved``);
+* ``recommend`` — ``/papers recommend`` and why a paper is recommended;
 * ``search_modal`` — the "Search papers" modal and the Home tab's "Add a topic" modal.
 
 Listeners use them through this package (``render.search_message`` ...), which re-exports
@@ -67,8 +68,12 @@ from .home import (
     HOME_DIGEST_OFF,
     HOME_DIGEST_ON,
     HOME_DM,
+    HOME_RECOMMENDED_BLOCK,
     HOME_REMOVE_TOPIC,
+    HOME_SAVED_BLOCK,
     HOME_SEARCH,
+    HOME_SHOWN,
+    HOME_TEAM_SAVES,
     HOME_TIME,
     home_dashboard,
     last_digest_line,
@@ -105,6 +110,7 @@ from .notices import (
     error_message,
     read_only_message,
 )
+from .recommend import liked_note, recommend_message, with_notes
 from .saved import (
     ACTION_SAVED_NEXT,
     ACTION_SAVED_PREVIOUS,
@@ -142,11 +148,18 @@ __all__ = [
     "HOME_DIGEST_OFF",
     "HOME_DIGEST_ON",
     "HOME_DM",
+    "HOME_RECOMMENDED_BLOCK",
     "HOME_REMOVE_TOPIC",
+    "HOME_SAVED_BLOCK",
+    "HOME_SHOWN",
+    "HOME_TEAM_SAVES",
     "HOME_SEARCH",
     "HOME_TIME",
     "home_dashboard",
     "last_digest_line",
+    "liked_note",
+    "recommend_message",
+    "with_notes",
     "ADD_TOPIC_ACTION",
     "ADD_TOPIC_BLOCK",
     "ADD_TOPIC_VIEW",

@@ -16,6 +16,11 @@ rather than listing commands only Ada can use. Its share button is "Share elsewh
 picker): everyone there already sees the paper, and re-posting it into the same channel would
 only repeat it, while passing it on to another channel is the useful thing left to do.
 Both forms have the same number of blocks, so a plan is cut the same way in either.
+
+A member who gave 👍/👎 may get a last section, "Recommended for you": each paper says why
+("like the 3 papers you 👍, e.g. “…”"). A paper at least two teammates saved says so ("2
+teammates also saved this": a count, never names). Both notes go in the paper's context line,
+so they cost no block.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from bot.engine.search import Engine, Hit, make_snippet
 from bot.engine.text import words
 from bot.english import count
 from bot.slack import render
-from digest.plan import DigestPlan
+from digest.plan import DigestItem, DigestPlan
 
 DIGEST_EVENT = "paperboy_digest"  # the message metadata's event_type
 TOPIC_CHARS = 120
@@ -57,9 +62,12 @@ def _when(local_date: str) -> str:
     return f"{day:%a} {day.day} {day:%b}"
 
 
-def _hits(engine: Engine, plan: DigestPlan) -> dict[str, Hit]:
+def _hits(engine: Engine, plan: DigestPlan) -> tuple[dict[str, Hit], dict[str, list[str]]]:
+    """Each paper as a hit, and its notes (``_notes``)."""
     papers = {p["id"]: p for p in engine.corpus.get_many(plan.paper_ids)}
-    hits = {}
+    examples = [i.liked_example for s in plan.sections for i in s.items if i.liked_example]
+    titles = {p["id"]: p.get("title") or p["id"] for p in engine.corpus.get_many(examples)}
+    hits, notes = {}, {}
     for section in plan.sections:
         for item in section.items:
             paper = papers.get(item.paper_id)
@@ -68,7 +76,18 @@ def _hits(engine: Engine, plan: DigestPlan) -> dict[str, Hit]:
             terms = {w for term in item.why for w in words(term)}
             snippet = make_snippet(paper.get("abstract") or paper.get("title") or "", terms)
             hits[item.paper_id] = Hit(paper=paper, score=item.score, snippet=snippet, why=item.why)
-    return hits
+            notes[item.paper_id] = _notes(item, titles)
+    return hits, notes
+
+
+def _notes(item: DigestItem, titles: dict[str, str]) -> list[str]:
+    """Why a recommendation came, and how many teammates saved the paper (mrkdwn, escaped)."""
+    notes = []
+    if item.liked_count:
+        notes.append(render.liked_note(item.liked_count, titles.get(item.liked_example or "")))
+    if item.team_saves:  # selection notes it from TEAM_SAVES_SHOWN on
+        notes.append(f":busts_in_silhouette: {item.team_saves} teammates also saved this")
+    return notes
 
 
 def digest_message(
@@ -83,7 +102,7 @@ def digest_message(
     """The message (``text``, ``blocks``, and ``metadata`` when ``digest_id`` is given) and the
     plan cut to the papers that fit. ``owner``: the member whose digest it is, when it is
     posted in a channel rather than their DM (see the module doc)."""
-    hits = _hits(engine, plan)
+    hits, notes = _hits(engine, plan)
     when = f" · {_when(local_date)}" if _when(local_date) else ""
     if preview:
         title = "Preview of your next digest"
@@ -114,6 +133,7 @@ def digest_message(
             one = render.paper_blocks(
                 hit, index=number + 1, share=True, similar=True, share_elsewhere=bool(owner)
             )
+            one = render.with_notes(one, notes.get(hit.id) or [])
             if len(body) + TOPIC_BLOCKS + len(fitted) + len(one) > room:
                 break
             number += 1
@@ -125,13 +145,16 @@ def digest_message(
             new = sum(1 for i in section.items if i.paper_id in shown and i.new)
             label = f"*{render.clip_escaped(section.query, TOPIC_CHARS)}*"
             tally = count(len(shown), "paper") + (f", {new} new" if new else "")
-            body += [DividerBlock(), render.section(f":label: {label} · {tally}"), *fitted]
+            icon = ":sparkles:" if section.recommended else ":label:"
+            body += [DividerBlock(), render.section(f"{icon} {label} · {tally}"), *fitted]
     trimmed = plan.keeping(kept)
-    topics = len(trimmed.sections)
+    topics = sum(not s.recommended for s in trimmed.sections)
+    recommended = sum(len(s.items) for s in trimmed.sections if s.recommended)
     whose = "their" if owner else "your"
-    summary = f"{count(trimmed.size, 'paper')} on {topics} of {whose} topics" + (
+    summary = f"{count(trimmed.size - recommended, 'paper')} on {topics} of {whose} topics" + (
         f", {trimmed.new_count} new since {whose} last digest" if trimmed.new_count else ""
     )
+    summary += f", {recommended} recommended" if recommended else ""
     blocks = head + [render.context(summary)] + body + tail
     text = f"{title}: {summary}"
     names = ", ".join(s.query for s in trimmed.sections)

@@ -12,6 +12,7 @@ from bot.help_text import (
     DIGEST_COMMANDS,
     QUERY_EXAMPLES,
     READING_LIST_COMMANDS,
+    TASTE_COMMANDS,
     TOPIC_COMMANDS,
     Usage,
 )
@@ -42,6 +43,8 @@ HELP_SECTIONS = (
     + "\n".join(usage_line(u) for u in DIGEST_COMMANDS),
     "*Reading list* (👍, 👎 and *Save* under every paper; only you see what you chose)\n"
     + "\n".join(usage_line(u) for u in READING_LIST_COMMANDS),
+    "*Recommendations* (from your 👍 and 👎: your digest ranks your topics' papers by them and "
+    "adds a few you may like)\n" + "\n".join(usage_line(u) for u in TASTE_COMMANDS),
 )
 #: The digest subcommands in one line (``/papers digest`` alone, or one it does not know).
 DIGEST_USAGE = " · ".join(command(u.args) for u in DIGEST_COMMANDS)
@@ -65,7 +68,9 @@ def help_message() -> dict[str, Any]:
     )
     topics = ", ".join(f"{COMMAND} {escape(u.args)}" for u in TOPIC_COMMANDS)
     digests = ", ".join(f"{COMMAND} {escape(u.args)}" for u in DIGEST_COMMANDS)
-    saved = ", ".join(f"{COMMAND} {escape(u.args)}" for u in READING_LIST_COMMANDS)
+    saved = ", ".join(
+        f"{COMMAND} {escape(u.args)}" for u in (*READING_LIST_COMMANDS, *TASTE_COMMANDS)
+    )
     text = (
         f"Paperboy help: {COMMAND} &lt;keywords&gt; to look papers up; {topics}; {digests}; "
         f"{saved}."

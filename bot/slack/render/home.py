@@ -33,6 +33,7 @@ from bot.english import noun_for
 from .blocks import button, context, mrkdwn, section
 from .escaping import clip_escaped, escape
 from .help import HELP_SECTIONS
+from .lookup import paper_title
 
 # Action ids of the Home tab's controls (``listeners/home.py`` handles them).
 HOME_ADD_TOPIC = "home_add_topic"
@@ -47,6 +48,11 @@ HOME_SEARCH = "home_search"
 HOME_DIGEST_BLOCK = "home_digest"
 HOME_NEXT_BLOCK = "home_next"
 HOME_TOPICS_BLOCK = "home_topics"
+HOME_TEAM_SAVES = "home_team_saves"  # value "on" | "off"
+HOME_SAVED_BLOCK = "home_saved"
+HOME_RECOMMENDED_BLOCK = "home_recommended"
+#: Saved papers and recommendations listed on the Home tab (each list is one block).
+HOME_SHOWN = 5
 
 DAY_LABELS = {
     "mon": "Mon",
@@ -108,9 +114,15 @@ def home_dashboard(
     upcoming: datetime | None,
     last: str,
     notice: str | None = None,
+    saved: Sequence[dict[str, Any]] = (),
+    saved_total: int = 0,
+    recommended: Sequence[tuple[dict[str, Any], str]] = (),
+    recommend_note: str | None = None,
+    team_saves: bool = True,
 ) -> dict[str, Any]:
-    """The Home tab (a ``views.publish`` view): at most 25 topics + 20 other blocks, far
-    within Slack's 100."""
+    """The Home tab (a ``views.publish`` view): at most 25 topics + 25 other blocks, far
+    within Slack's 100. ``saved``: the newest saved papers (of ``saved_total``);
+    ``recommended``: (paper, why) pairs, or ``recommend_note`` saying why there are none."""
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text="Your Paperboy", emoji=True)),
     ]
@@ -170,6 +182,9 @@ def home_dashboard(
     blocks.append(_context_with_id(HOME_NEXT_BLOCK, f"{when}. {last}"))
 
     blocks.append(DividerBlock())
+    blocks += _taste_blocks(saved, saved_total, recommended, recommend_note, team_saves)
+
+    blocks.append(DividerBlock())
     search = button("Search papers", HOME_SEARCH, "search", "primary")
     blocks.append(
         SectionBlock(
@@ -183,6 +198,49 @@ def home_dashboard(
     blocks.extend(section(text) for text in HELP_SECTIONS)
     view = View(type="home", callback_id="home", blocks=blocks)
     return view.to_dict()
+
+
+def _taste_blocks(
+    saved: Sequence[dict[str, Any]],
+    saved_total: int,
+    recommended: Sequence[tuple[dict[str, Any], str]],
+    recommend_note: str | None,
+    team_saves: bool,
+) -> list[Block]:
+    """The reading list (newest few, with the count), recommendations, and the teammates'
+    saves control: four blocks whatever the lists hold."""
+    if saved_total:
+        head = f"*Your reading list* · {saved_total:,} saved {noun_for(saved_total, 'paper')}"
+        lines = [f"• {paper_title(p)}" for p in saved[:HOME_SHOWN]]
+        more = saved_total - len(lines)
+        if more > 0:
+            lines.append(f"_and {more:,} more: `/papers saved`_")
+        text = "\n".join([head, *lines])
+    else:
+        text = "*Your reading list* is empty: click Save under any paper to keep it here."
+    blocks: list[Block] = [SectionBlock(block_id=HOME_SAVED_BLOCK, text=mrkdwn(text))]
+    if recommended:
+        lines = [f"• {paper_title(p)}\n   {why}" for p, why in recommended[:HOME_SHOWN]]
+        text = "\n".join(["*Recommended for you* (`/papers recommend` for more)", *lines])
+    else:
+        text = f"*Recommended for you*: {recommend_note or 'nothing yet.'}"
+    blocks.append(SectionBlock(block_id=HOME_RECOMMENDED_BLOCK, text=mrkdwn(text)))
+    state = "shown" if team_saves else "hidden"
+    toggle = (
+        button("Hide", HOME_TEAM_SAVES, "off")
+        if team_saves
+        else button("Show", HOME_TEAM_SAVES, "on")
+    )
+    blocks.append(
+        SectionBlock(
+            text=mrkdwn(
+                f"*Teammates' saves in your digests:* {state} "
+                "(“2 teammates also saved this”: a count, never who)."
+            ),
+            accessory=toggle,
+        )
+    )
+    return blocks
 
 
 def _context_with_id(block_id: str, text: str) -> Block:

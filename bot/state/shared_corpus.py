@@ -1,0 +1,224 @@
+"""The shared corpus: every paper, in the state's database, for hosts that share no disk.
+
+With ``DATABASE_URL`` set, papers live in PostgreSQL too (table ``corpus_papers``, revision
+``s030_corpus``), and each process keeps its SQLite corpus file and index as a replica that
+follows them (``bot/replica.py``). Every row carries ``seq``, a number from one sequence
+that goes up with every change to a row: a replica asks for the rows with ``seq`` above the
+highest one it has applied, in ``seq`` order, a page at a time.
+
+Why readers never miss a row: writers take one lock for their whole transaction (PostgreSQL:
+an advisory transaction lock; SQLite: its write lock) and number their rows above the
+highest ``seq`` committed, so rows become visible in ``seq`` order; a reader that has seen
+``seq`` N will never later find a committed row below N. Unchanged papers (same content hash)
+keep their ``seq``, so re-publishing a corpus costs a comparison and bumps nothing. The
+corpus has no deletions (a changed paper is updated in place), so neither does this table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    func,
+    select,
+    text,
+)
+
+from bot.engine.corpus import utcnow
+from bot.engine.paper import Paper
+
+from .store import StateStore
+
+metadata = MetaData()
+
+corpus_papers = Table(
+    "corpus_papers",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("seq", BigInteger, nullable=False),
+    Column("venue", Text),
+    Column("year", Integer),
+    Column("title", Text, nullable=False),
+    Column("title_derived", Integer),
+    Column("abstract", Text),
+    Column("authors", Text),  # JSON list, as in the corpus file
+    Column("keywords", Text),  # JSON list
+    Column("url", Text),
+    Column("content_hash", Text),
+    Column("added_at", Text),  # when the paper first reached the shared corpus (digests)
+    Column("updated_at", Text),
+    Index("idx_corpus_papers_seq", "seq", unique=True),
+)
+
+#: The advisory lock every writer of ``corpus_papers`` holds (PostgreSQL).
+PUBLISH_LOCK = 7357030
+#: Rows per statement when writing, and per page when reading.
+WRITE_BATCH = 1000
+PAGE = 2000
+
+
+@dataclass
+class Published:
+    """What a publish did: papers new to the shared corpus, changed ones, unchanged ones."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    @property
+    def changed(self) -> int:
+        return self.added + self.updated
+
+
+@dataclass
+class SharedPaper:
+    """A row of the shared corpus: the paper, its ``seq`` and when it was first added."""
+
+    paper: Paper
+    seq: int
+    added_at: str | None
+
+
+class SharedCorpus:
+    """The ``corpus_papers`` table of a state store (SQLite or PostgreSQL alike)."""
+
+    def __init__(self, store: StateStore):
+        self.store = store
+
+    def head(self) -> int:
+        """The highest ``seq`` committed (0 for an empty shared corpus)."""
+        with self.store.read() as conn:
+            return int(
+                conn.execute(select(func.coalesce(func.max(corpus_papers.c.seq), 0))).scalar()
+            )
+
+    def count(self) -> int:
+        with self.store.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(corpus_papers)).scalar())
+
+    def publish(
+        self, papers: Iterable[tuple[Paper, str | None]], *, only_if_empty: bool = False
+    ) -> Published | None:
+        """Upsert ``(paper, added_at)`` pairs by id, in one transaction; a changed paper gets
+        a new ``seq``, an unchanged one keeps its row as it is.
+
+        ``only_if_empty``: seeding the shared corpus from a host's own papers, which happens
+        once: None (and nothing written) when it has papers already, also when another
+        process seeded it a moment before (the check is made holding the writers' lock).
+        """
+        counts = Published()
+        now = utcnow()
+        with self.store.write() as conn:
+            if self.store.is_postgres:
+                conn.execute(text("select pg_advisory_xact_lock(:k)"), {"k": PUBLISH_LOCK})
+            if only_if_empty and conn.execute(select(corpus_papers.c.id).limit(1)).first():
+                return None
+            head = conn.execute(select(func.coalesce(func.max(corpus_papers.c.seq), 0))).scalar()
+            seq = int(head)
+            batch: list[tuple[Paper, str | None]] = []
+
+            def flush() -> None:
+                nonlocal seq
+                ids = [p.id for p, _ in batch]
+                known = dict(
+                    conn.execute(
+                        select(corpus_papers.c.id, corpus_papers.c.content_hash).where(
+                            corpus_papers.c.id.in_(ids)
+                        )
+                    ).all()
+                )
+                rows = []
+                for paper, added_at in batch:
+                    digest = paper.content_hash()
+                    if known.get(paper.id) == digest:
+                        counts.unchanged += 1
+                        continue
+                    if paper.id in known:
+                        counts.updated += 1
+                    else:
+                        counts.added += 1
+                    known[paper.id] = digest  # a duplicate id later in the input is unchanged
+                    seq += 1
+                    rows.append(_row(paper, digest, seq, added_at or now, now))
+                batch.clear()
+                if not rows:
+                    return
+                statement = self.store._insert(corpus_papers)
+                keep = {"id", "added_at"}  # a changed paper keeps its place in digests
+                statement = statement.on_conflict_do_update(
+                    index_elements=["id"],
+                    set_={
+                        c.name: statement.excluded[c.name]
+                        for c in corpus_papers.columns
+                        if c.name not in keep
+                    },
+                )
+                conn.execute(statement, rows)
+
+            for item in papers:
+                batch.append(item)
+                if len(batch) >= WRITE_BATCH:
+                    flush()
+            if batch:
+                flush()
+        return counts
+
+    def changes(self, after: int, upto: int, page: int = PAGE) -> Iterator[SharedPaper]:
+        """Rows with ``after < seq <= upto`` in ``seq`` order, read a page at a time (each
+        page its own short read: no connection is held between pages)."""
+        while after < upto:
+            query = (
+                select(corpus_papers)
+                .where(corpus_papers.c.seq > after, corpus_papers.c.seq <= upto)
+                .order_by(corpus_papers.c.seq)
+                .limit(page)
+            )
+            with self.store.read() as conn:
+                rows = [dict(r) for r in conn.execute(query).mappings()]
+            if not rows:
+                return
+            for row in rows:
+                yield SharedPaper(_paper(row), int(row["seq"]), row["added_at"])
+            after = int(rows[-1]["seq"])
+
+
+def _row(paper: Paper, digest: str, seq: int, added_at: str, now: str) -> dict[str, Any]:
+    return {
+        "id": paper.id,
+        "seq": seq,
+        "venue": paper.venue or "",
+        "year": paper.year,
+        "title": paper.title,
+        "title_derived": int(paper.title_derived),
+        "abstract": paper.abstract or "",
+        "authors": json.dumps(paper.authors, ensure_ascii=False),
+        "keywords": json.dumps(paper.keywords, ensure_ascii=False),
+        "url": paper.url or "",
+        "content_hash": digest,
+        "added_at": added_at,
+        "updated_at": now,
+    }
+
+
+def _paper(row: dict[str, Any]) -> Paper:
+    return Paper(
+        id=row["id"],
+        title=row["title"],
+        abstract=row["abstract"] or "",
+        venue=row["venue"] or "",
+        year=row["year"],
+        authors=json.loads(row["authors"] or "[]"),
+        keywords=json.loads(row["keywords"] or "[]"),
+        url=row["url"] or "",
+        title_derived=bool(row["title_derived"]),
+    )

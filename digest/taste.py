@@ -1,0 +1,499 @@
+"""What each member likes, learnt from their 👍 and 👎: a model over the engine's TF-IDF vectors.
+
+No Slack here: the digest (``selection``), ``/papers recommend`` and the App Home ask this
+module for a member's ``Taste`` and it reads their clicks from the shared state.
+
+The model
+=========
+Rocchio's relevance feedback (Rocchio, 1971): the member's profile is a term vector,
+
+    profile = LIKE * mean(👍 papers) - DISLIKE * mean(👎 papers) + TOPIC * mean(topics)
+
+of unit-length paper vectors (the index's own TF-IDF weights) and topic queries (weak evidence:
+what the member said they want before clicking anything). Its ``PROFILE_TERMS`` strongest
+positive terms, as a unit vector, are then a query like any other: the index scores every paper
+with it in one sparse product, so a score is the same kind of number as a topic's (a cosine for
+a paper of average length). It works from the first 👍, needs no negatives, and training is a
+few hundred vector additions. arxiv-sanity-lite's linear SVM (``method="svm"``: LinearSVC,
+C=0.01, balanced classes, 👎 and a random background sample as negatives) is kept for the
+benchmark, which chose between them (``bench/feedback_digests.py``; numbers in bench/README.md).
+
+Speed
+=====
+A model learns from the member's ``MAX_CLICKS`` newest clicks only, and is cached per member,
+keyed by those clicks, their topics and the corpus version: a click changes the key, so the
+next use trains again (lazily: nothing runs at click time), and every other use is a lookup.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.svm import LinearSVC
+
+from bot.engine.index import Index
+from bot.engine.query import QueryError, parse_query
+from bot.engine.search import Engine
+from bot.engine.text import analyze
+from bot.state import state_for
+
+#: The newest clicks a model learns from (caps the work of an update).
+MAX_CLICKS = 200
+#: The strongest terms of a profile that are run through the index as its query.
+PROFILE_TERMS = 40
+#: Rocchio's weights: 👍 papers, 👎 papers, topics (weak evidence).
+LIKE_WEIGHT = 1.0
+DISLIKE_WEIGHT = 0.5
+TOPIC_WEIGHT = 0.35
+#: A paper whose cosine with a 👎-ed one is at least this is "very close" to it and never comes
+#: (measured: bench/feedback_digests.py --near; see bench/README.md).
+NEAR_DISLIKED = 0.5
+#: A 👍 paper counts as a reason for a recommendation when their cosine is at least this.
+REASON_COSINE = 0.1
+#: Recommendations need at least this model score (the topic match threshold's scale).
+RECOMMEND_FLOOR = 0.1
+#: The SVM's background: random papers taken as negatives besides the 👎 ones.
+SVM_BACKGROUND = 300
+#: Members whose models stay cached in one process (a model is a few kilobytes).
+CACHE_MEMBERS = 20_000
+#: Papers scoring below this for a model count as 0 (keeps each member's scores small).
+SCORE_KEEP = 0.03
+#: Models scored against the index at once (bounds the product's memory).
+CHUNK_MODELS = 64
+
+METHODS = ("rocchio", "svm")
+
+
+@dataclass(frozen=True)
+class Click:
+    paper_id: str
+    kind: str  # like | dislike
+
+
+#: A sparse term vector: (term ids ascending, weights).
+Vector = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass
+class Taste:
+    """One member's model: their rated papers (index documents) and the profile query."""
+
+    user_id: str
+    liked: np.ndarray
+    disliked: np.ndarray
+    term_ids: np.ndarray
+    weights: np.ndarray
+    liked_vectors: list[Vector]  # unit length, for "like the 3 papers you 👍"
+    disliked_vectors: list[Vector]  # unit length, for "very close to a 👎-ed paper"
+    liked_ids: list[str] = field(default_factory=list)
+
+    @property
+    def rated(self) -> np.ndarray:
+        return np.union1d(self.liked, self.disliked)
+
+    def near_disliked(self, index: Index, docs: np.ndarray) -> np.ndarray:
+        """Which of ``docs`` are 👎-ed or very close to a 👎-ed paper (cosine ``NEAR_DISLIKED``)."""
+        out = np.isin(docs, self.disliked)
+        if not self.disliked_vectors or not len(docs):
+            return out
+        found = _Side.of(self.disliked_vectors).cosines(unit_vectors(index, docs))
+        return out | (found.max(axis=1) >= NEAR_DISLIKED)
+
+    def reasons(self, index: Index, docs: np.ndarray) -> list[tuple[int, str | None]]:
+        """Per document: how many 👍 papers it is like (cosine ``REASON_COSINE``, at least
+        one), and the most alike one's paper id."""
+        if not self.liked_vectors or not len(docs):
+            return [(0, None)] * len(docs)
+        found = _Side.of(self.liked_vectors).cosines(unit_vectors(index, docs))
+        return [
+            (max(int((row >= REASON_COSINE).sum()), 1), self.liked_ids[int(np.argmax(row))])
+            for row in found
+        ]
+
+
+def unit_vectors(index: Index, docs: Iterable[int]) -> list[Vector]:
+    """Documents' TF-IDF vectors, unit length."""
+    out = []
+    for doc in docs:
+        terms, values = index.doc_vector(int(doc))
+        norm = float(np.linalg.norm(values)) or 1.0
+        out.append((terms, values / np.float32(norm)))
+    return out
+
+
+def _compact(*groups: list[Vector]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The groups' vectors as rows of dense matrices over only the terms they use (a few
+    thousand columns: cheaper than any sparse structure as wide as the vocabulary)."""
+    every = [t for group in groups for t, _ in group]
+    terms = np.unique(np.concatenate(every)) if every else np.zeros(0, np.int64)
+    matrices = []
+    for group in groups:
+        dense = np.zeros((len(group), len(terms)), np.float32)
+        for row, (t, v) in enumerate(group):
+            dense[row, np.searchsorted(terms, t)] = v
+        matrices.append(dense)
+    return terms, matrices
+
+
+@dataclass
+class _Side:
+    """Unit vectors as one dense matrix over the terms they use, to take many documents'
+    cosines with them without building anything per document but a lookup of its terms."""
+
+    terms: np.ndarray
+    matrix: np.ndarray  # vectors x terms
+
+    @classmethod
+    def of(cls, vectors: list[Vector]) -> _Side:
+        terms, (matrix,) = _compact(vectors)
+        return cls(terms, matrix)
+
+    def cosines(self, others: list[Vector]) -> np.ndarray:
+        """``len(others) x vectors`` cosines."""
+        out = np.zeros((len(others), self.matrix.shape[0]), np.float32)
+        if not len(self.terms):
+            return out
+        for row, (t, v) in enumerate(others):
+            at = np.minimum(np.searchsorted(self.terms, t), len(self.terms) - 1)
+            shared = self.terms[at] == t
+            out[row] = self.matrix[:, at[shared]] @ v[shared]
+        return out
+
+
+def cosines(a: list[Vector], b: list[Vector]) -> np.ndarray:
+    """Dense ``len(a) x len(b)`` dot products (cosines of unit vectors)."""
+    if not a or not b:
+        return np.zeros((len(a), len(b)), np.float32)
+    _, (left, right) = _compact(a, b)
+    return left @ right.T
+
+
+def topic_vectors(index: Index, topics: Sequence[str]) -> list[Vector]:
+    """The topics' query vectors (unit length), as the digest matches them."""
+    out = []
+    for text in topics:
+        try:
+            ranked = parse_query(text).ranked_text
+        except QueryError:
+            continue
+        term_ids, weights = index.vectorize(analyze(ranked))
+        if len(term_ids):
+            order = np.argsort(term_ids)
+            out.append((term_ids[order].astype(np.int64), weights[order]))
+    return out
+
+
+def _weighted_sum(parts: list[tuple[float, list[Vector]]]) -> Vector:
+    """Sum over groups of ``weight * mean(group)``, as a sparse vector."""
+    terms, values = [], []
+    for weight, group in parts:
+        for t, v in group:
+            terms.append(t)
+            values.append(v * np.float32(weight / len(group)))
+    if not terms:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    unique, inverse = np.unique(np.concatenate(terms), return_inverse=True)
+    return unique, np.bincount(inverse, weights=np.concatenate(values)).astype(np.float32)
+
+
+def _as_query(terms: np.ndarray, values: np.ndarray, keep: int) -> Vector:
+    """The strongest ``keep`` positive entries of a term vector, unit length."""
+    positive = np.flatnonzero(values > 0)
+    if not len(positive):
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    top = np.sort(positive[np.argsort(-values[positive], kind="stable")[:keep]])
+    weights = values[top].astype(np.float32)
+    return terms[top].astype(np.int64), weights / np.float32(np.linalg.norm(weights))
+
+
+def train(
+    index: Index,
+    user_id: str,
+    liked: Sequence[tuple[int, str]],
+    disliked: Sequence[int],
+    topics: Sequence[str],
+    *,
+    method: str = "rocchio",
+) -> Taste:
+    """The member's model from their rated documents (``liked``: (document, paper id))."""
+    liked_docs = np.asarray([d for d, _ in liked], np.int64)
+    disliked_docs = np.asarray(disliked, np.int64)
+    liked_rows = unit_vectors(index, liked_docs)
+    disliked_rows = unit_vectors(index, disliked_docs)
+    topic_rows = topic_vectors(index, topics)
+    if method == "svm" and len(liked_docs):
+        terms, values = _svm_vector(index, liked_rows, disliked_rows, topic_rows, user_id)
+    else:
+        terms, values = _weighted_sum(
+            [
+                (LIKE_WEIGHT, liked_rows),
+                (TOPIC_WEIGHT, topic_rows),
+                (-DISLIKE_WEIGHT, disliked_rows),
+            ]
+        )
+    term_ids, weights = _as_query(terms, values, PROFILE_TERMS)
+    return Taste(
+        user_id,
+        np.unique(liked_docs),
+        np.unique(disliked_docs),
+        term_ids,
+        weights,
+        liked_rows,
+        disliked_rows,
+        [paper for _, paper in liked],
+    )
+
+
+def _svm_vector(
+    index: Index,
+    liked: list[Vector],
+    disliked: list[Vector],
+    topics: list[Vector],
+    user_id: str,
+) -> Vector:
+    """arxiv-sanity-lite's recipe: a linear SVM's weights (positive: 👍 and topics; negative:
+    👎 and a random background of papers, the same for a member every time)."""
+    rng = np.random.default_rng(zlib.crc32(user_id.encode()))
+    live = index.live_docs()
+    background = rng.choice(live, size=min(SVM_BACKGROUND, len(live)), replace=False)
+    positives = [*liked, *topics]
+    negatives = [*disliked, *unit_vectors(index, background)]
+    terms, (x_pos, x_neg) = _compact(positives, negatives)
+    x = sp.csr_matrix(np.vstack([x_pos, x_neg]))
+    y = np.r_[np.ones(len(positives)), np.zeros(len(negatives))]
+    model = LinearSVC(C=0.01, class_weight="balanced", max_iter=2000, tol=1e-4)
+    model.fit(x, y)
+    return terms, model.coef_.ravel().astype(np.float32)
+
+
+# --- members' models, read from the shared state and cached ------------------------------------
+
+
+class _Cache:
+    """Trained models per (database, member), keyed by what they were trained from."""
+
+    _lock = threading.Lock()
+    _models: OrderedDict[tuple[str, str], tuple[tuple, Taste]] = OrderedDict()
+
+    @classmethod
+    def get(cls, where: str, user_id: str, key: tuple) -> Taste | None:
+        with cls._lock:
+            hit = cls._models.get((where, user_id))
+            if hit is None or hit[0] != key:
+                return None
+            cls._models.move_to_end((where, user_id))
+            return hit[1]
+
+    @classmethod
+    def put(cls, where: str, user_id: str, key: tuple, taste: Taste) -> None:
+        with cls._lock:
+            cls._models[(where, user_id)] = (key, taste)
+            cls._models.move_to_end((where, user_id))
+            while len(cls._models) > CACHE_MEMBERS:
+                cls._models.popitem(last=False)
+
+
+def _docs_of_papers(engine: Engine, index: Index, paper_ids: Iterable[str]) -> dict[str, int]:
+    """Index documents of papers (those still in the corpus)."""
+    wanted = list(dict.fromkeys(paper_ids))
+    out: dict[str, int] = {}
+    for start in range(0, len(wanted), 5000):
+        batch = wanted[start : start + 5000]
+        rows = engine.db.execute(
+            f"select id, rowid from papers where id in ({','.join('?' * len(batch))})", batch
+        ).fetchall()
+        for paper, rowid in rows:
+            doc = index.doc_of_rowid(rowid)
+            if doc is not None:
+                out[paper] = doc
+    return out
+
+
+def tastes(
+    engine: Engine,
+    topics_by_member: dict[str, Sequence[str]],
+    clicks_by_member: dict[str, Sequence[Click]] | None = None,
+    *,
+    method: str = "rocchio",
+) -> dict[str, Taste]:
+    """The models of these members who have given any feedback (others are left out: their
+    digest stays exactly as it was). ``clicks_by_member``: their clicks newest first, when
+    the caller has them; read from the shared state otherwise, in one query."""
+    if clicks_by_member is None:
+        stored = state_for(engine.db_path).feedback_by_member(list(topics_by_member))
+        clicks_by_member = {
+            user: [Click(paper, kind) for paper, kind, _ in rows] for user, rows in stored.items()
+        }
+    index = engine.index
+    where = str(engine.db_path)
+    out: dict[str, Taste] = {}
+    missing: dict[str, tuple[tuple, list[Click]]] = {}
+    for user, clicks in clicks_by_member.items():
+        if user not in topics_by_member or not clicks:
+            continue
+        recent = list(clicks)[:MAX_CLICKS]
+        key = (index.corpus_version, method, tuple(recent), tuple(topics_by_member[user]))
+        cached = _Cache.get(where, user, key)
+        if cached is not None:
+            out[user] = cached
+        else:
+            missing[user] = (key, recent)
+    if missing:
+        docs = _docs_of_papers(
+            engine, index, (c.paper_id for _, recent in missing.values() for c in recent)
+        )
+        for user, (key, recent) in missing.items():
+            liked = [(docs[c.paper_id], c.paper_id) for c in recent if c.kind == "like"]
+            liked = [(d, p) for d, p in liked if p in docs]
+            disliked = [
+                docs[c.paper_id] for c in recent if c.kind == "dislike" and c.paper_id in docs
+            ]
+            taste = train(index, user, liked, disliked, topics_by_member[user], method=method)
+            _Cache.put(where, user, key, taste)
+            out[user] = taste
+    return out
+
+
+def taste_of(engine: Engine, user_id: str, topics: Sequence[str]) -> Taste | None:
+    """One member's model (None: they have given no feedback yet)."""
+    return tastes(engine, {user_id: list(topics)}).get(user_id)
+
+
+# --- scoring every paper -----------------------------------------------------------------------
+
+
+def score_all(index: Index, models: Sequence[Taste]) -> list[Vector]:
+    """Each model's scores of the papers, as sparse (documents ascending, scores) keeping those
+    of at least ``SCORE_KEEP``: the profiles are stacked and multiplied with the index a chunk
+    at a time (``Index.score_matrix``, as the digest's topics are), not one by one."""
+    out: list[Vector] = []
+    for start in range(0, len(models), CHUNK_MODELS):
+        chunk = models[start : start + CHUNK_MODELS]
+        indptr = np.zeros(len(chunk) + 1, np.int64)
+        np.cumsum([len(m.term_ids) for m in chunk], out=indptr[1:])
+        queries = sp.csr_matrix(
+            (
+                np.concatenate([m.weights for m in chunk]).astype(np.float32),
+                np.concatenate([m.term_ids for m in chunk]).astype(np.int64),
+                indptr,
+            ),
+            shape=(len(chunk), index.n_terms),
+        )
+        product = index.score_matrix(queries).tocsr()
+        for row in range(len(chunk)):
+            lo, hi = product.indptr[row], product.indptr[row + 1]
+            docs, values = product.indices[lo:hi], product.data[lo:hi]
+            keep = values >= SCORE_KEEP
+            docs, values = docs[keep].astype(np.int64), values[keep].astype(np.float32)
+            order = np.argsort(docs, kind="stable")
+            out.append((docs[order], values[order]))
+    return out
+
+
+def scores_of(scores: Vector, docs: np.ndarray) -> np.ndarray:
+    """The model's scores of these documents (0 below ``SCORE_KEEP``)."""
+    known, values = scores
+    if not len(known) or not len(docs):
+        return np.zeros(len(docs), np.float32)
+    at = np.minimum(np.searchsorted(known, docs), len(known) - 1)
+    return np.where(known[at] == docs, values[at], np.float32(0))
+
+
+# --- recommendations -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """A paper the model likes, and why: like ``liked_count`` papers the member 👍, e.g. one."""
+
+    doc: int
+    score: float
+    liked_count: int
+    example: str | None  # paper id of the most alike 👍 paper
+
+
+def recommend(
+    index: Index,
+    taste: Taste,
+    scores: Vector,
+    *,
+    limit: int,
+    exclude: np.ndarray | None = None,
+    floor: float | None = None,
+) -> list[Recommendation]:
+    """The model's best papers (``scores``: ``score_all``'s for it), without ``exclude``
+    (documents), the rated ones and those very close to a 👎-ed one; only those scoring at
+    least ``floor``."""
+    if limit <= 0 or not len(taste.liked):
+        return []
+    docs, values = scores
+    good = values >= (RECOMMEND_FLOOR if floor is None else floor)
+    docs, values = docs[good], values[good]
+    banned = taste.rated if exclude is None else np.union1d(taste.rated, exclude)
+    allowed = ~np.isin(docs, banned)
+    docs, values = docs[allowed], values[allowed]
+    if not len(docs):
+        return []
+    order = docs[np.lexsort((docs, -values))]
+    score_of = dict(zip(docs.tolist(), values.tolist(), strict=True))
+    chosen: list[int] = []
+    # Near-duplicates of 👎-ed papers are checked a few at a time, best first.
+    step = limit + 2
+    for start in range(0, len(order), step):
+        block = order[start : start + step]
+        chosen += block[~taste.near_disliked(index, block)].tolist()
+        if len(chosen) >= limit:
+            break
+    chosen = chosen[:limit]
+    reasons = taste.reasons(index, np.asarray(chosen, np.int64))
+    return [
+        Recommendation(doc, float(score_of[doc]), n, example)
+        for doc, (n, example) in zip(chosen, reasons, strict=True)
+    ]
+
+
+@dataclass
+class MemberRecommendations:
+    """What ``/papers recommend`` and the App Home show: the papers (corpus dicts) with why,
+    and the member's click counts (to say why there are none)."""
+
+    papers: list[tuple[dict, Recommendation]]
+    likes: int
+    dislikes: int
+    liked_titles: dict[str, str]  # paper id -> title, for the "e.g." of each paper
+
+
+def recommendations_for(engine: Engine, user_id: str, limit: int = 5) -> MemberRecommendations:
+    """The member's current top recommendations: not rated, never sent to them, nor very close
+    to a paper they 👎-ed."""
+    store = state_for(engine.db_path)
+    clicks = store.feedback_by_member([user_id]).get(user_id, [])
+    likes = sum(kind == "like" for _, kind, _ in clicks)
+    empty = MemberRecommendations([], likes, len(clicks) - likes, {})
+    if not likes:
+        return empty
+    topics = [row["query"] for row in store.topics([user_id])]
+    model = tastes(engine, {user_id: topics}, {user_id: [Click(p, k) for p, k, _ in clicks]}).get(
+        user_id
+    )
+    if model is None:
+        return empty
+    index = engine.index
+    sent = list(
+        _docs_of_papers(engine, index, store.sent_papers([user_id]).get(user_id, [])).values()
+    )
+    [scores] = score_all(index, [model])
+    found = recommend(index, model, scores, limit=limit, exclude=np.asarray(sent, np.int64))
+    rowids = [int(index.rowids[r.doc]) for r in found]
+    papers = engine.corpus.by_rowids(rowids)
+    examples = {r.example for r in found if r.example}
+    titles = {p["id"]: p.get("title") or p["id"] for p in engine.corpus.get_many(sorted(examples))}
+    return MemberRecommendations(
+        list(zip(papers, found, strict=True)), likes, len(clicks) - likes, titles
+    )

@@ -1,0 +1,288 @@
+"""What each member likes (digest/taste.py) and what it changes: digests ranked by the model,
+"Recommended for you", 👎-ed papers (and near-duplicates) never again, teammates' saves
+counted (never named), ``/papers recommend`` and the App Home. State on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bot.engine.search import Engine
+from bot.slack import render
+from bot.slack.render.digest import digest_message
+from bot.state import state_for
+from digest import taste
+from digest.ledger import Ledger
+from digest.selection import select_digests
+from digest.subscriptions import Subscriptions
+from tests.digest_support import synthetic_papers, write_corpus
+from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
+from tests.test_app_home import open_home
+
+NOW = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
+OLD = "2024-01-01T00:00:00+00:00"
+
+pytestmark = pytest.mark.usefixtures("state_backend")
+
+
+def _with_duplicate() -> list[dict]:
+    """The synthetic corpus plus a second listing of ``graph-1`` (same text, another id)."""
+    papers = synthetic_papers()
+    copy = dict(next(p for p in papers if p["id"] == "graph-1"))
+    copy["id"] = "graph-1-workshop"
+    copy["venue"] = "ICML"
+    return [*papers, copy]
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Engine:
+    engine = Engine.open(tmp_path / "d.db")
+    engine.ingest([write_corpus(tmp_path / "papers.jsonl", _with_duplicate())])
+    engine.db.execute("update papers set added_at = ?", [OLD])
+    return engine
+
+
+def subscribe(engine: Engine, user: str, *topics: str, team: str | None = "T1") -> None:
+    subs = Subscriptions(engine.db)
+    for topic in topics:
+        subs.add_topic(user, topic, NOW - timedelta(days=1), team)
+
+
+def click(engine: Engine, user: str, paper: str, kind: str, minute: int = 0) -> None:
+    state_for(engine.db_path).set_feedback(
+        user_id=user, paper_id=paper, kind=kind, now=(NOW + timedelta(minutes=minute)).isoformat()
+    )
+
+
+def send(engine: Engine, user: str, when: datetime) -> list[str]:
+    """``digest now`` without Slack: select, cut to the message, claim and record as sent."""
+    plan = select_digests(engine, [user])[user]
+    _, plan = digest_message(engine, plan, when.date().isoformat())
+    ledger = Ledger(state_for(engine.db_path), worker="test")
+    claim, _ = ledger.claim_now(user, when.strftime("%Y-%m-%dT%H:%M"), plan, when)
+    if claim is None:
+        return []
+    ledger.record_sent(claim, f"D{user}", f"{when.timestamp():.6f}", when)
+    return claim.plan.paper_ids
+
+
+def recommended_ids(plan) -> list[str]:
+    return [i.paper_id for s in plan.sections if s.recommended for i in s.items]
+
+
+# --- the model -------------------------------------------------------------------------------
+
+
+def test_the_model_ranks_a_paper_like_the_liked_ones_above_an_unrelated_one(engine) -> None:
+    subscribe(engine, "U1", "diffusion models")
+    for n, paper in enumerate(("protein-0", "protein-1", "protein-2")):
+        click(engine, "U1", paper, "like", n)
+    model = taste.taste_of(engine, "U1", ["diffusion models"])
+    assert model is not None
+    [scores] = taste.score_all(engine.index, [model])
+    doc = taste._docs_of_papers(engine, engine.index, ["protein-5", "rl-5"])
+    protein, rl = taste.scores_of(scores, np.asarray([doc["protein-5"], doc["rl-5"]]))
+    assert protein > rl
+    # From the first 👍: a member with one like has a model too.
+    subscribe(engine, "U2", "diffusion models")
+    click(engine, "U2", "graph-0", "like")
+    one = taste.taste_of(engine, "U2", ["diffusion models"])
+    assert one is not None and len(one.liked) == 1
+
+
+def test_a_click_changes_the_model_at_once(engine) -> None:
+    subscribe(engine, "U1", "diffusion models")
+    click(engine, "U1", "protein-0", "like")
+    first = taste.taste_of(engine, "U1", ["diffusion models"])
+    assert taste.taste_of(engine, "U1", ["diffusion models"]) is first  # cached
+    click(engine, "U1", "rl-0", "like", 1)
+    second = taste.taste_of(engine, "U1", ["diffusion models"])
+    assert second is not first and len(second.liked) == 2
+
+
+# --- digests -----------------------------------------------------------------------------------
+
+
+def test_a_member_without_feedback_gets_exactly_todays_digest(engine) -> None:
+    subscribe(engine, "U1", "graph neural networks", "reinforcement learning")
+    subscribe(engine, "U2", "graph neural networks", "reinforcement learning")
+    before = select_digests(engine, ["U1"])["U1"]
+    message_before, _ = digest_message(engine, before, "2024-03-04")
+    # Another member's clicks (on the very same papers) change nothing for U1.
+    for n, paper in enumerate(before.paper_ids[:3]):
+        click(engine, "U2", paper, "dislike", n)
+    click(engine, "U2", "protein-0", "like", 5)
+    after = select_digests(engine)["U1"]
+    assert after.to_json() == before.to_json()
+    assert digest_message(engine, after, "2024-03-04")[0] == message_before
+    assert not recommended_ids(after)
+    # Today's digest: the topics' best matches by score, nothing about taste or teammates.
+    items = [i for s in after.sections for i in s.items]
+    assert all(i.liked_count == 0 and i.team_saves == 0 and not i.liked_example for i in items)
+    # ...while U2's digest did change.
+    assert select_digests(engine, ["U2"])["U2"].to_json() != before.to_json().replace("U1", "U2")
+
+
+def test_topic_matches_are_ranked_by_the_model(engine) -> None:
+    subscribe(engine, "U1", "graph neural networks")
+    plain = select_digests(engine, ["U1"], limit=3)["U1"].paper_ids
+    # Liking the "molecular graphs" papers brings the other one of them to the top.
+    click(engine, "U1", "graph-2", "like")
+    ranked = select_digests(engine, ["U1"], limit=3)["U1"]
+    topic_papers = [i.paper_id for s in ranked.sections if not s.recommended for i in s.items]
+    assert topic_papers[0] == "graph-6" != plain[0]
+
+
+def test_a_disliked_paper_and_its_near_duplicate_never_come(engine) -> None:
+    subscribe(engine, "U1", "graph neural networks")
+    everything = select_digests(engine, ["U1"], limit=50)["U1"].paper_ids
+    assert {"graph-1", "graph-1-workshop"} <= set(everything)
+    click(engine, "U1", "graph-1", "dislike")
+    for day in range(4):
+        sent = send(engine, "U1", NOW + timedelta(days=day))
+        assert "graph-1" not in sent and "graph-1-workshop" not in sent
+    plan = select_digests(engine, ["U1"], limit=50)["U1"]
+    assert "graph-1-workshop" not in plan.paper_ids
+
+
+def test_recommendations_match_no_topic_say_why_and_exclude_sent_papers(engine) -> None:
+    subscribe(engine, "U1", "diffusion models")
+    for n, paper in enumerate(("protein-0", "protein-1", "protein-4")):
+        click(engine, "U1", paper, "like", n)
+    plan = select_digests(engine, ["U1"])["U1"]
+    recommended = recommended_ids(plan)
+    assert recommended and all(p.startswith("protein-") for p in recommended)
+    assert not {"protein-0", "protein-1", "protein-4"} & set(recommended)
+    message, _ = digest_message(engine, plan, "2024-03-04")
+    assert_valid(message)
+    text = blocks_text(message)
+    assert "Recommended for you" in text and "you 👍, e.g. “Protein Design" in text
+    assert "1 recommended" not in text or len(recommended) == 1
+    # What was sent never comes again, as a recommendation either.
+    sent = send(engine, "U1", NOW)
+    again = select_digests(engine, ["U1"])["U1"]
+    assert not set(recommended_ids(again)) & set(sent)
+    assert set(recommended) <= set(sent)
+
+
+def test_a_digest_with_recommendations_stays_within_50_blocks(engine) -> None:
+    subscribe(engine, "U1", "graph neural networks", "diffusion models", "protein design")
+    for n, paper in enumerate(("rl-0", "rl-1", "federated-0")):
+        click(engine, "U1", paper, "like", n)
+    plan = select_digests(engine, ["U1"], limit=40)["U1"]
+    message, kept = digest_message(engine, plan, "2024-03-04")
+    assert_valid(message)
+    assert len(message["blocks"]) <= 50 and kept.size < plan.size
+
+
+# --- teammates' saves ----------------------------------------------------------------------------
+
+
+def save(engine: Engine, user: str, paper: str, team: str | None = "T1") -> None:
+    state_for(engine.db_path).toggle_save(user, paper, NOW.isoformat(), team)
+
+
+def team_line(engine: Engine, user: str = "U1") -> str:
+    plan = select_digests(engine, [user])[user]
+    return blocks_text(digest_message(engine, plan, "2024-03-04")[0])
+
+
+def test_teammates_saves_are_counted_from_two_never_named(engine) -> None:
+    subscribe(engine, "U1", "graph neural networks")
+    first = select_digests(engine, ["U1"])["U1"].paper_ids[0]
+    save(engine, "U2", first)
+    save(engine, "U9", first, team="T2")  # another workspace: not a teammate
+    assert "teammates also saved" not in team_line(engine)
+    save(engine, "U3", first)
+    text = team_line(engine)
+    assert "2 teammates also saved this" in text
+    assert "U2" not in text and "U3" not in text
+    [item] = [
+        i
+        for s in select_digests(engine, ["U1"])["U1"].sections
+        for i in s.items
+        if i.paper_id == first
+    ]
+    assert item.team_saves == 2
+
+
+def test_teammates_line_goes_away_when_the_member_turns_it_off(slack: SlackHarness) -> None:
+    engine = slack.engine
+    subscribe(engine, "U1", "diffusion models", team="T1")
+    first = select_digests(engine, ["U1"])["U1"].paper_ids[0]
+    save(engine, "U2", first)
+    save(engine, "U3", first)
+    assert "2 teammates also saved this" in team_line(engine)
+    _, url = slack.slash("teammates off")
+    assert "no longer" in slack.reply(url)["text"]
+    assert "teammates also saved" not in team_line(engine)
+    _, url = slack.slash("teammates on")
+    slack.reply(url)
+    assert "2 teammates also saved this" in team_line(engine)
+    _, url = slack.slash("teammates")
+    assert "/papers teammates off" in slack.reply(url)["text"]
+
+
+# --- /papers recommend and the App Home ---------------------------------------------------------
+
+
+def with_synthetic_papers(slack: SlackHarness, tmp_path: Path) -> None:
+    """The seed corpus plus the synthetic one (eight papers per theme: alike enough to
+    recommend one another)."""
+    slack.engine.ingest([write_corpus(tmp_path / "more.jsonl")])
+
+
+def test_papers_recommend_end_to_end(slack: SlackHarness, tmp_path: Path) -> None:
+    with_synthetic_papers(slack, tmp_path)
+    _, url = slack.slash("recommend")
+    reply = slack.reply(url)
+    assert reply["response_type"] == "ephemeral" and "nothing to recommend yet" in reply["text"]
+    _, url = slack.slash("protein design")
+    shown = buttons(slack.reply(url))
+    liked = [shown[f"like:{n}"]["value"] for n in (1, 2, 3)]
+    for n, paper in enumerate(liked, 1):
+        _, click_url = slack.click(f"like:{n}", paper)
+        slack.reply(click_url)
+    _, url = slack.slash("recommend")
+    reply = slack.reply(url)
+    assert reply["response_type"] == "ephemeral"
+    text = blocks_text(reply)
+    assert "Recommended for you" in text and "from your 3 👍" in text and "you 👍" in text
+    found = buttons(reply)
+    papers = [b["value"] for a, b in found.items() if a.startswith("like:")]
+    assert papers and not set(papers) & set(liked)
+    for n, paper in enumerate(papers, 1):
+        assert found[f"dislike:{n}"]["value"] == found[f"save:{n}"]["value"] == paper
+    assert "recommend" in blocks_text(render.help_message())
+
+
+def test_the_home_tab_shows_saved_papers_and_recommendations(
+    slack: SlackHarness, tmp_path: Path
+) -> None:
+    with_synthetic_papers(slack, tmp_path)
+    view = open_home(slack)
+    assert "*Your reading list* is empty" in blocks_text(view)
+    assert "nothing to recommend yet" in blocks_text(view)
+    _, url = slack.slash("federated learning")
+    shown = buttons(slack.reply(url))
+    for n in (1, 2):
+        _, click_url = slack.click(f"save:{n}", shown[f"save:{n}"]["value"])
+        slack.reply(click_url)
+    _, click_url = slack.click("like:1", shown["like:1"]["value"])
+    slack.reply(click_url)
+    view = open_home(slack)
+    saved = next(b for b in view["blocks"] if b.get("block_id") == render.HOME_SAVED_BLOCK)
+    saved_text = blocks_text({"blocks": [saved]})
+    assert "2 saved papers" in saved_text
+    titles = [p["title"] for p in slack.engine.corpus.get_many([shown["save:1"]["value"]])]
+    assert titles[0].split()[0] in saved_text
+    recommended = next(
+        b for b in view["blocks"] if b.get("block_id") == render.HOME_RECOMMENDED_BLOCK
+    )
+    assert "like the paper you 👍" in blocks_text({"blocks": [recommended]})
+    assert len(view["blocks"]) <= 100
+    assert json.dumps(view).count("teammates") >= 1
