@@ -33,6 +33,7 @@ from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallation
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from sqlalchemy import (
     Connection,
+    bindparam,
     create_engine,
     event,
     func,
@@ -289,8 +290,24 @@ class StateStore:
         (claim a digest, count then add a topic) cannot race another process, on any host."""
         with self.write() as conn:
             if self.is_postgres:
-                key = zlib.crc32(user_id.encode()) - 2**31  # fits PostgreSQL's int4/bigint
-                conn.execute(text("select pg_advisory_xact_lock(:k)"), {"k": key})
+                conn.execute(text("select pg_advisory_xact_lock(:k)"), {"k": _member_key(user_id)})
+            yield conn
+
+    @contextmanager
+    def members_transaction(self, user_ids: Iterable[str]) -> Iterator[Connection]:
+        """``member_transaction`` for many members at once (the digest batch claims a hundred
+        in one transaction). Their advisory locks are taken in key order in one statement,
+        so two batches, or a batch and one member's request, never deadlock."""
+        with self.write() as conn:
+            if self.is_postgres:
+                keys = sorted({_member_key(u) for u in user_ids})
+                conn.execute(
+                    text(
+                        "select count(pg_advisory_xact_lock(k)) from "
+                        "(select k from unnest(cast(:keys as bigint[])) as k order by k) as ordered"
+                    ),
+                    {"keys": keys},
+                )
             yield conn
 
     def _insert(self, table: Any) -> Any:
@@ -493,6 +510,59 @@ class StateStore:
                 )
         return found
 
+    def digests_among(self, conn: Connection, digest_ids: Iterable[str]) -> dict[str, dict]:
+        """The rows of those of these digests that exist, by id."""
+        out: dict[str, dict] = {}
+        for batch in _batches(digest_ids):
+            for row in conn.execute(select(digests).where(digests.c.id.in_(batch))).mappings():
+                out[row["id"]] = dict(row)
+        return out
+
+    def in_flight_among(
+        self, conn: Connection, user_ids: Iterable[str], stale_before: str
+    ) -> set[str]:
+        """Which of these members have a digest claimed by a live worker."""
+        found: set[str] = set()
+        for batch in _batches(user_ids):
+            found.update(
+                conn.execute(
+                    select(digests.c.user_id).where(
+                        digests.c.user_id.in_(batch),
+                        digests.c.status == "claimed",
+                        digests.c.claimed_at >= stale_before,
+                    )
+                ).scalars()
+            )
+        return found
+
+    def sent_pairs(
+        self, conn: Connection, user_ids: Iterable[str], paper_ids: Iterable[str]
+    ) -> set[tuple[str, str]]:
+        """Which (member, paper) pairs among these members and papers were sent."""
+        users, papers = list(set(user_ids)), list(set(paper_ids))
+        found: set[tuple[str, str]] = set()
+        for user_batch in _batches(users):
+            for paper_batch in _batches(papers):
+                query = select(sent_papers.c.user_id, sent_papers.c.paper_id).where(
+                    sent_papers.c.user_id.in_(user_batch), sent_papers.c.paper_id.in_(paper_batch)
+                )
+                found.update((u, p) for u, p in conn.execute(query))
+        return found
+
+    def insert_digests(self, conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
+        """Many digests' rows in one statement; the ids inserted (a row whose id, or member
+        and date, exists is left out)."""
+        inserted: set[str] = set()
+        for start in range(0, len(rows), 500):
+            statement = (
+                self._insert(digests)
+                .values(rows[start : start + 500])
+                .on_conflict_do_nothing()
+                .returning(digests.c.id)
+            )
+            inserted.update(conn.execute(statement).scalars())
+        return inserted
+
     def in_flight(self, conn: Connection, user_id: str, stale_before: str) -> bool:
         """Whether the member has a digest claimed by a live worker."""
         query = select(literal(1)).where(
@@ -606,6 +676,42 @@ class StateStore:
                         {"user_id": user_id, "paper_id": p, "digest_id": digest_id, "sent_at": now}
                         for p in paper_ids
                     ],
+                )
+
+    def record_sent_many(self, records: list[dict[str, Any]], now: str) -> None:
+        """``record_sent`` for many digests in one transaction; each record has
+        ``digest_id``, ``user_id``, ``paper_ids``, ``channel`` and ``ts``."""
+        if not records:
+            return
+        with self.write() as conn:
+            conn.execute(
+                digests.update()
+                .where(digests.c.id == bindparam("b_id"), digests.c.status == "claimed")
+                .values(
+                    status="sent",
+                    channel=bindparam("b_channel"),
+                    ts=bindparam("b_ts"),
+                    finished_at=now,
+                    error=None,
+                ),
+                [
+                    {"b_id": r["digest_id"], "b_channel": r["channel"], "b_ts": r["ts"]}
+                    for r in records
+                ],
+            )
+            papers = [
+                {
+                    "user_id": r["user_id"],
+                    "paper_id": p,
+                    "digest_id": r["digest_id"],
+                    "sent_at": now,
+                }
+                for r in records
+                for p in r["paper_ids"]
+            ]
+            for start in range(0, len(papers), 1000):
+                conn.execute(
+                    self._insert(sent_papers).on_conflict_do_nothing(), papers[start : start + 1000]
                 )
 
     def record_failed(self, digest_id: str, error: str, now: str) -> None:
@@ -1007,6 +1113,11 @@ def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql(
         "BEGIN IMMEDIATE" if conn.get_execution_options().get("immediate") else "BEGIN"
     )
+
+
+def _member_key(user_id: str) -> int:
+    """The member's advisory lock key in PostgreSQL (fits its int4/bigint)."""
+    return zlib.crc32(user_id.encode()) - 2**31
 
 
 def _batches(ids: Iterable[str]) -> Iterator[list[str]]:
