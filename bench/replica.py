@@ -18,8 +18,10 @@ its own empty folder under ``bench/work/replica`` (hosts that share nothing but 
   command's end to the first answer that returns the new papers (the sync interval,
   ``--sync`` seconds, is the production default, 15).
 
-``--seeds`` uses the 38 seed papers instead of the shared corpus (a smoke run). Results go to
-stdout (markdown); progress to stderr.
+``--phases`` then splits a fresh host's catch-up in this process: reading every shared row
+from PostgreSQL, the whole sync into an empty corpus file (read, write, one build), and a full
+build on its own. ``--seeds`` uses the 38 seed papers instead of the shared corpus (a smoke
+run). Results go to stdout (markdown); progress to stderr.
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ from pathlib import Path
 
 from bench.corpora import PAPERS_FILE, WORK_DIR, corpus_file, iter_papers
 from bench.measure import log, markdown_table, median
+from bot import replica
 from bot.settings import SEED_DIR
+from bot.state import configure
+from bot.state.shared_corpus import SharedCorpus
 from tests.fake_slack import FakeSlack
 from tests.postgres import PostgresCluster, find_bin_dir
 from tests.slack_harness import (
@@ -116,12 +121,41 @@ def new_papers(source: list[dict], run: int, batch: int, rng: random.Random) -> 
     return word, papers
 
 
+def phases(url: str) -> list[list]:
+    """A fresh host's catch-up, step by step, in this process."""
+    store = configure(url)
+    try:
+        shared = SharedCorpus(store)
+        head = shared.head()
+        started = time.perf_counter()
+        rows = sum(1 for _ in shared.changes(0, head))
+        read = time.perf_counter() - started
+        log(f"phases: read {rows:,} rows in {read:.1f} s")
+        fresh = ROOT / "phases"
+        fresh.mkdir()
+        engine = replica.open_engine(fresh / "paperboy.db", None)
+        started = time.perf_counter()
+        replica.Replica(engine, shared).sync()
+        whole = time.perf_counter() - started
+        started = time.perf_counter()
+        engine.rebuild_index()
+        build = time.perf_counter() - started
+    finally:
+        configure(None)
+    return [
+        [f"phases: read the {rows:,} shared rows from PostgreSQL", read],
+        ["phases: sync into an empty corpus file (read, write, one build)", whole],
+        ["phases: a full build of that corpus on its own", build],
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.replica", description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--batch", type=int, default=2000)
     parser.add_argument("--sync", type=int, default=15)
     parser.add_argument("--seeds", action="store_true")
+    parser.add_argument("--phases", action="store_true")
     args = parser.parse_args(argv)
     bin_dir = find_bin_dir()
     if bin_dir is None:
@@ -199,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
                     median(latencies),
                 ]
             )
+        if web is not None and web.poll() is None:
+            web.send_signal(signal.SIGTERM)
+            web.wait(30)
+        if args.phases:
+            rows += phases(url)
     finally:
         if web is not None and web.poll() is None:
             web.send_signal(signal.SIGTERM)

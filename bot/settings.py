@@ -180,6 +180,7 @@ class Settings:
     arxiv_contact: str | None = None
     arxiv_max_pages: int = 10
     digest_grace_seconds: int = 6 * 3600
+    digest_workers: int = 4  # digests posted at once (PAPERBOY_DIGEST_WORKERS)
     log_level: str = "INFO"
     log_format: str = "text"  # or "json": one JSON object per log line
     # The web server (waitress): request threads, open connections, idle seconds before closing.
@@ -242,6 +243,7 @@ class Settings:
                 f"PAPERBOY_LOG_FORMAT must be {' or '.join(LOG_FORMATS)}, "
                 f"not {opt('PAPERBOY_LOG_FORMAT')!r}."
             )
+        digest_workers = _positive(env, "PAPERBOY_DIGEST_WORKERS", 4, problems)
         http_threads = _positive(env, "PAPERBOY_HTTP_THREADS", 16, problems)
         http_connections = _positive(env, "PAPERBOY_HTTP_CONNECTIONS", 1000, problems)
         http_timeout = _positive(env, "PAPERBOY_HTTP_TIMEOUT", 30, problems)
@@ -301,6 +303,7 @@ class Settings:
             arxiv_contact=opt("PAPERBOY_ARXIV_CONTACT"),
             arxiv_max_pages=arxiv_max_pages,
             digest_grace_seconds=int(grace),
+            digest_workers=digest_workers,
             log_level=log_level,
             log_format=log_format,
             http_threads=http_threads,

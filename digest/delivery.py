@@ -18,7 +18,11 @@ is retried once the claim is stale (``ledger.STALE_CLAIM``). A refused token
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,7 +31,7 @@ from bot.engine.search import Engine
 from bot.english import count
 from bot.settings import Settings
 
-from .ledger import Claim, Ledger, worker_name
+from .ledger import STALE_CLAIM, Claim, ClaimRequest, Ledger, worker_name
 from .plan import DigestPlan
 from .poster import Poster, PostError, TokenRefused
 from .schedule import due
@@ -36,6 +40,15 @@ from .subscriptions import Member, Subscriptions, from_iso
 
 log = logging.getLogger(__name__)
 
+#: Digests posted at once (``PAPERBOY_DIGEST_WORKERS``). Each goes to its own DM, and Slack
+#: allows about one message a second per conversation with bursts, more workspace-wide; a 429
+#: is waited out (Retry-After) by the client, so more workers only queue there.
+DIGEST_WORKERS = 4
+#: Digests claimed in one transaction, and recorded in one.
+CLAIM_BATCH = 100
+#: A batch claim older than this (the posts fell far behind, e.g. long rate limits) is
+#: renewed before its digest is posted, so it is never posted on a lease about to run out.
+LEASE_MARGIN = STALE_CLAIM.total_seconds() / 2
 TZ_REFRESHES_PER_TICK = 50  # Slack's users.info is Tier 4 (100+/minute); leave room for the web app
 Fault = Callable[[str, str], None]  # (step, digest id): tests raise here to simulate a crash
 
@@ -90,6 +103,7 @@ class Dispatcher:
         worker: str | None = None,
         faults: Fault | None = None,
         tz_refreshes: int = TZ_REFRESHES_PER_TICK,
+        workers: int = DIGEST_WORKERS,
     ):
         self.engine = engine
         self.poster = poster
@@ -98,6 +112,9 @@ class Dispatcher:
         self.worker = worker or worker_name()
         self.faults = faults
         self.tz_refreshes = tz_refreshes
+        self.workers = max(1, workers)
+        self._channel_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
 
     @classmethod
     def from_settings(
@@ -105,6 +122,7 @@ class Dispatcher:
     ) -> Dispatcher:
         """The one way the app builds it: the grace period from the settings."""
         options.setdefault("grace", timedelta(seconds=settings.digest_grace_seconds))
+        options.setdefault("workers", settings.digest_workers)
         return cls(engine, poster, **options)
 
     # The engine's connection is per thread, so these are made per call.
@@ -138,20 +156,11 @@ class Dispatcher:
         plans = select_digests(
             self.engine, [m.key for m, _ in candidates.values()], limit=self.limit
         )
-        for digest_id, (member, local_date) in candidates.items():
-            plan = plans[member.key]
-            outcomes.append(
-                self._guarded(
-                    digest_id,
-                    member.user_id,
-                    self._deliver,
-                    member,
-                    digest_id,
-                    local_date,
-                    plan,
-                    now,
-                )
-            )
+        jobs = [
+            (digest_id, member, local_date, plans[member.key])
+            for digest_id, (member, local_date) in candidates.items()
+        ]
+        outcomes += self._deliver_batch(jobs, now)
         sent = sum(o.status == "sent" for o in outcomes)
         log.info("digest tick: %d due, %d sent", len(candidates), sent)
         return outcomes
@@ -188,6 +197,138 @@ class Dispatcher:
         """What the member's digest would hold if sent now (nothing is claimed or recorded)."""
         key = (self.subscriptions.store.team_for(user_id, team_id), user_id)
         return select_digests(self.engine, [key], limit=self.limit)[key]
+
+    # -- the batch --------------------------------------------------------------------------
+
+    def _deliver_batch(
+        self, jobs: list[tuple[str, Member, str, DigestPlan]], now: datetime
+    ) -> list[Outcome]:
+        """Claim, post and record many digests: claims ``CLAIM_BATCH`` at a time in one
+        transaction each, posts through ``workers`` threads (which hold no database
+        connection while Slack answers), records the sent ones ``CLAIM_BATCH`` at a time.
+
+        The first digest is posted alone, so a token Slack refuses stops the run before any
+        other member is tried. A crash anywhere leaves claims that are retaken after their
+        lease, as one by one: claimed but not posted (posted then, the history looked up
+        first when the claim has a channel), posted but not recorded (found in the history,
+        recorded). When Slack refuses the token, the claims no worker started are released
+        (nothing was posted for them), so the next run sends them at once.
+        """
+        outcomes: list[Outcome] = []
+        posted: list[tuple[Claim, str, str]] = []
+        pending: dict[Future[Outcome], Claim] = {}
+        waiting: list[tuple[Claim, Member]] = []  # claimed, not yet handed to a worker
+        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="digest-post")
+        first = True
+        try:
+            for start in range(0, len(jobs), CLAIM_BATCH):
+                while len(pending) >= CLAIM_BATCH:  # claim no further ahead of the posting
+                    self._collect(pending, outcomes, posted, FIRST_COMPLETED)
+                if len(posted) >= CLAIM_BATCH:
+                    self._record(posted, now)
+                waiting = self._claim_batch(jobs[start : start + CLAIM_BATCH], now, outcomes)
+                while waiting:
+                    claim, member = waiting.pop(0)
+                    self._fault("claimed", claim.digest_id)
+                    future = pool.submit(self._post_one, claim, member, now, time.monotonic())
+                    pending[future] = claim
+                    if first:
+                        first = False
+                        self._collect(pending, outcomes, posted, ALL_COMPLETED)
+            while pending:
+                self._collect(pending, outcomes, posted, FIRST_COMPLETED)
+            self._record(posted, now)
+        except TokenRefused:
+            unstarted = [claim for future, claim in pending.items() if future.cancel()]
+            pool.shutdown(wait=True)
+            for claim in unstarted + [claim for claim, _ in waiting]:
+                self.ledger.release(claim, now)
+            self._record_finished(pending, posted, now)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return outcomes
+
+    def _record_finished(
+        self,
+        pending: dict[Future[Outcome], Claim],
+        posted: list[tuple[Claim, str, str]],
+        now: datetime,
+    ) -> None:
+        """Before leaving on a refused token: record the digests the other workers did post."""
+        for future, claim in pending.items():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                outcome = future.result()
+                if outcome.status == "posted":
+                    posted.append((claim, outcome.channel or "", outcome.ts or ""))
+        self._record(posted, now)
+
+    def _claim_batch(
+        self, jobs: list[tuple[str, Member, str, DigestPlan]], now: datetime, outcomes: list
+    ) -> list[tuple[Claim, Member]]:
+        """Fit each plan to one message, claim them all in one transaction; the claims ours to
+        post, and an outcome in ``outcomes`` for each of the others."""
+        requests, members = [], {}
+        for digest_id, member, local_date, plan in jobs:
+            try:
+                if plan.size:
+                    # Claim only what fits in one message; the rest comes next time.
+                    owner = member.user_id if member.digest_channel else None
+                    plan = self.poster.fit(plan, local_date, owner=owner)
+            except Exception as error:  # one member's bug must not hold up the others
+                log.exception("digest %s failed unexpectedly", digest_id)
+                outcomes.append(
+                    Outcome(digest_id, member.user_id, "pending", error=type(error).__name__)
+                )
+                continue
+            channel = member.digest_channel or member.dm_channel
+            requests.append(
+                ClaimRequest(digest_id, member.user_id, local_date, plan, channel, member.team_id)
+            )
+            members[digest_id] = member
+        claims = []
+        for result in self.ledger.claim_many(requests, now):
+            request = result.request
+            if result.claim is None:
+                outcomes.append(Outcome(request.digest_id, request.user_id, result.status))
+            else:
+                claims.append((result.claim, members[request.digest_id]))
+        return claims
+
+    def _post_one(self, claim: Claim, member: Member, now: datetime, leased: float) -> Outcome:
+        """A worker's part: post one claimed digest; a sent one comes back ``posted``, to be
+        recorded with others (``_record``)."""
+        lease = time.monotonic() - leased
+        return self._guarded(
+            claim.digest_id, claim.user_id, self._post, claim, now, member, lease < LEASE_MARGIN
+        )
+
+    def _collect(
+        self,
+        pending: dict[Future[Outcome], Claim],
+        outcomes: list[Outcome],
+        posted: list[tuple[Claim, str, str]],
+        when: str,
+    ) -> None:
+        done, _ = wait(list(pending), return_when=when)
+        for future in done:
+            claim = pending.pop(future)
+            outcome = future.result()  # a worker's crash or refused token is raised here
+            if outcome.status == "posted":
+                posted.append((claim, outcome.channel or "", outcome.ts or ""))
+                outcome.status = "sent"
+            outcomes.append(outcome)
+
+    def _record(self, posted: list[tuple[Claim, str, str]], now: datetime) -> None:
+        """Record the posted digests as sent, in one transaction."""
+        if not posted:
+            return
+        batch = posted[:]
+        posted.clear()
+        self.ledger.record_sent_many(batch, now)
+        for claim, _, _ in batch:
+            self._fault("recorded", claim.digest_id)
+            log.info("digest %s sent: %s", claim.digest_id, count(claim.plan.size, "paper"))
 
     # -- one digest -------------------------------------------------------------------------
 
@@ -254,28 +395,36 @@ class Dispatcher:
             log.warning("digest %s not sent yet: %s", digest_id, code)
             return Outcome(digest_id, member.user_id, "pending", error=code)
 
-    def _post(self, claim: Claim, now: datetime, member: Member | None = None) -> Outcome:
+    def _post(
+        self, claim: Claim, now: datetime, member: Member | None = None, leased: bool = False
+    ) -> Outcome:
         """Post a claimed digest and record it; a retaken claim is first looked up in Slack.
 
         When Slack refuses the token, nothing was posted by this attempt: the claim is
         released at once (``Ledger.release``), so once the token is replaced the digest goes
         on the next run, not after ``STALE_CLAIM``."""
         try:
-            return self._post_claimed(claim, now, member)
+            return self._post_claimed(claim, now, member, leased)
         except TokenRefused:
             self.ledger.release(claim, now)
             raise
 
-    def _post_claimed(self, claim: Claim, now: datetime, member: Member | None) -> Outcome:
+    def _post_claimed(
+        self, claim: Claim, now: datetime, member: Member | None, leased: bool = False
+    ) -> Outcome:
+        """``leased``: the batch claimed it moments ago, with its channel, and records it
+        itself: no renewal before the post, and a sent digest comes back ``posted``."""
         ledger = self.ledger
         outcome = Outcome(claim.digest_id, claim.user_id, "pending", papers=claim.plan.size)
         try:
             member = member or self.subscriptions.ensure_member(claim.user_id, now, claim.team_id)
             channel = claim.channel or self._open(member)
             if not self.poster.is_direct(channel):
-                self.poster.join(channel, team=claim.team_id or None)
+                with self._channel_lock(channel):  # joined once, whoever posts there first
+                    self.poster.join(channel, team=claim.team_id or None)
             posted_before = claim.retaken and claim.channel is not None
-            if not ledger.renew(claim, now, channel):
+            fresh = leased and not claim.retaken and claim.channel == channel
+            if not fresh and not ledger.renew(claim, now, channel):
                 outcome.status = "busy"
                 return outcome
             self._fault("opened", claim.digest_id)
@@ -295,6 +444,9 @@ class Dispatcher:
                 log.info(
                     "digest %s was already in Slack (ts %s); recording it", claim.digest_id, ts
                 )
+            if leased:
+                outcome.status, outcome.channel, outcome.ts = "posted", channel, ts
+                return outcome
             ledger.record_sent(claim, channel, ts, now)
             self._fault("recorded", claim.digest_id)
             outcome.status, outcome.channel, outcome.ts = "sent", channel, ts
@@ -339,15 +491,18 @@ class Dispatcher:
         """
 
         def post(channel: str) -> tuple[str, str]:
-            owner = None if self.poster.is_direct(channel) else claim.user_id
-            return self.poster.post_digest(
-                channel,
-                claim.plan,
-                claim.local_date,
-                digest_id=claim.digest_id,
-                owner=owner,
-                team=claim.team_id or None,
-            )
+            direct = self.poster.is_direct(channel)
+            # Digests for one channel go one at a time (Slack: about one message a second
+            # per conversation); DMs are each their own conversation.
+            with nullcontext() if direct else self._channel_lock(channel):
+                return self.poster.post_digest(
+                    channel,
+                    claim.plan,
+                    claim.local_date,
+                    digest_id=claim.digest_id,
+                    owner=None if direct else claim.user_id,
+                    team=claim.team_id or None,
+                )
 
         try:
             return post(channel)
@@ -362,6 +517,10 @@ class Dispatcher:
             if not self.ledger.renew(claim, now, channel):
                 return None
             return post(channel)
+
+    def _channel_lock(self, channel: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._channel_locks.setdefault(channel, threading.Lock())
 
     def _open(self, member: Member, remembered: bool = True) -> str:
         """Where the member's digest goes: their channel, or their DM with the bot. The DM's

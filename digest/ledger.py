@@ -75,6 +75,28 @@ class Claim:
     team_id: str = ""  # the member's workspace ("" when the deployment never learned it)
 
 
+@dataclass
+class ClaimRequest:
+    """One digest the batch asks to claim (``Ledger.claim_many``)."""
+
+    digest_id: str
+    user_id: str
+    local_date: str
+    plan: DigestPlan
+    channel: str | None = None  # where it goes, when already known
+    team_id: str = ""  # the member's workspace
+
+
+@dataclass
+class ClaimResult:
+    """``claim``: ours to post (None otherwise); ``status``: ``claimed``, ``skipped``
+    (nothing to send) or ``busy`` (another worker has it, or it was handled)."""
+
+    request: ClaimRequest
+    claim: Claim | None
+    status: str
+
+
 class Ledger:
     """The digests' record in the shared state (``bot.state``), for one worker.
 
@@ -144,6 +166,80 @@ class Ledger:
             return None
         return Claim(digest_id, user_id, local_date, plan, to_iso(now), team_id=team)
 
+    def claim_many(self, requests: list[ClaimRequest], now: datetime) -> list[ClaimResult]:
+        """``claim`` for many digests in one transaction (the digest batch), in their order.
+
+        The same decisions as ``claim``, member by member, under all their locks at once
+        (``StateStore.members_transaction``): a row that exists is retaken only when its claim
+        is stale; a member with a digest in flight (or earlier in this batch) gets none; papers
+        sent since the plan was made are left out, and a plan left empty is recorded
+        ``skipped``. A request's ``channel``, when known, is written with the claim, so a
+        crash after the post finds the digest in that conversation.
+        """
+        if not requests:
+            return []
+        stale_before = to_iso(now - STALE_CLAIM)
+        stamp = to_iso(now)
+        users = {(r.team_id, r.user_id) for r in requests}
+        results: list[ClaimResult] = []
+        with self.store.members_transaction(users) as conn:
+            rows = self.store.digests_among(conn, [r.digest_id for r in requests])
+            busy = self.store.in_flight_among(conn, users, stale_before)
+            sent = self.store.sent_pairs(
+                conn, users, (p for r in requests for p in r.plan.paper_ids)
+            )
+            inserts: list[dict[str, Any]] = []
+            for request in requests:
+                row = rows.get(request.digest_id)
+                empty = "skipped" if not request.plan.size else "busy"
+                if row is not None:
+                    stale = row["status"] == "claimed" and row["claimed_at"] < stale_before
+                    if stale and self.store.retake(
+                        conn, request.digest_id, self.worker, stamp, stale_before
+                    ):
+                        results.append(ClaimResult(request, self._retaken(row, now), "claimed"))
+                    else:
+                        status = "skipped" if row["status"] == "skipped" else empty
+                        results.append(ClaimResult(request, None, status))
+                    continue
+                member = (request.team_id, request.user_id)
+                if member in busy:
+                    results.append(ClaimResult(request, None, empty))
+                    continue
+                busy.add(member)  # one digest in flight per member
+                plan = request.plan.keeping(
+                    i for i in request.plan.paper_ids if (*member, i) not in sent
+                )
+                row = self._row(
+                    request.digest_id,
+                    request.team_id,
+                    request.user_id,
+                    request.local_date,
+                    plan,
+                    now,
+                )
+                row["channel"] = request.channel if plan.size else None
+                inserts.append(row)
+                claim = Claim(
+                    request.digest_id,
+                    request.user_id,
+                    request.local_date,
+                    plan,
+                    stamp,
+                    request.channel,
+                    team_id=request.team_id,
+                )
+                results.append(ClaimResult(request, claim, "claimed" if plan.size else "skipped"))
+            inserted = self.store.insert_digests(conn, inserts) if inserts else set()
+        for result in results:
+            if result.claim is None or result.claim.retaken:
+                continue
+            if result.claim.digest_id not in inserted:
+                result.claim, result.status = None, "busy"
+            elif result.status == "skipped":
+                result.claim = None
+        return results
+
     def claim_now(
         self,
         user_id: str,
@@ -199,20 +295,32 @@ class Ledger:
         now: datetime,
     ) -> bool:
         """The digest's row: ``claimed`` when it has papers, else ``skipped`` (finished)."""
-        stamp = to_iso(now)
         return self.store.insert_digest(
-            conn,
-            id=digest_id,
-            team_id=team_id,
-            user_id=user_id,
-            local_date=local_date,
-            status="claimed" if plan.size else "skipped",
-            claimed_by=self.worker,
-            claimed_at=stamp,
-            paper_ids=json.dumps(plan.paper_ids),
-            content=json.dumps({"first_claimed_at": stamp, "plan": json.loads(plan.to_json())}),
-            finished_at=None if plan.size else stamp,
+            conn, **self._row(digest_id, team_id, user_id, local_date, plan, now)
         )
+
+    def _row(
+        self,
+        digest_id: str,
+        team_id: str,
+        user_id: str,
+        local_date: str,
+        plan: DigestPlan,
+        now: datetime,
+    ) -> dict[str, Any]:
+        stamp = to_iso(now)
+        return {
+            "id": digest_id,
+            "team_id": team_id,
+            "user_id": user_id,
+            "local_date": local_date,
+            "status": "claimed" if plan.size else "skipped",
+            "claimed_by": self.worker,
+            "claimed_at": stamp,
+            "paper_ids": json.dumps(plan.paper_ids),
+            "content": json.dumps({"first_claimed_at": stamp, "plan": json.loads(plan.to_json())}),
+            "finished_at": None if plan.size else stamp,
+        }
 
     def _retaken(self, row: dict[str, Any], now: datetime) -> Claim:
         user_id = row["user_id"]
@@ -280,6 +388,23 @@ class Ledger:
             ts,
             to_iso(now),
             team_id=claim.team_id,
+        )
+
+    def record_sent_many(self, sent: list[tuple[Claim, str, str]], now: datetime) -> None:
+        """``record_sent`` for many digests, each ``(claim, channel, ts)``, in one transaction."""
+        self.store.record_sent_many(
+            [
+                {
+                    "digest_id": claim.digest_id,
+                    "team_id": claim.team_id,
+                    "user_id": claim.user_id,
+                    "paper_ids": claim.plan.paper_ids,
+                    "channel": channel,
+                    "ts": ts,
+                }
+                for claim, channel, ts in sent
+            ],
+            to_iso(now),
         )
 
     def record_failed(self, claim: Claim, error: str, now: datetime) -> None:

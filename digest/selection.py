@@ -217,7 +217,7 @@ def _count_team_saves(
     wanted = {paper for plan in plans.values() for paper in plan.paper_ids}
     if not wanted:
         return
-    savers = store.savers_of(sorted(wanted))
+    savers = store.savers_of(paper_ids=sorted(wanted))
     if not savers:
         return
     off = store.team_saves_off([u for u, plan in plans.items() if plan.size])

@@ -328,7 +328,8 @@ def test_a_channel_digest_joins_once_and_a_private_channel_needs_an_invitation(
     Subscriptions(engine.db).set_channel("U3", "GHIDDEN", MONDAY_0700)
     outcomes = {o.user_id: o for o in dispatcher(engine, fake, waits).run_due(BERLIN_0900)}
     assert [outcomes[u].status for u in ("U1", "U2")] == ["sent", "sent"]
-    assert [c.params["channel"] for c in fake.calls_to("conversations.join")] == [
+    # Posted side by side (Dispatcher.workers): once per channel, in whichever order.
+    assert sorted(c.params["channel"] for c in fake.calls_to("conversations.join")) == [
         "CPAPERS",
         "GHIDDEN",
     ]
@@ -574,10 +575,10 @@ def test_a_bug_for_one_member_does_not_stop_the_others(engine, fake, waits, monk
     send = dispatcher(engine, fake, waits)
     original = send._post
 
-    def flaky(claim, now, member=None):
+    def flaky(claim, now, *rest):
         if claim.user_id == "U1":
             raise RuntimeError("boom")
-        return original(claim, now, member)
+        return original(claim, now, *rest)
 
     monkeypatch.setattr(send, "_post", flaky)
     outcomes = {o.user_id: o.status for o in send.run_due(BERLIN_0900)}

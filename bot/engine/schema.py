@@ -217,3 +217,17 @@ def m040_feed_state(db: Database) -> None:
         },
         pk="feed",
     )
+
+
+@migrations()
+def m070_member_taste(db: Database) -> None:
+    """Members' choices about the taste features (issue 11: the teammates-saved line), the
+    shape of ``bot.state`` revision s010_taste, so a SQLite file stays a complete Paperboy
+    database that the state store adopts without running Alembic. (A file Alembic already
+    brought to s010_taste has the table: then there is nothing to do.)"""
+    if "member_taste" in db.table_names():
+        return
+    db["member_taste"].create(
+        {"user_id": str, "team_id": str, "team_saves": int, "updated_at": str},
+        pk="user_id",
+    )

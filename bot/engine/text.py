@@ -86,6 +86,7 @@ def normalize_word(word: str) -> str:
 
 
 _TOKEN_NORMS: dict[str, str] = {}
+_SURFACE_NORMS: dict[str, str] = {}  # a word as written -> its index form (surface_words)
 
 
 def _norm_token(token: str) -> str:
@@ -125,8 +126,15 @@ def surface_words(text: str) -> list[tuple[int, int, str]]:
     normalized form is a stop word comes back with an empty normalized form.
     """
     out = []
+    get = _SURFACE_NORMS.get
     for match in _WORD.finditer(text):
-        out.append((match.start(), match.end(), _norm_token(fold(match.group()))))
+        word = match.group()
+        norm = get(word)
+        if norm is None:  # folding one word depends on that word only: cached like _TOKEN_NORMS
+            norm = _norm_token(fold(word))
+            if len(_SURFACE_NORMS) < 2_000_000:
+                _SURFACE_NORMS[word] = norm
+        out.append((match.start(), match.end(), norm))
     return out
 
 

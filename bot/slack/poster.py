@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from datetime import UTC, datetime
 
 from slack_sdk import WebClient
@@ -41,6 +42,8 @@ from .render.digest import DIGEST_EVENT, digest_message
 log = logging.getLogger(__name__)
 
 HISTORY_PAGES = 5
+#: Messages ``fit`` keeps for ``post_digest`` (a digest batch claims 100 at a time).
+FITTED_KEPT = 1000
 #: Errors that retrying will not fix: the member's digest is marked failed and skipped today.
 PERMANENT_ERRORS = frozenset(
     {
@@ -103,6 +106,9 @@ class SlackPoster:
         self._joined: set[tuple[str | None, str]] = set()  # (team, channel) joined (see join)
         self._dm_teams: dict[str, str] = {}  # DMs opened by this process: their workspace
         self._lock = threading.Lock()
+        # Messages rendered by fit(), reused by post_digest() for the same plan (see fit).
+        self._fitted: OrderedDict[tuple[str, str, str | None], dict] = OrderedDict()
+        self._fitted_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings, engine: Engine) -> SlackPoster:
@@ -249,9 +255,31 @@ class SlackPoster:
         self._joined.add((team, channel))
 
     def fit(self, plan: DigestPlan, local_date: str, *, owner: str | None) -> DigestPlan:
-        """The plan cut to Slack's 50 blocks (the same in a DM and a channel)."""
-        _, kept = digest_message(self.engine, plan, local_date, digest_id="fit", owner=owner)
+        """The plan cut to Slack's 50 blocks (the same in a DM and a channel).
+
+        Rendering is most of a digest's cost (snippets, Block Kit), so the message made here
+        is kept (the last ``FITTED_KEPT``) and posted as it is when ``post_digest`` gets the
+        plan cut to it (which renders the same message), only its metadata naming the digest."""
+        message, kept = digest_message(self.engine, plan, local_date, digest_id="fit", owner=owner)
+        with self._fitted_lock:
+            self._fitted[(kept.to_json(), local_date, owner)] = message
+            while len(self._fitted) > FITTED_KEPT:
+                self._fitted.popitem(last=False)
         return kept
+
+    def _rendered(
+        self, plan: DigestPlan, local_date: str, digest_id: str, owner: str | None
+    ) -> dict:
+        with self._fitted_lock:
+            fitted = self._fitted.pop((plan.to_json(), local_date, owner), None)
+        if fitted is None or "metadata" not in fitted:
+            message, _ = digest_message(
+                self.engine, plan, local_date, digest_id=digest_id, owner=owner
+            )
+            return message
+        metadata = fitted["metadata"]
+        payload = {**metadata["event_payload"], "digest_id": digest_id}
+        return {**fitted, "metadata": {**metadata, "event_payload": payload}}
 
     def post_digest(
         self,
@@ -263,7 +291,7 @@ class SlackPoster:
         owner: str | None,
         team: str | None = None,
     ) -> tuple[str, str]:
-        message, _ = digest_message(self.engine, plan, local_date, digest_id=digest_id, owner=owner)
+        message = self._rendered(plan, local_date, digest_id, owner)
         client, team = self._client(channel=channel, team=team)
         try:
             response = client.chat_postMessage(

@@ -33,6 +33,7 @@ from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallation
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from sqlalchemy import (
     Connection,
+    bindparam,
     create_engine,
     event,
     func,
@@ -347,10 +348,26 @@ class StateStore:
         (claim a digest, count then add a topic) cannot race another process, on any host."""
         with self.write() as conn:
             if self.is_postgres:
-                key = (
-                    zlib.crc32(f"{team_id}:{user_id}".encode()) - 2**31
-                )  # fits PostgreSQL's int4/bigint
+                key = _member_key(user_id, team_id)
                 conn.execute(text("select pg_advisory_xact_lock(:k)"), {"k": key})
+            yield conn
+
+    @contextmanager
+    def members_transaction(self, keys: Iterable[MemberKey]) -> Iterator[Connection]:
+        """``member_transaction`` for many members (``(team_id, user_id)``) at once (the
+        digest batch claims a hundred in one transaction). Their advisory locks are taken in
+        key order in one statement, so two batches, or a batch and one member's request,
+        never deadlock."""
+        with self.write() as conn:
+            if self.is_postgres:
+                locks = sorted({_member_key(u, t) for t, u in keys})
+                conn.execute(
+                    text(
+                        "select count(pg_advisory_xact_lock(k)) from "
+                        "(select k from unnest(cast(:keys as bigint[])) as k order by k) as ordered"
+                    ),
+                    {"keys": locks},
+                )
             yield conn
 
     def _insert(self, table: Any) -> Any:
@@ -418,9 +435,9 @@ class StateStore:
 
     def revision(self) -> str | None:
         """The state's schema revision; a SQLite file whose tables the corpus migrations made
-        (every file so far) is at ``s001``, which adopts them unchanged, or at ``s002`` once
-        they hold the feedback tables too (corpus migration m029), ``s030_corpus`` with the
-        shared corpus's table (m050)."""
+        (every file so far) is at the last revision whose tables it has, in order
+        (``_REVISION_TABLES``): corpus migrations m029, m070 and m050 make the tables of s002,
+        s010_taste and s030_corpus."""
         with self.read() as conn:
             present = set(inspect(conn).get_table_names())
             current = None
@@ -643,6 +660,59 @@ class StateStore:
                 )
         return found
 
+    def digests_among(self, conn: Connection, digest_ids: Iterable[str]) -> dict[str, dict]:
+        """The rows of those of these digests that exist, by id."""
+        out: dict[str, dict] = {}
+        for batch in _batches(digest_ids):
+            for row in conn.execute(select(digests).where(digests.c.id.in_(batch))).mappings():
+                out[row["id"]] = dict(row)
+        return out
+
+    def in_flight_among(
+        self, conn: Connection, keys: Iterable[MemberKey], stale_before: str
+    ) -> set[MemberKey]:
+        """Which of these members (``(team_id, user_id)``) have a digest claimed by a live
+        worker."""
+        found: set[MemberKey] = set()
+        key = tuple_(digests.c.team_id, digests.c.user_id)
+        for batch in _batches(keys):
+            query = select(digests.c.team_id, digests.c.user_id).where(
+                key.in_(batch),
+                digests.c.status == "claimed",
+                digests.c.claimed_at >= stale_before,
+            )
+            found.update((t, u) for t, u in conn.execute(query))
+        return found
+
+    def sent_pairs(
+        self, conn: Connection, keys: Iterable[MemberKey], paper_ids: Iterable[str]
+    ) -> set[tuple[str, str, str]]:
+        """Which (team, user, paper) among these members and papers were sent."""
+        users, papers = list(set(keys)), list(set(paper_ids))
+        found: set[tuple[str, str, str]] = set()
+        key = tuple_(sent_papers.c.team_id, sent_papers.c.user_id)
+        for user_batch in _batches(users):
+            for paper_batch in _batches(papers):
+                query = select(
+                    sent_papers.c.team_id, sent_papers.c.user_id, sent_papers.c.paper_id
+                ).where(key.in_(user_batch), sent_papers.c.paper_id.in_(paper_batch))
+                found.update((t, u, p) for t, u, p in conn.execute(query))
+        return found
+
+    def insert_digests(self, conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
+        """Many digests' rows in one statement; the ids inserted (a row whose id, or member
+        and date, exists is left out)."""
+        inserted: set[str] = set()
+        for start in range(0, len(rows), 500):
+            statement = (
+                self._insert(digests)
+                .values(rows[start : start + 500])
+                .on_conflict_do_nothing()
+                .returning(digests.c.id)
+            )
+            inserted.update(conn.execute(statement).scalars())
+        return inserted
+
     def in_flight(
         self, conn: Connection, user_id: str, stale_before: str, team_id: str = ""
     ) -> bool:
@@ -780,6 +850,43 @@ class StateStore:
                         }
                         for p in paper_ids
                     ],
+                )
+
+    def record_sent_many(self, records: list[dict[str, Any]], now: str) -> None:
+        """``record_sent`` for many digests in one transaction; each record has
+        ``digest_id``, ``team_id``, ``user_id``, ``paper_ids``, ``channel`` and ``ts``."""
+        if not records:
+            return
+        with self.write() as conn:
+            conn.execute(
+                digests.update()
+                .where(digests.c.id == bindparam("b_id"), digests.c.status == "claimed")
+                .values(
+                    status="sent",
+                    channel=bindparam("b_channel"),
+                    ts=bindparam("b_ts"),
+                    finished_at=now,
+                    error=None,
+                ),
+                [
+                    {"b_id": r["digest_id"], "b_channel": r["channel"], "b_ts": r["ts"]}
+                    for r in records
+                ],
+            )
+            papers = [
+                {
+                    "team_id": r.get("team_id") or "",
+                    "user_id": r["user_id"],
+                    "paper_id": p,
+                    "digest_id": r["digest_id"],
+                    "sent_at": now,
+                }
+                for r in records
+                for p in r["paper_ids"]
+            ]
+            for start in range(0, len(papers), 1000):
+                conn.execute(
+                    self._insert(sent_papers).on_conflict_do_nothing(), papers[start : start + 1000]
                 )
 
     def record_failed(self, digest_id: str, error: str, now: str) -> None:
@@ -1222,6 +1329,11 @@ def _sqlite_begin(conn: Connection) -> None:
 def _mine(table: Any, team_id: str, user_id: str) -> Any:
     """The rows of one member: their workspace and their user id, always both."""
     return (table.c.team_id == team_id) & (table.c.user_id == user_id)
+
+
+def _member_key(user_id: str, team_id: str = "") -> int:
+    """The member's advisory lock key in PostgreSQL (fits its int4/bigint)."""
+    return zlib.crc32(f"{team_id}:{user_id}".encode()) - 2**31
 
 
 def _batches(ids: Iterable[Any]) -> Iterator[list[Any]]:

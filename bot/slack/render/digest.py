@@ -39,6 +39,7 @@ from digest.plan import DigestItem, DigestPlan
 
 DIGEST_EVENT = "paperboy_digest"  # the message metadata's event_type
 TOPIC_CHARS = 120
+TOPIC_BLOCKS = 2  # a divider and the topic's line
 # No "only you get this": a member may have their digest posted in a channel.
 FOOTER = (
     "`/papers topics` lists the topics · `/papers digest time 08:30` changes the time · "
@@ -126,25 +127,26 @@ def digest_message(
     number = 0
     for section in plan.sections:
         section_hits = [hits[i.paper_id] for i in section.items if i.paper_id in hits]
-        new = sum(1 for i in section.items if i.paper_id in hits and i.new)
-        label = f"*{render.clip_escaped(section.query, TOPIC_CHARS)}*"
-        tally = count(len(section_hits), "paper")
-        tally += f", {new} new" if new else ""
-        icon = ":sparkles:" if section.recommended else ":label:"
-        topic_blocks: list[Block] = [DividerBlock(), render.section(f"{icon} {label} · {tally}")]
         fitted: list[Block] = []
+        shown: set[str] = set()
         for hit in section_hits:
             one = render.paper_blocks(
                 hit, index=number + 1, share=True, similar=True, share_elsewhere=bool(owner)
             )
             one = render.with_notes(one, notes.get(hit.id) or [])
-            if len(body) + len(topic_blocks) + len(fitted) + len(one) > room:
+            if len(body) + TOPIC_BLOCKS + len(fitted) + len(one) > room:
                 break
             number += 1
             fitted.extend(one)
             kept.append(hit.id)
+            shown.add(hit.id)
         if fitted:
-            body += topic_blocks + fitted
+            # Counts what is shown, so the plan cut to what fits renders the same message.
+            new = sum(1 for i in section.items if i.paper_id in shown and i.new)
+            label = f"*{render.clip_escaped(section.query, TOPIC_CHARS)}*"
+            tally = count(len(shown), "paper") + (f", {new} new" if new else "")
+            icon = ":sparkles:" if section.recommended else ":label:"
+            body += [DividerBlock(), render.section(f"{icon} {label} · {tally}"), *fitted]
     trimmed = plan.keeping(kept)
     topics = sum(not s.recommended for s in trimmed.sections)
     recommended = sum(len(s.items) for s in trimmed.sections if s.recommended)
