@@ -2,9 +2,10 @@
 
 ``Dispatcher.run_due(now)`` is what the scheduler calls every minute: finish digests a stopped
 worker left claimed, refresh stale time zones, find whose digest is due (``schedule``), choose
-all their papers in one batch (``selection``), then for each member claim, post, record
-(``ledger``). ``send_now`` (``/papers digest now``) goes through the same claim/post/record,
-under a fresh id each time it has something to send (``Ledger.claim_now``).
+all their papers in one batch (``selection``), then claim, post, record (``ledger``): claims
+and records ``CLAIM_BATCH`` at a time in one transaction each, posts by ``workers`` threads
+at once (``_deliver_batch``). ``send_now`` (``/papers digest now``) goes through the same
+claim/post/record, under a fresh id each time it has something to send (``Ledger.claim_now``).
 
 Posting is the ``Poster``'s (``digest.poster``; Slack's is ``bot.slack.poster.SlackPoster``):
 a direct message, or the channel the member named. The poster's client waits out rate limits,
