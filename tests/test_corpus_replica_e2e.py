@@ -226,7 +226,7 @@ def test_health_and_lookups_say_the_corpus_is_loading_until_the_first_sync_lands
             )
             web = WebApp(settings)
             options = server.server_options(settings)
-            with HttpServer(web, host="127.0.0.1", port=0, **options).start() as running_server:
+            with HttpServer(web, host="127.0.0.1", port=0, **options) as running_server:
                 status, body = http(running_server.url + "/healthz")
                 assert status == 503
                 assert json.loads(body) == {

@@ -172,6 +172,8 @@ def test_uninstalling_deletes_the_workspace_and_stops_its_digests(oauth: SlackHa
     for user, team in (("U1", TEAM_ID), ("U2", OTHER_TEAM)):
         oauth.reply(slash(oauth, "subscribe graph neural networks", user, team))
         oauth.reply(slash(oauth, "digest days daily", user, team))
+    for user in ("U1", "U2"):  # each command republishes the Home tab after its reply
+        oauth.fake.wait_for(lambda user=user: len(publishes(oauth, user)) == 2)
 
     oauth.fake.uninstall(OTHER_TEAM)
     assert event(oauth, OTHER_TEAM, {"type": "app_uninstalled"}) == 200

@@ -454,6 +454,25 @@ def test_stopping_twice_or_after_the_server_ended_is_safe(tmp_path: Path) -> Non
     assert _refuses(other.port)
 
 
+def test_starting_twice_runs_one_loop(tmp_path: Path) -> None:
+    """``with HttpServer(app).start() as s:`` starts once: two loops over one waitress map
+    race for every socket, and the loser's EAGAIN closes the connection mid-answer."""
+    import threading
+
+    hello = lambda environ, start_response: server.plain(start_response, "200 OK", "hi")  # noqa: E731
+
+    def loops() -> int:
+        return sum(t.name == "paperboy-http" and t.is_alive() for t in threading.enumerate())
+
+    before = loops()
+    with server.HttpServer(hello).start() as running:
+        assert running.start() is running
+        assert loops() == before + 1
+        for _ in range(20):
+            assert urllib.request.urlopen(running.url, timeout=10).read() == b"hi"
+    assert _refuses(running.port)
+
+
 def test_stop_lets_the_request_in_flight_finish(caplog: pytest.LogCaptureFixture) -> None:
     """A request being answered while the server stops gets its whole answer; waitress's
     threads finish before the loop and its trigger are closed, so none of them writes to a

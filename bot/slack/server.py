@@ -458,6 +458,11 @@ class HttpServer:
         self._run()
 
     def start(self) -> HttpServer:
+        """Serve on a background thread; a second call (``with server.start():``) is a no-op:
+        two loops over one waitress map would race for every socket, and the loser's read
+        (EAGAIN) closes the connection under the winner's response."""
+        if self._thread is not None:
+            return self
         self._thread = threading.Thread(target=self._run, name="paperboy-http", daemon=True)
         self._running = True  # before the thread starts: a stop() right away must see it
         self._thread.start()
