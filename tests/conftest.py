@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bot.engine.search import Engine
+from bot.settings import SEED_DIR
 from bot.state import StateStore, configure
 from tests.postgres import PostgresCluster, find_bin_dir
 from tests.slack_harness import SlackHarness, seeded_engine
@@ -20,6 +23,17 @@ def seeded_db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("seeded") / "template.db"
     seeded_engine(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def sentences(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The seed papers' sentences, for corpora made up by shuffling them (the index tests)."""
+    seed = Engine.open(tmp_path_factory.mktemp("seed") / "seed.db", seed_dir=SEED_DIR)
+    out = []
+    for _, doc in seed.corpus.iter_documents():
+        text = f"{doc['title']}. {doc['abstract']}"
+        out += [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) > 4]
+    return out
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import random
-import re
 import select
 import subprocess
 import sys
@@ -24,7 +23,6 @@ import bot.engine.index as index_module
 from bot.cli import main as cli_main
 from bot.engine.index import Index, read_current
 from bot.engine.search import Engine
-from bot.settings import SEED_DIR
 
 QUERIES_PER_TEST = 60
 
@@ -32,16 +30,6 @@ QUERIES_PER_TEST = 60
 def write_jsonl(path: Path, papers: list[dict]) -> Path:
     path.write_text("\n".join(json.dumps(p) for p in papers) + "\n")
     return path
-
-
-@pytest.fixture(scope="module")
-def sentences(tmp_path_factory) -> list[str]:
-    seed = Engine.open(tmp_path_factory.mktemp("seed") / "seed.db", seed_dir=SEED_DIR)
-    out = []
-    for _, doc in seed.corpus.iter_documents():
-        text = f"{doc['title']}. {doc['abstract']}"
-        out += [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) > 4]
-    return out
 
 
 def make_papers(sentences: list[str], prefix: str, n: int, seed: int) -> list[dict]:

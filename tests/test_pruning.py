@@ -6,7 +6,6 @@ The corpus is made from the seed papers in data/ (their sentences shuffled into 
 """
 
 import random
-import re
 
 import pytest
 
@@ -14,16 +13,15 @@ import bot.engine.index as index_module
 import bot.engine.search as search_module
 from bot.engine.index import Index, read_current
 from bot.engine.search import Engine
-from bot.settings import SEED_DIR
 from tests.test_live_index import make_papers, queries_from, write_jsonl
 
 QUERIES = 150
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory, sentences_module) -> Engine:
+def engine(tmp_path_factory, sentences) -> Engine:
     folder = tmp_path_factory.mktemp("pruning")
-    papers = make_papers(sentences_module, "p", 700, seed=21)
+    papers = make_papers(sentences, "p", 700, seed=21)
     updated = [{**p, "abstract": p["abstract"] + " Revised with new results."} for p in papers[:40]]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(index_module, "MERGE_SHARE", 0.9)  # keep the deltas and tombstones
@@ -35,16 +33,6 @@ def engine(tmp_path_factory, sentences_module) -> Engine:
     assert len(current["segments"]) == 3 and current["segments"][0]["deleted"]
     live.papers = updated + papers[40:]
     return live
-
-
-@pytest.fixture(scope="module")
-def sentences_module(tmp_path_factory) -> list[str]:
-    seed = Engine.open(tmp_path_factory.mktemp("seed") / "seed.db", seed_dir=SEED_DIR)
-    out = []
-    for _, doc in seed.corpus.iter_documents():
-        text = f"{doc['title']}. {doc['abstract']}"
-        out += [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) > 4]
-    return out
 
 
 def lookups(papers: list[dict]) -> list[str]:
