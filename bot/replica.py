@@ -33,7 +33,7 @@ from bot.engine.corpus import Corpus, UpsertCounts, write_transaction
 from bot.engine.paper import Paper
 from bot.engine.search import Engine
 from bot.state import configured
-from bot.state.shared_corpus import PAGE, Published, SharedCorpus
+from bot.state.shared_corpus import PAGE, SharedCorpus
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def open_engine(db_path: str | Path, seed_dir: str | Path | None, *, create: boo
     return engine
 
 
-def seed_shared(engine: Engine, shared: SharedCorpus) -> Published | None:
+def seed_shared(engine: Engine, shared: SharedCorpus) -> UpsertCounts | None:
     """Publish this host's papers when the shared corpus has none (None when it has some:
     another process seeded it first; both may try at once, one wins)."""
     corpus = engine.corpus
@@ -77,7 +77,7 @@ def seed_shared(engine: Engine, shared: SharedCorpus) -> Published | None:
     return done
 
 
-def publish(engine: Engine, shared: SharedCorpus | None = None) -> Published | None:
+def publish(engine: Engine, shared: SharedCorpus | None = None) -> UpsertCounts | None:
     """Share what this host's corpus has that the shared corpus may not (after an ingest):
     the papers changed since the last publish. None without a shared corpus; raises the
     state's ``StateUnavailable`` when it does not answer (the next publish retries)."""
@@ -88,7 +88,7 @@ def publish(engine: Engine, shared: SharedCorpus | None = None) -> Published | N
     version = corpus.version
     since = int(corpus.get_meta(PUBLISHED) or 0)
     if version <= since:
-        return Published()
+        return UpsertCounts()
     done = shared.publish(corpus.papers_changed_since(since))
     _mark_published(engine, version)
     return done

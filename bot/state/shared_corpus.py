@@ -34,7 +34,7 @@ from sqlalchemy import (
     text,
 )
 
-from bot.engine.corpus import utcnow
+from bot.engine.corpus import UpsertCounts, utcnow
 from bot.engine.paper import Paper
 
 from .store import StateStore
@@ -68,19 +68,6 @@ PAGE = 2000
 
 
 @dataclass
-class Published:
-    """What a publish did: papers new to the shared corpus, changed ones, unchanged ones."""
-
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-
-    @property
-    def changed(self) -> int:
-        return self.added + self.updated
-
-
-@dataclass
 class SharedPaper:
     """A row of the shared corpus: the paper, its ``seq`` and when it was first added."""
 
@@ -108,15 +95,16 @@ class SharedCorpus:
 
     def publish(
         self, papers: Iterable[tuple[Paper, str | None]], *, only_if_empty: bool = False
-    ) -> Published | None:
+    ) -> UpsertCounts | None:
         """Upsert ``(paper, added_at)`` pairs by id, in one transaction; a changed paper gets
-        a new ``seq``, an unchanged one keeps its row as it is.
+        a new ``seq``, an unchanged one keeps its row as it is. The counts are the corpus
+        file's own (papers new to the shared corpus, changed ones, unchanged ones).
 
         ``only_if_empty``: seeding the shared corpus from a host's own papers, which happens
         once: None (and nothing written) when it has papers already, also when another
         process seeded it a moment before (the check is made holding the writers' lock).
         """
-        counts = Published()
+        counts = UpsertCounts()
         now = utcnow()
         with self.store.write() as conn:
             if self.store.is_postgres:
