@@ -85,6 +85,28 @@ def test_auth_test_identifies_the_bot_and_is_recorded(fake: FakeSlack, client: W
     assert fake.calls[0].at == WINTER
 
 
+def test_views_and_messages_carry_the_calling_tokens_workspace(
+    fake: FakeSlack, client: WebClient
+) -> None:
+    """A token issued by another workspace's install makes that workspace's views and
+    messages, as on Slack; a token the fake did not issue stays the home workspace's."""
+    fake.register_app("CID", "SECRET")
+    granted = client.oauth_v2_access(
+        client_id="CID", client_secret="SECRET", code=fake.authorize("T2", "Other Lab")
+    )
+    other = WebClient(token=granted["access_token"], base_url=fake.api_url)
+    modal = {"type": "modal", "title": {"type": "plain_text", "text": "Share"}, "blocks": []}
+    home = {"type": "home", "blocks": [section("hi")]}
+    for caller, team, bot in ((other, "T2", "BBOTT2"), (client, "T0PAPERBOY", "BBOT")):
+        opened = caller.views_open(trigger_id=f"t-{team}", view=modal)["view"]
+        assert (opened["team_id"], opened["bot_id"]) == (team, bot)
+        assert caller.views_publish(user_id="U1", view=home)["view"]["team_id"] == team
+        posted = caller.chat_postMessage(channel="C1", text="hi")["message"]
+        assert (posted["team"], posted["bot_id"]) == (team, bot)
+    with pytest.raises(SlackApiError, match="cannot_dm_bot"):
+        other.conversations_open(users="UBOTT2")
+
+
 def test_urls_point_at_the_loopback_server(fake: FakeSlack) -> None:
     assert fake.base_url.startswith("http://127.0.0.1:")
     assert fake.api_url == fake.base_url + "/api/"

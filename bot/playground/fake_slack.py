@@ -46,7 +46,6 @@ BLOCK_TYPES = frozenset(
 #: Calls per minute per method before HTTP 429 (Slack's tier for the method).
 RATE_LIMITS = {"conversations.open": 50}
 _JSON_PARAMS = ("blocks", "metadata", "view", "attachments")
-_BOT_AUTHOR = {"user": BOT_USER_ID, "bot_id": BOT_ID, "app_id": APP_ID, "team": TEAM_ID}
 # Methods that take an app-level token (xapp-) and nothing else; every other method refuses one.
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 # Methods called with the app's client id and secret instead of a token (OAuth v2).
@@ -523,7 +522,10 @@ class FakeSlack:
         self._events.append(event)
 
     def _message(self, ts: str, params: dict[str, Any]) -> dict[str, Any]:
-        message = {"type": "message", **_BOT_AUTHOR, "ts": ts, "text": params.get("text") or ""}
+        team_id, team = self._caller()
+        author = {"user": team["bot_user"], "bot_id": team["bot_id"], "app_id": APP_ID}
+        message = {"type": "message", **author, "team": team_id, "ts": ts}
+        message["text"] = params.get("text") or ""
         message.update({k: params[k] for k in ("blocks", "metadata", "thread_ts") if params.get(k)})
         return message
 
@@ -536,12 +538,17 @@ class FakeSlack:
     def _find(self, channel: Any, ts: Any) -> dict[str, Any] | None:
         return next((m for m in self._channels.get(str(channel), []) if m["ts"] == ts), None)
 
+    def _caller(self) -> tuple[str, dict[str, str]]:
+        """The workspace of the call being answered (its id and bot), from the calling token:
+        what Slack stamps on the views and messages a call makes."""
+        team_id = self._token_teams.get(self._token or "", TEAM_ID)
+        return team_id, self._teams[team_id]
+
     # Web API methods (called with the lock held)
 
     def _api_auth_test(self, _: dict[str, Any]) -> dict[str, Any]:
         """Who the calling token is: the bot of the workspace the token belongs to."""
-        team_id = self._token_teams.get(self._token or "", TEAM_ID)
-        team = self._teams[team_id]
+        team_id, team = self._caller()
         return _ok(
             url=f"https://{team_id.lower()}.slack.com/"
             if team_id != TEAM_ID
@@ -636,7 +643,7 @@ class FakeSlack:
         if problem := _check_message(p):
             return problem
         message.update({k: p[k] for k in ("text", "blocks", "metadata") if k in p})
-        message["edited"] = {"user": BOT_USER_ID, "ts": self._next_ts()}
+        message["edited"] = {"user": self._caller()[1]["bot_user"], "ts": self._next_ts()}
         self._emit("update", p["channel"], message)
         return _ok(
             channel=p["channel"],
@@ -666,7 +673,7 @@ class FakeSlack:
         users = [u for u in str(p.get("users") or "").split(",") if u]
         if len(users) != 1:  # group DMs are not something Paperboy opens
             return _error("invalid_arguments")
-        if users[0] == BOT_USER_ID:
+        if users[0] == self._caller()[1]["bot_user"]:
             return _error("cannot_dm_bot")
         if self._users.get(users[0], {}).get("deleted"):
             return _error("user_disabled")
@@ -753,7 +760,8 @@ class FakeSlack:
             return _error("invalid_arguments")
         if errors := validate_blocks(view.get("blocks", []), MAX_VIEW_BLOCKS):
             return _error("invalid_blocks", errors=errors)
-        published = {**view, "id": f"V{len(self._home_views) + 1:08d}", "team_id": TEAM_ID}
+        team_id, _ = self._caller()
+        published = {**view, "id": f"V{len(self._home_views) + 1:08d}", "team_id": team_id}
         self._home_views[user_id] = published
         self._emit("home", None, {}, user=user_id, view=published)
         return _ok(view=copy.deepcopy(published))
@@ -778,12 +786,13 @@ class FakeSlack:
             return _error("invalid_blocks", errors=errors)
         self._used_triggers.add(trigger)
         view_id = f"VM{len(self._modals) + 1:07d}"
+        team_id, team = self._caller()
         opened = {
             **view,
             "id": view_id,
-            "team_id": TEAM_ID,
+            "team_id": team_id,
             "app_id": APP_ID,
-            "bot_id": BOT_ID,
+            "bot_id": team["bot_id"],
             "hash": uuid.uuid4().hex[:16],
             "private_metadata": view.get("private_metadata") or "",
             "callback_id": view.get("callback_id") or "",
