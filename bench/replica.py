@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import random
 import shutil
 import signal
@@ -40,41 +39,27 @@ from pathlib import Path
 
 from bench.corpora import PAPERS_FILE, WORK_DIR, corpus_file, iter_papers
 from bench.measure import log, markdown_table, median
+from bench.serving import TimedFakeSlack, free_port, health, serve_env, slash
 from bot import replica
 from bot.settings import SEED_DIR
 from bot.state import configure
 from bot.state.shared_corpus import SharedCorpus
-from tests.fake_slack import FakeSlack
 from tests.postgres import PostgresCluster, find_bin_dir
-from tests.slack_harness import (
-    BOT_TOKEN,
-    SIGNING_SECRET,
-    free_port,
-    http,
-    signed_headers,
-    slash_form,
-)
 
-REPO = Path(__file__).resolve().parents[1]
 ROOT = WORK_DIR / "replica"
 
 
-def env_for(folder: Path, database_url: str, sync: int, fake: FakeSlack, port: int = 0) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERBOY_", "PORT"))}
-    env.update(
-        PYTHONPATH=str(REPO),
+def env_for(
+    folder: Path, database_url: str, sync: int, fake: TimedFakeSlack, port: int = 0
+) -> dict:
+    return serve_env(
+        folder / "paperboy.db",
+        fake,
+        port,
+        seed_dir=SEED_DIR,
         DATABASE_URL=database_url,
-        PAPERBOY_DB=str(folder / "paperboy.db"),
         PAPERBOY_CORPUS_SYNC_SECONDS=str(sync),
-        PAPERBOY_SEED_DIR=str(SEED_DIR),
-        SLACK_BOT_TOKEN=BOT_TOKEN,
-        SLACK_SIGNING_SECRET=SIGNING_SECRET,
-        SLACK_API_URL=fake.api_url,
-        HOST="127.0.0.1",
     )
-    if port:
-        env["PORT"] = str(port)
-    return env
 
 
 def ingest(folder: Path, path: Path, env: dict) -> float:
@@ -91,23 +76,13 @@ def ingest(folder: Path, path: Path, env: dict) -> float:
     return time.perf_counter() - started
 
 
-def health(url: str) -> tuple[int, dict]:
-    try:
-        status, body = http(url + "/healthz")
-    except OSError:
-        return 0, {}
-    return status, json.loads(body) if body.startswith("{") else {}
-
-
-def found(url: str, fake: FakeSlack, word: str, want: int) -> bool:
+def found(port: int, fake: TimedFakeSlack, word: str, want: int) -> bool:
     """Whether ``/papers WORD`` through the web process says ``want`` papers match."""
-    form, response_url = slash_form(fake, word)
-    status, _ = http(url + "/slack/events", form, signed_headers(form))
-    if status != 200:
+    sample = slash(port, fake, word, "U0BENCH", answer=True)
+    if sample.error or sample.token is None:
         return False
-    token = response_url.rsplit("/", 1)[-1]
-    (reply,) = fake.wait_for(lambda: [r for r in fake.responses if r.token == token], 30)
-    return f"*{want:,}* papers match" in json.dumps(reply.payload, ensure_ascii=False)
+    reply = fake.first_payload(sample.token)
+    return f"*{want:,}* papers match" in json.dumps(reply, ensure_ascii=False)
 
 
 def new_papers(source: list[dict], run: int, batch: int, rng: random.Random) -> tuple[str, list]:
@@ -168,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     web = None
     try:
         url = cluster.create_database()
-        with FakeSlack() as fake:
+        with TimedFakeSlack() as fake:
             laptop = ROOT / "laptop"
             laptop.mkdir()
             source_papers: list[dict] = []
@@ -185,7 +160,6 @@ def main(argv: list[str] | None = None) -> int:
             host = ROOT / "web"
             host.mkdir()
             port = free_port()
-            site = f"http://127.0.0.1:{port}"
             log("catch-up: paperboy serve on a fresh host")
             started = time.perf_counter()
             with open(host / "serve.log", "ab") as out:
@@ -198,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             bound = None
             while True:
-                status, body = health(site)
+                status, body = health(port)
                 if status and bound is None:
                     bound = time.perf_counter() - started
                 if status == 200:
@@ -222,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                     fh.writelines(json.dumps(p) + "\n" for p in papers)
                 ingest(feeder, path, env_for(feeder, url, args.sync, fake))
                 ended = time.perf_counter()
-                while not found(site, fake, word, len(papers)):
+                while not found(port, fake, word, len(papers)):
                     time.sleep(0.25)
                 latencies.append(time.perf_counter() - ended)
                 log(f"run {run}: {len(papers):,} papers found {latencies[-1]:.1f} s after ingest")

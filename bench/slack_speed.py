@@ -40,14 +40,9 @@ progress on stderr.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import hmac
-import http.client
 import json
 import os
 import platform
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -57,102 +52,26 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from bench import paperboy
 from bench.corpora import PAPERLISTS_SIZE, WORK_DIR, corpus_for_scale, sample_keyword_queries
 from bench.measure import log, markdown_table, median, percentile, run_child
-from bot.playground.fake_slack import APP_ID, TEAM_ID
+from bench.serving import (
+    CHILDREN,
+    Sample,
+    Server,
+    TimedFakeSlack,
+    free_port,
+    serve_env,
+    slash,
+    start_server,
+    stop_children,
+)
 from tests.fake_slack import FakeSlack
 
-SIGNING_SECRET = "bench-5f1c0e7a9d2b4c6e8f0a1b3c5d7e9f10"
-BOT_TOKEN = "xoxb-bench"
-EVENTS_PATH = "/slack/events"
-HEALTH_PATH = "/healthz"
 ACK_TARGET_MS = 300.0
 ANSWER_TARGET_MS = 1000.0
-ACK_TIMEOUT_S = 10.0
-ANSWER_TIMEOUT_S = 30.0
-STARTUP_TIMEOUT_S = 120.0
 WARMUP_QUERIES = 20
-
-
-# --- the Slack side: a FakeSlack that timestamps answers, and signed slash commands -----------
-
-
-if not hasattr(FakeSlack, "_handle_response"):  # the hook below would silently never run
-    raise ImportError("FakeSlack._handle_response is gone; adapt TimedFakeSlack")
-
-
-class TimedFakeSlack(FakeSlack):
-    """FakeSlack that notes when the first POST to each response_url arrived (perf_counter)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.arrived: dict[str, float] = {}
-
-    def _handle_response(self, token: str, payload: Any) -> Any:
-        now = time.perf_counter()
-        with self._cond:  # re-entrant: the parent records the payload and notifies waiters
-            self.arrived.setdefault(token, now)
-            return super()._handle_response(token, payload)
-
-    def wait_answer(self, token: str, timeout: float) -> float:
-        """perf_counter time at which the first answer for ``token`` arrived (waits for it)."""
-        return self.wait_for(lambda: self.arrived.get(token), timeout)
-
-    def first_payload(self, token: str) -> dict[str, Any] | None:
-        return next((r.payload for r in self.responses if r.token == token), None)
-
-
-def slack_escape(text: str) -> str:
-    """What Slack sends for what the user typed (``should_escape``: &, <, > as entities)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def signed_slash(fake: FakeSlack, query: str, user: str) -> tuple[bytes, dict[str, str], str]:
-    """(body, headers, response_url token) of ``/papers query`` as Slack would POST it."""
-    response_url = fake.response_url(channel="C0BENCH", user=user)
-    form = {
-        "token": "gIkuvaNzQIHg97ATvDxqgjtO",
-        "team_id": TEAM_ID,
-        "team_domain": "paperboy",
-        "channel_id": "C0BENCH",
-        "channel_name": "general",
-        "user_id": user,
-        "user_name": user.lower(),
-        "command": "/papers",
-        "text": slack_escape(query),
-        "api_app_id": APP_ID,
-        "is_enterprise_install": "false",
-        "response_url": response_url,
-        "trigger_id": "13345224609.738474920.8088930838d88f008e0",
-    }
-    body = urlencode(form).encode()
-    ts = str(int(time.time()))
-    base = b"v0:" + ts.encode() + b":" + body
-    headers = {
-        "Content-Type": "application/x-www-form-urlencoded",
-        "X-Slack-Request-Timestamp": ts,
-        "X-Slack-Signature": "v0="
-        + hmac.new(SIGNING_SECRET.encode(), base, hashlib.sha256).hexdigest(),
-        "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots)",
-    }
-    return body, headers, response_url.rsplit("/", 1)[-1]
-
-
-def http_call(
-    port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None
-) -> int:
-    """One request on a new connection (as a fresh client would); returns the HTTP status."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=ACK_TIMEOUT_S)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        answer = conn.getresponse()
-        answer.read()
-        return answer.status
-    finally:
-        conn.close()
 
 
 # --- the servers ---------------------------------------------------------------------------
@@ -162,12 +81,6 @@ def own_cpu_s() -> float:
     """User + system CPU seconds of this process (clients and FakeSlack) so far."""
     times = os.times()
     return times.user + times.system
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def trivial_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
@@ -186,92 +99,18 @@ def serve_trivial(port: int) -> None:
     HttpServer(trivial_app, host="127.0.0.1", port=port).serve_forever()
 
 
-@dataclass
-class Server:
-    name: str
-    port: int
-    proc: subprocess.Popen
-    log_path: Path
-
-    def peak_rss_mb(self) -> float | None:
-        try:
-            with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as fh:
-                for line in fh:
-                    if line.startswith("VmHWM:"):
-                        return float(line.split()[1]) / 1024
-        except OSError:
-            return None
-        return None
-
-    def cpu_s(self) -> float:
-        """User + system CPU seconds the server has used so far (0 where /proc is missing)."""
-        try:
-            with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        """SIGTERM (``paperboy serve`` exits cleanly on it), then SIGKILL after 10 s."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-
-CHILDREN: list[Server] = []
-
-
-def start_server(name: str, cmd: list[str], env: dict[str, str], port: int) -> Server:
-    """Start a server child with its output in a log file and wait for ``GET /healthz``."""
-    log_path = WORK_DIR / f"slack_speed-{name}.log"
-    with open(log_path, "wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    server = Server(name, port, proc, log_path)
-    CHILDREN.append(server)
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited with {proc.returncode}; see {log_path}")
-        try:
-            if http_call(port, "GET", HEALTH_PATH) == 200:
-                return server
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{name} did not answer {HEALTH_PATH} in {STARTUP_TIMEOUT_S}s")
-        time.sleep(0.1)
-
-
 def start_paperboy(db: Path, fake: FakeSlack) -> Server:
     port = free_port()
-    env = paperboy.engine_env()  # never seeds the benchmark db from data/
-    for name in ("SLACK_APP_TOKEN", "PAPERBOY_FEEDS"):
-        env.pop(name, None)
-    env.update(
-        SLACK_BOT_TOKEN=BOT_TOKEN,
-        SLACK_SIGNING_SECRET=SIGNING_SECRET,
-        SLACK_API_URL=fake.api_url,
-        PAPERBOY_DB=str(db),
-        PORT=str(port),
-        HOST="127.0.0.1",
-    )
-    return start_server("paperboy", [*paperboy.cli(), "serve"], env, port)
+    env = serve_env(db, fake, port)  # never seeds the benchmark db from data/
+    log_path = WORK_DIR / "slack_speed-paperboy.log"
+    return start_server("paperboy", [*paperboy.cli(), "serve"], env, port, log_path)
 
 
 def start_trivial() -> Server:
     port = free_port()
     cmd = [sys.executable, "-m", "bench.slack_speed", "--trivial-server", str(port)]
-    return start_server("trivial", cmd, dict(os.environ), port)
-
-
-def stop_children() -> None:
-    for server in CHILDREN:
-        server.stop()
+    log_path = WORK_DIR / "slack_speed-trivial.log"
+    return start_server("trivial", cmd, dict(os.environ), port, log_path)
 
 
 # --- the database --------------------------------------------------------------------------
@@ -324,17 +163,6 @@ def lookup_queries(n: int, seed: int) -> list[str]:
 
 
 @dataclass
-class Sample:
-    query: str
-    ack_ms: float | None = None
-    answer_ms: float | None = None
-    status: int | None = None
-    error: str | None = None
-    text: str | None = None
-    wrong: bool = False
-
-
-@dataclass
 class Measured:
     """One path: its samples over all rounds and the wall time spent running them."""
 
@@ -361,32 +189,9 @@ def run_http(
     wait for each answer and keep its fallback text (the real app)."""
 
     def one(i: int) -> Sample:
-        query = queries[i]
-        sample = Sample(query)
         if time.monotonic() > deadline:
-            sample.error = "not sent: run deadline"
-            return sample
-        body, headers, token = signed_slash(fake, query, user=f"U{i % concurrency:04d}")
-        started = time.perf_counter()
-        try:
-            sample.status = http_call(server.port, "POST", EVENTS_PATH, body, headers)
-        except OSError as error:
-            sample.error = f"ack: {type(error).__name__}: {error}"
-            return sample
-        sample.ack_ms = (time.perf_counter() - started) * 1000
-        if sample.status != 200:
-            sample.error = f"ack: HTTP {sample.status}"
-            return sample
-        if not answers:
-            return sample
-        try:
-            arrived = fake.wait_answer(token, ANSWER_TIMEOUT_S)
-        except TimeoutError:
-            sample.error = f"no answer within {ANSWER_TIMEOUT_S:.0f}s"
-            return sample
-        sample.answer_ms = (arrived - started) * 1000
-        sample.text = (fake.first_payload(token) or {}).get("text")
-        return sample
+            return Sample(queries[i], error="not sent: run deadline")
+        return slash(server.port, fake, queries[i], f"U{i % concurrency:04d}", answer=answers)
 
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrency, thread_name_prefix="bench-client") as pool:

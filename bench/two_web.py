@@ -10,7 +10,7 @@ What issue 10's deployment looks like, on one machine:
    directory with its own copy of the corpus (the 87k ``bench/work/slack-87k.db``, built once
    with the CLI as ``bench.slack_speed`` does, index folder included; ``--seeds``: the seed
    corpus instead), both with ``DATABASE_URL`` pointing at the one database, and
-   ``SLACK_API_URL`` at the Slack stand-in (``bench.slack_speed.TimedFakeSlack``, in this
+   ``SLACK_API_URL`` at the Slack stand-in (``bench.serving.TimedFakeSlack``, in this
    process: it notes when each response_url POST arrives).
 3. **load**: ``--requests`` signed ``/papers <author keyword>`` slash commands (as Slack signs
    them), ``--concurrency`` client threads in a closed loop, request *i* going to process
@@ -30,7 +30,6 @@ import argparse
 import os
 import platform
 import shutil
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,29 +37,26 @@ from pathlib import Path
 from bench import paperboy
 from bench.corpora import PAPERLISTS_SIZE, WORK_DIR
 from bench.measure import log, markdown_table, percentile
-from bench.slack_speed import (
-    ACK_TARGET_MS,
-    ANSWER_TARGET_MS,
-    ANSWER_TIMEOUT_S,
-    BOT_TOKEN,
-    CHILDREN,
-    EVENTS_PATH,
-    HEALTH_PATH,
-    SIGNING_SECRET,
-    STARTUP_TIMEOUT_S,
-    WARMUP_QUERIES,
+from bench.serving import (
     Sample,
     Server,
     TimedFakeSlack,
+    free_port,
+    serve_env,
+    slash,
+    start_server,
+    stop_children,
+)
+from bench.slack_speed import (
+    ACK_TARGET_MS,
+    ANSWER_TARGET_MS,
+    WARMUP_QUERIES,
     default_db,
     ensure_db,
-    free_port,
-    http_call,
     lookup_queries,
-    signed_slash,
-    stop_children,
     verdict,
 )
+from bot.settings import SEED_DIR
 from tests.postgres import PostgresCluster, find_bin_dir
 
 SEED_QUERIES = ["graph neural networks", "diffusion", "protein", "language model", "robot"]
@@ -87,37 +83,10 @@ def start_web(name: str, db: Path, database_url: str, fake: TimedFakeSlack, seed
     """``paperboy serve`` in ``db``'s folder (its own working directory, as on its own host),
     ready once ``GET /healthz`` answers; stopped by ``stop_children``."""
     port = free_port()
-    env = paperboy.engine_env()  # never seeds the 87k copy from data/
-    for key in ("SLACK_APP_TOKEN", "PAPERBOY_FEEDS", *(["PAPERBOY_SEED_DIR"] if seeds else [])):
-        env.pop(key, None)
-    env.update(
-        SLACK_BOT_TOKEN=BOT_TOKEN,
-        SLACK_SIGNING_SECRET=SIGNING_SECRET,
-        SLACK_API_URL=fake.api_url,
-        PAPERBOY_DB=str(db),
-        DATABASE_URL=database_url,
-        PORT=str(port),
-        HOST="127.0.0.1",
-    )
+    seed_dir = {"seed_dir": SEED_DIR} if seeds else {}  # else never seeds the 87k copy
+    env = serve_env(db, fake, port, **seed_dir, DATABASE_URL=database_url)
     log_path = WORK_DIR / f"two_web-{name}.log"
-    with open(log_path, "wb") as out:
-        proc = subprocess.Popen(
-            [*paperboy.cli(), "serve"], env=env, cwd=db.parent, stdout=out, stderr=subprocess.STDOUT
-        )
-    server = Server(name, port, proc, log_path)
-    CHILDREN.append(server)
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited with {proc.returncode}; see {log_path}")
-        try:
-            if http_call(port, "GET", HEALTH_PATH) == 200:
-                return server
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{name} did not answer {HEALTH_PATH} in {STARTUP_TIMEOUT_S}s")
-        time.sleep(0.1)
+    return start_server(name, [*paperboy.cli(), "serve"], env, port, log_path, cwd=db.parent)
 
 
 def run(
@@ -126,28 +95,8 @@ def run(
     """Each query as a slash command to ``servers[i % 2]``, ``concurrency`` at a time."""
 
     def one(i: int) -> Sample:
-        sample = Sample(queries[i])
-        body, headers, token = signed_slash(fake, queries[i], user=f"U{i:04d}")
-        started = time.perf_counter()
-        try:
-            sample.status = http_call(
-                servers[i % len(servers)].port, "POST", EVENTS_PATH, body, headers
-            )
-        except OSError as error:
-            sample.error = f"ack: {type(error).__name__}: {error}"
-            return sample
-        sample.ack_ms = (time.perf_counter() - started) * 1000
-        if sample.status != 200:
-            sample.error = f"ack: HTTP {sample.status}"
-            return sample
-        try:
-            arrived = fake.wait_answer(token, ANSWER_TIMEOUT_S)
-        except TimeoutError:
-            sample.error = f"no answer within {ANSWER_TIMEOUT_S:.0f}s"
-            return sample
-        sample.answer_ms = (arrived - started) * 1000
-        sample.text = (fake.first_payload(token) or {}).get("text")
-        return sample
+        port = servers[i % len(servers)].port
+        return slash(port, fake, queries[i], f"U{i:04d}", answer=True)
 
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrency, thread_name_prefix="bench-client") as pool:
