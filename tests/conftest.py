@@ -7,12 +7,17 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from playwright.sync_api import sync_playwright
 
 from bot.engine.search import Engine
-from bot.settings import SEED_DIR
+from bot.playground.playground import Playground
+from bot.settings import SEED_DIR, Settings
 from bot.state import StateStore, configure
+from tests.fake_slack import FakeSlack
+from tests.playground_page import CHROMIUM
 from tests.postgres import PostgresCluster, find_bin_dir
 from tests.slack_harness import SlackHarness, seeded_engine
 
@@ -43,6 +48,64 @@ def slack(tmp_path: Path, seeded_db_template: Path) -> Iterator[SlackHarness]:
         yield harness
     finally:
         harness.close()
+
+
+# -- the playground, and its page in a headless Chromium (tests/playground_page.py) ------------
+
+
+@pytest.fixture
+def playground_options() -> dict[str, Any]:
+    """Keyword arguments for ``Playground``; a test module overrides this fixture to change them."""
+    return {}
+
+
+@pytest.fixture
+def playground(
+    tmp_path: Path, seeded_db_template: Path, playground_options: dict[str, Any]
+) -> Iterator[Playground]:
+    """The playground over a copy of the seeded corpus, with the Slack stand-in, running."""
+    engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
+    settings = Settings(db_path=tmp_path / "pg.db")
+    with Playground(settings, engine, slack=FakeSlack(), **playground_options) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(browser: Any, playground: Playground) -> Iterator[Any]:
+    """A fresh tab on the playground, loaded (its channel list drawn); fails the test on any
+    uncaught error in the page's script."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.set_default_timeout(15_000)
+        page.goto(playground.url)
+        page.locator("#channel-list .room").first.wait_for()
+        yield page
+        assert not errors, errors
+    finally:
+        context.close()
 
 
 # -- the shared state on both backends (see tests/postgres.py) ------------------------------

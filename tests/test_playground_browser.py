@@ -4,73 +4,13 @@ channel picker, and nothing a query contains can inject HTML."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from bot.playground.playground import USER_ID, Playground
-from bot.settings import Settings
-from tests.fake_slack import FakeSlack
-from tests.slack_harness import seeded_engine
+from tests.playground_page import needs_chromium, send
 
-CHROMIUM = os.environ.get("PAPERBOY_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(),
-    reason=f"Chromium not found at {CHROMIUM} (apt-get install chromium, or set PAPERBOY_CHROMIUM)",
-)
-
-
-@pytest.fixture
-def playground(tmp_path: Path, seeded_db_template: Path) -> Iterator[Playground]:
-    engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
-    with Playground(Settings(db_path=tmp_path / "pg.db"), engine, slack=FakeSlack()) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.fixture
-def page(browser, playground: Playground):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    try:
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.set_default_timeout(15_000)
-        page.goto(playground.url)
-        yield page
-        assert not errors, errors
-    finally:
-        context.close()
-
-
-def send(page, text: str) -> None:
-    page.fill("#input", text)
-    page.press("#input", "Enter")
+pytestmark = needs_chromium
 
 
 def test_lookup_more_and_share_in_the_browser(page, playground: Playground, tmp_path: Path) -> None:

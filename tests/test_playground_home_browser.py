@@ -5,63 +5,21 @@ this message" answers privately, and @Paperboy and the Paperboy DM answer querie
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.playground.playground import USER_ID, Playground
-from bot.settings import Settings
 from digest.subscriptions import Subscriptions
-from tests.fake_slack import FakeSlack
-from tests.slack_harness import seeded_engine
-from tests.test_playground_browser import CHROMIUM, playwright_api
+from tests.playground_page import needs_chromium, send
 
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason=f"Chromium not found at {CHROMIUM}"
-)
+pytestmark = needs_chromium
 
 
 @pytest.fixture
-def playground(tmp_path: Path, seeded_db_template: Path) -> Iterator[Playground]:
-    engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
-    with Playground(
-        Settings(db_path=tmp_path / "pg.db"), engine, slack=FakeSlack(), tick_seconds=None
-    ) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.fixture
-def page(browser, playground: Playground):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    try:
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.set_default_timeout(15_000)
-        page.goto(playground.url)
-        page.locator("#channel-list .room").first.wait_for()
-        yield page
-        assert not errors, errors
-    finally:
-        context.close()
-
-
-def send(page, text: str) -> None:
-    page.fill("#input", text)
-    page.press("#input", "Enter")
+def playground_options() -> dict[str, Any]:
+    return {"tick_seconds": None}  # no digest scheduler running beside the clicks
 
 
 def test_the_home_tab_lists_topics_removes_them_and_sets_the_digest_time(

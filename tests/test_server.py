@@ -206,13 +206,6 @@ def test_the_playground_binds_loopback_unless_host_names_an_address(
 # --- the playground's endpoints -------------------------------------------------------------
 
 
-@pytest.fixture
-def playground(tmp_path: Path, seeded_db_template: Path):
-    engine = seeded_engine(tmp_path / "pg.db", seeded_db_template)
-    with Playground(Settings(db_path=tmp_path / "pg.db"), engine, slack=FakeSlack()) as running:
-        yield running
-
-
 def test_playground_command_goes_through_signed_slack_requests(playground: Playground) -> None:
     status, hello = post_json(playground.url + "playground/hello", {"tz": "Europe/Berlin"})
     assert status == 200 and hello["user"] == USER_ID
