@@ -13,8 +13,9 @@ Examples::
     $ paperboy digest send                    # one scheduler tick: the digests due now
     $ paperboy digest send --now              # every member's digest right away
 
-The Slack app, the digest clock and numpy are imported inside the commands that use them
-(not to break a cycle: there is none), so ``paperboy --help`` and a lookup stay fast.
+The Slack app, the digest clock, numpy and the shared state (SQLAlchemy) are imported inside
+the commands that use them (not to break a cycle: there is none), so ``paperboy --help`` and a
+lookup stay fast (tests/test_cli_imports.py holds them to it).
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def open_engine(
     write: bool,
     seed: bool = True,
     allow_read_only: bool = False,
+    shared_state: bool = True,
 ):
     """The engine for a command; database problems end it with one sentence (exit 1).
 
@@ -100,11 +102,12 @@ def open_engine(
     one this user may not write, unless ``allow_read_only`` (a Slack app, which can still
     answer lookups from it; see ``Engine.read_only``). The others never create a database,
     say so when there is none, and read a read-only one.
+
+    ``shared_state=False``: a lookup, which reads only the corpus file, so it neither opens
+    ``DATABASE_URL`` (a round trip and a migration check) nor imports SQLAlchemy.
     """
-    from . import replica  # numpy and scikit-learn: see above
     from .engine.corpus import DatabaseError, NoDatabase
     from .engine.search import Engine
-    from .state import configure as configure_state
 
     seed_dir = settings.seed_dir if write and seed else None
     if seed_dir and not db_path.exists() and not seed_dir.is_dir():
@@ -115,8 +118,13 @@ def open_engine(
         )
         seed_dir = None
     try:
-        configure_state(settings.database_url)  # DATABASE_URL, when set, holds the state
+        if shared_state or write:
+            from .state import configure as configure_state  # SQLAlchemy: see above
+
+            configure_state(settings.database_url)  # DATABASE_URL, when set, holds the state
         if write:  # with DATABASE_URL, seeded from the shared corpus's papers when it has some
+            from . import replica
+
             engine = replica.open_engine(db_path, seed_dir, create=write)
         else:
             engine = Engine.open(db_path, seed_dir=seed_dir, create=write)
@@ -152,8 +160,9 @@ class Context:
     def db_path(self) -> Path:
         return self._db_path or self.settings.db_path
 
-    def engine(self, write: bool = False, seed: bool = True):
-        """The engine; read-only commands never create a database (see ``open_engine``).
+    def engine(self, write: bool = False, seed: bool = True, shared_state: bool = True):
+        """The engine; read-only commands never create a database (see ``open_engine``, also
+        for ``shared_state``).
 
         One exception keeps a fresh install useful: with no database at the default
         ``./paperboy.db``, a lookup answers from the seed corpus, read into a temporary
@@ -162,7 +171,7 @@ class Context:
         path = self.db_path
         if not write and path == DEFAULT_DB and not path.exists():
             return self._seed_engine()
-        return open_engine(self.settings, path, write=write, seed=seed)
+        return open_engine(self.settings, path, write=write, seed=seed, shared_state=shared_state)
 
     def _seed_engine(self):
         seed_dir = self.settings.seed_dir
@@ -332,7 +341,7 @@ class QueryCommand(click.Command):
 def search(ctx, query: tuple[str, ...], limit: int, offset: int, as_json: bool, batch, db_path):
     # The help is written from bot/help_text.py, as Slack's is (see SEARCH_HELP).
     query = " ".join(query)
-    engine = _with_papers(_ctx(ctx, db_path).engine())
+    engine = _with_papers(_ctx(ctx, db_path).engine(shared_state=False))
     if batch is not None:
         for answer in _batch(engine, batch, limit):
             click.echo(json.dumps(answer, ensure_ascii=False))
@@ -376,7 +385,8 @@ def _batch(engine, lines: Iterable[bytes], limit: int) -> Iterable[dict]:
 @click.pass_context
 def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
     """Papers most like PAPER_ID (ids are shown by `paperboy search`)."""
-    _show(_with_papers(_ctx(ctx, db_path).engine()).similar(paper_id, limit=limit), as_json)
+    engine = _with_papers(_ctx(ctx, db_path).engine(shared_state=False))
+    _show(engine.similar(paper_id, limit=limit), as_json)
 
 
 @main.command()
