@@ -759,12 +759,15 @@ def _run_socket_mode(settings: Settings, with_scheduler: bool, name: str = "work
     engine = open_engine(settings)
     main = threading.main_thread()
     clock = None
+    if with_scheduler:
+        # A token revoked while running stops the clock, which stops Socket Mode as SIGTERM
+        # does; then we exit 1. Built before it starts: its first tick can refuse the token
+        # (and send the signal) before start_background() has even returned.
+        stop = lambda: signal.pthread_kill(main.ident or 0, signal.SIGTERM)  # noqa: E731
+        clock = _clock(settings, engine, stop)
     try:
-        if with_scheduler:
-            # A token revoked while running stops the clock, which stops Socket Mode as
-            # SIGTERM does; then we exit 1.
-            stop = lambda: signal.pthread_kill(main.ident or 0, signal.SIGTERM)  # noqa: E731
-            clock = _start_clock(settings, engine, stop)
+        if clock is not None:
+            clock.start_background()
         # The token was just checked, with retries: Bolt need not check it again.
         run_socket_mode(settings, engine, verify_token=False, name=name)
     except URLError as error:
@@ -800,7 +803,8 @@ def _run_http(settings: Settings, with_scheduler: bool) -> None:
         app = build_app(settings, engine, verify_token=False)
         if with_scheduler:
             # A token revoked while running stops the clock, then the server, then we exit 1.
-            web.clock = _start_clock(settings, engine, server.request_stop)
+            web.clock = _clock(settings, engine, server.request_stop)
+            web.clock.start_background()
         web.ready(engine, app)
         log.info("Paperboy is ready%s.", " (digests are sent from this process)" * with_scheduler)
         server.wait()
@@ -820,15 +824,15 @@ def _bound(server: HttpServer) -> str:
     return server.url
 
 
-def _start_clock(settings: Settings, engine: Engine, stop: Callable[[], Any]) -> Any:
-    """``--with-scheduler``: the digest clock on a background thread of this process (its
-    token was checked just before). ``stop`` is called when it dies for a refused token."""
+def _clock(settings: Settings, engine: Engine, stop: Callable[[], Any]) -> Any:
+    """``--with-scheduler``: the digest clock for a background thread of this process (its
+    token was checked just before), not started yet. ``stop`` is called when it dies for a
+    refused token."""
     if settings.log_level != "DEBUG":  # a line per tick, every minute, is noise
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     poster = SlackPoster.from_settings(settings, engine)
     clock = Clock(engine, settings, poster, on_fatal=lambda error: stop())
     clock.token_checked()  # it checks again every few minutes (digest.clock.TOKEN_CHECK)
-    clock.start_background()
     return clock
 
 
