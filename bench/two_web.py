@@ -79,12 +79,20 @@ def corpus_copy(source: Path | None, folder: Path) -> Path:
     return target
 
 
-def start_web(name: str, db: Path, database_url: str, fake: TimedFakeSlack, seeds: bool) -> Server:
-    """``paperboy serve`` in ``db``'s folder (its own working directory, as on its own host),
-    ready once ``GET /healthz`` answers; stopped by ``stop_children``."""
+def start_web(
+    name: str,
+    db: Path,
+    database_url: str,
+    fake: TimedFakeSlack,
+    seeds: bool,
+    settings: dict[str, str],
+) -> Server:
+    """``paperboy serve`` in ``db``'s folder (its own working directory, as on its own host)
+    with ``settings`` in its environment, ready once ``GET /healthz`` answers; stopped by
+    ``stop_children``."""
     port = free_port()
     seed_dir = {"seed_dir": SEED_DIR} if seeds else {}  # else never seeds the 87k copy
-    env = serve_env(db, fake, port, **seed_dir, DATABASE_URL=database_url)
+    env = serve_env(db, fake, port, **seed_dir, DATABASE_URL=database_url, **settings)
     log_path = WORK_DIR / f"two_web-{name}.log"
     return start_server(name, [*paperboy.cli(), "serve"], env, port, log_path, cwd=db.parent)
 
@@ -110,7 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", action="store_true", help="the seed corpus, not the 87k")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for both processes, e.g. PAPERBOY_WORK_THREADS=2 (repeatable)",
+    )
     args = parser.parse_args(argv)
+    settings = dict(item.split("=", 1) for item in args.env)
 
     bin_dir = find_bin_dir()
     if bin_dir is None:
@@ -135,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("a", "b"):
             db = corpus_copy(source, WORK_DIR / "two_web" / name)
             log(f"starting web {name} in {db.parent} ...")
-            servers.append(start_web(f"web-{name}", db, database_url, fake, args.seeds))
+            servers.append(start_web(f"web-{name}", db, database_url, fake, args.seeds, settings))
         log("warming up ...")
         warm, _ = run(servers, fake, warmup, args.concurrency)
         if bad := [s for s in warm if s.error]:
@@ -169,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(samples)} `/papers <author keyword>` slash commands, {args.concurrency} in flight "
         f"(closed loop), alternating between two `paperboy serve` processes (own working "
         f"directories and corpus copies: {corpus}), shared state in one PostgreSQL "
-        f"(throwaway server on this machine, fsync on). {os.cpu_count()} CPUs, load average "
+        f"(throwaway server on this machine, fsync on). Settings: "
+        f"{' '.join(args.env) or 'the defaults'}. {os.cpu_count()} CPUs, load average "
         f"{load_start:.1f} at start / {os.getloadavg()[0]:.1f} at end; Python "
         f"{platform.python_version()}. {len(samples) / wall:.0f} req/s; "
         f"{len(failed)} failed" + (f" (first: {failed[0].error})" if failed else "") + ".\n",

@@ -185,6 +185,8 @@ class Settings:
     log_format: str = "text"  # or "json": one JSON object per log line
     # The web server (waitress): request threads, open connections, idle seconds before closing.
     http_threads: int = 16
+    # The app's pool for the work after ack() (lookups, replies): PAPERBOY_WORK_THREADS.
+    work_threads: int = 8
     http_connection_limit: int = 1000
     http_channel_timeout: int = 30
     # Where the shared state lives: None keeps it in the SQLite database (db_path);
@@ -245,6 +247,7 @@ class Settings:
             )
         digest_workers = _positive(env, "PAPERBOY_DIGEST_WORKERS", 4, problems)
         http_threads = _positive(env, "PAPERBOY_HTTP_THREADS", 16, problems)
+        work_threads = _positive(env, "PAPERBOY_WORK_THREADS", 8, problems)
         http_connections = _positive(env, "PAPERBOY_HTTP_CONNECTIONS", 1000, problems)
         http_timeout = _positive(env, "PAPERBOY_HTTP_TIMEOUT", 30, problems)
         corpus_sync_seconds = _positive(env, "PAPERBOY_CORPUS_SYNC_SECONDS", 15, problems)
@@ -307,6 +310,7 @@ class Settings:
             log_level=log_level,
             log_format=log_format,
             http_threads=http_threads,
+            work_threads=work_threads,
             http_connection_limit=http_connections,
             http_channel_timeout=http_timeout,
             database_url=database_url,

@@ -57,6 +57,14 @@ def test_log_format_and_level():
     assert (settings.log_format, settings.log_level) == ("json", "DEBUG")
 
 
+def test_the_thread_counts_of_a_web_process():
+    assert (Settings.from_env({}).http_threads, Settings.from_env({}).work_threads) == (16, 8)
+    settings = Settings.from_env({"PAPERBOY_HTTP_THREADS": "4", "PAPERBOY_WORK_THREADS": "2"})
+    assert (settings.http_threads, settings.work_threads) == (4, 2)
+    with pytest.raises(SettingsError, match="PAPERBOY_WORK_THREADS must be a whole number"):
+        Settings.from_env({"PAPERBOY_WORK_THREADS": "0"})
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:2]))
 def test_every_command_names_each_bad_setting_and_exits_2(command, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

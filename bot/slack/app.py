@@ -81,16 +81,18 @@ def build_app(
     """The Bolt app with every Paperboy listener registered.
 
     ``client``: one to use instead of Bolt's own (tests); ``executor`` (the pool for work
-    after ``ack()``) defaults to a private thread pool. ``verify_token``: ``auth.test`` at
-    construction (default: against Slack itself, not the local stand-in); ``paperboy serve``
-    turns it off because it has just checked the token, with retries.
+    after ``ack()``) defaults to a private pool of ``settings.work_threads`` threads.
+    ``verify_token``: ``auth.test`` at construction (default: against Slack itself, not the
+    local stand-in); ``paperboy serve`` turns it off because it has just checked the token,
+    with retries.
 
     With ``settings.multi_workspace`` there is no one token: Bolt's OAuth flow
     (``bot.slack.oauth``) installs workspaces, and its authorize gives every request (and
     so every listener's ``client``, ``respond`` and post-ack work) the token of the
     workspace it came from.
     """
-    services = Services(engine, settings, **({"executor": executor} if executor else {}))
+    work = executor or ThreadPoolExecutor(settings.work_threads, thread_name_prefix="paperboy")
+    services = Services(engine, settings, executor=work)
     if settings.multi_workspace:
         verify_token = False  # each workspace's token is checked as it installs
         # Our client (SLACK_API_URL, retries) for the flow's oauth.v2.access, for each
