@@ -24,7 +24,8 @@ Segments store each term's *weighted count* in a paper (a whole number, in the n
 unsigned type: uint8 at 87k), not a final weight: its sublinear term frequency
 ``1 + ln(count)`` is computed when a lookup reads them, the idf and the pivoted length
 normalization from document frequencies summed over all segments (minus deleted
-documents), so a paper scores the same whichever segment holds it. The norms (a pass over every posting) are computed once, by the writer,
+documents), so a paper scores the same whichever segment holds it. The norms (a pass over
+every posting) are computed once, by the writer,
 and stored with the generation (``gen-NNNNNN.norms.npy``, named in CURRENT): a reader that
 notices a new generation only maps it, so no lookup stalls on the statistics. Small batches of papers go into small
 *delta* segments (the parse-and-count cost of the batch only); a paper that changed is
