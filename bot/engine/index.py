@@ -12,16 +12,20 @@ are deleted once no generation names them: a process still reading them keeps it
 Each segment holds, for its documents (papers, in ``rowid`` order):
 
 * ``xt`` (terms x documents): an inverted index, so a query only touches the posting lists
-  of its own terms;
+  of its own terms; document numbers as plain int32 (a lookup gathers its lists in one
+  vectorised copy, no decoding);
 * ``x`` (documents x terms): a paper's own vector, for "why it matched", "similar papers"
-  and the statistics below;
+  and deleted papers' document frequencies; only ever read a few papers at a time, so its
+  term ids are stored as gaps (uint16, the rare wider gap kept aside);
 * its own sorted vocabulary (one UTF-8 blob with offsets, searched by bisection) and each
   term's 64-bit hash, so segments' vocabularies are matched with numpy, not string by string.
 
-Segments store each term's *sublinear term frequency* (``1 + ln(weighted count)``), not a
-final weight: the idf and the pivoted length normalization come from document frequencies
-summed over all segments (minus deleted documents), so a paper scores the same whichever
-segment holds it. The norms (a pass over every posting) are computed once, by the writer,
+Segments store each term's *weighted count* in a paper (a whole number, in the narrowest
+unsigned type: uint8 at 87k), not a final weight: its sublinear term frequency
+``1 + ln(count)`` is computed when a lookup reads them, the idf and the pivoted length
+normalization from document frequencies summed over all segments (minus deleted
+documents), so a paper scores the same whichever segment holds it. The norms (a pass over
+every posting) are computed once, by the writer,
 and stored with the generation (``gen-NNNNNN.norms.npy``, named in CURRENT): a reader that
 notices a new generation only maps it, so no lookup stalls on the statistics. Small batches of papers go into small
 *delta* segments (the parse-and-count cost of the batch only); a paper that changed is
@@ -69,7 +73,9 @@ KEYWORD_WEIGHT = 3
 # rebuilt once. 3: meta.json lists every file's size and CRC-32. 4: segments and CURRENT.
 # 5: each generation stores its papers' pivoted norms. 6: and each term's best impact.
 # 7: a paper's own vector (``x``) is stored as integer counts (uint8 mostly), not floats.
-FORMAT_VERSION = 7
+# 9: the inverted lists too (``xt_data``), and ``x``'s term ids as uint16 gaps (8 was a
+# compressed format tried on a branch and not taken: skipped, so its indexes are rebuilt).
+FORMAT_VERSION = 9
 #: Pivoted length normalization (Singhal et al., 1996): a document's vector is divided by
 #: ``(1 - slope) * mean_norm + slope * norm`` instead of its own L2 norm, so long abstracts are
 #: penalised a little less than by plain cosine. 0.6 measured best on the dev queries
@@ -87,7 +93,9 @@ _ARRAYS = (
     "xt_indices",
     "xt_indptr",
     "x_counts",
-    "x_indices",
+    "x_gaps",
+    "x_wide",
+    "x_wide_indptr",
     "x_indptr",
     "rowids",
     "years",
@@ -159,13 +167,33 @@ class _Field:
     offsets: array = field(default_factory=lambda: array("q", [0]))
 
     def add(self, text: str, vocabulary: dict[str, int]) -> None:
-        get, ids = vocabulary.get, self.ids
-        for word in words(text):
-            term = get(word)
-            if term is None:
-                term = vocabulary[word] = len(vocabulary)
-            ids.append(term)
-        self.offsets.append(len(ids))
+        terms = words(text)
+        ids = list(map(vocabulary.get, terms))  # known words, in C; new ones numbered below
+        if None in ids:
+            for k, term_id in enumerate(ids):
+                if term_id is None:
+                    term_id = vocabulary.get(terms[k])
+                    if term_id is None:
+                        term_id = vocabulary[terms[k]] = len(vocabulary)
+                    ids[k] = term_id
+        self.ids.extend(ids)
+        self.offsets.append(len(self.ids))
+
+
+def unique(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of an integer array: ``np.unique`` by a sort.
+
+    numpy 2.4's ``np.unique`` (no ``return_*``) takes a hash-table path that is 10-60x slower
+    on int64 here (8.8 µs against 394 µs for 1,000 document numbers; 0.12 s against 6.7 s
+    for the 3.8 M bigram keys of a build chunk), in lookups and builds alike.
+    """
+    values = np.sort(np.asarray(values).ravel())
+    if len(values) < 2:
+        return values
+    keep = np.empty(len(values), dtype=bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
 
 
 def _pieces(fields: list[_Field], start: int, end: int, n_uni: int):
@@ -208,7 +236,7 @@ def count_terms(
     seen_keys, seen_counts = [], []
     for a, b in chunks:
         _, (docs, keys, _) = _pieces(fields, a, b, n_uni)
-        per_doc = np.unique(docs.astype(np.int64) * (n_uni * n_uni) + keys) % (n_uni * n_uni)
+        per_doc = unique(docs.astype(np.int64) * (n_uni * n_uni) + keys) % (n_uni * n_uni)
         chunk_keys, chunk_df = np.unique(per_doc, return_counts=True)
         seen_keys.append(chunk_keys)
         seen_counts.append(chunk_df)
@@ -222,7 +250,11 @@ def count_terms(
     parts = []
     for a, b in chunks:
         (u_docs, u_ids, u_vals), (b_docs, b_keys, b_vals) = _pieces(fields, a, b, n_uni)
-        pos = np.searchsorted(kept, b_keys)
+        # Searched in sorted order: each search starts where the previous one ended (numpy's
+        # bisection keeps its bounds), 40% faster than millions of random ones.
+        order = np.argsort(b_keys)
+        pos = np.empty(len(b_keys), dtype=np.int64)
+        pos[order] = np.searchsorted(kept, b_keys[order])
         known = pos < len(kept)
         known[known] = kept[pos[known]] == b_keys[known]
         rows = np.concatenate([u_docs, b_docs[known]])
@@ -321,21 +353,73 @@ def _narrowest_counts(counts: np.ndarray) -> np.ndarray:
 
 
 def sublinear(counts: np.ndarray) -> np.ndarray:
-    """``1 + ln(count)`` in float32, exactly as the term frequencies of ``xt`` were computed."""
+    """``1 + ln(count)`` in float32 (counts of at least 1)."""
     tf = np.log(np.asarray(counts).astype(np.float32))
     tf += 1
     return tf
 
 
+def term_frequencies(counts: np.ndarray) -> np.ndarray:
+    """The float32 ``1 + ln(count)`` of stored weighted counts. Computed, not looked up in a
+    256-entry table: numpy's float32 ``log`` gives each value the same bits wherever it sits
+    in an array (``tests/test_index_format.py``), and is 3x faster than the table's gather,
+    which casts every one-byte index to a 64-bit one."""
+    return sublinear(counts)
+
+
+#: A gap in ``x_gaps`` that does not fit 16 bits: the real one is next in ``x_wide``.
+_WIDE = 0xFFFF
+
+
+def _gaps(indices: np.ndarray, indptr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each document's sorted term ids as gaps (the first from 0): uint16 gaps, the wider
+    ones in order, and how many wide ones precede each document."""
+    ids = np.asarray(indices, dtype=np.int32)  # term ids: under 2**31
+    gaps = np.empty_like(ids)
+    if len(ids):
+        gaps[0] = ids[0]
+        np.subtract(ids[1:], ids[:-1], out=gaps[1:])
+    starts = np.asarray(indptr[:-1], dtype=np.int64)
+    starts = starts[starts < len(ids)]
+    gaps[starts] = ids[starts]
+    wide = np.flatnonzero(gaps >= _WIDE)
+    wide_gaps = gaps[wide].astype(np.uint32)
+    gaps[wide] = _WIDE
+    return (
+        gaps.astype(np.uint16),
+        wide_gaps,
+        np.searchsorted(wide, np.asarray(indptr, dtype=np.int64)).astype(np.int64),
+    )
+
+
+def _ungap(gaps: np.ndarray, wide: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Term ids back from documents' concatenated gaps (``lengths`` each) and their wide gaps."""
+    values = gaps.astype(np.int64)
+    escaped = values == _WIDE
+    values[escaped] = wide
+    total = np.cumsum(values)
+    if len(lengths) > 1:
+        ends = np.cumsum(lengths)[:-1]
+        ends = unique(ends[(ends > 0) & (ends < len(values))])
+        # Each document's running sum restarts: subtract what the previous ones summed to.
+        offsets = np.zeros(len(values), dtype=np.int64)
+        offsets[ends] = 1
+        restart = np.cumsum(offsets)
+        base = np.concatenate([[0], total[ends - 1]])
+        total -= base[restart]
+    return total
+
+
 def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes, dict]:
-    """The files of a segment: sublinear term frequencies both ways, vocabulary, hashes."""
+    """The files of a segment: weighted counts both ways, vocabulary, hashes."""
     x = counted.counts
     x.sort_indices()
-    x_counts = _narrowest_counts(x.data)
-    # Weighted in place: at 872k papers each copy of the matrix is over a gigabyte.
-    np.log(x.data, out=x.data)
-    x.data += 1
-    x.sort_indices()
+    # Counts in their narrowest type before the transpose: at 872k papers each float copy of
+    # the matrix is over a gigabyte.
+    x = counted.counts = sp.csr_matrix(
+        (_narrowest_counts(x.data), x.indices, x.indptr), shape=x.shape
+    )
+    x_gaps, x_wide, x_wide_indptr = _gaps(x.indices, x.indptr)
     xt = x.T.tocsr()
     xt.sort_indices()
     vocabulary = counted.vocabulary
@@ -346,14 +430,18 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
     np.cumsum(lengths + 1, out=offsets[1:])
     hashes = term_hashes(blob, offsets)
+    if len(blob) < 1 << 32:
+        offsets = offsets.astype(np.uint32)
     venue_names = sorted(set(counted.venues))
     venue_code = {v: i for i, v in enumerate(venue_names)}
     arrays = {
-        "xt_data": xt.data.astype(np.float32),
-        "xt_indices": xt.indices.astype(np.int32),
+        "xt_data": xt.data,
+        "xt_indices": np.asarray(xt.indices, dtype=np.int32),
         "xt_indptr": xt.indptr.astype(np.int64),
-        "x_counts": x_counts,
-        "x_indices": x.indices.astype(np.int32),
+        "x_counts": x.data,
+        "x_gaps": x_gaps,
+        "x_wide": x_wide,
+        "x_wide_indptr": x_wide_indptr,
         "x_indptr": x.indptr.astype(np.int64),
         "rowids": counted.rowids,
         "years": counted.years,
@@ -577,7 +665,7 @@ def _tombstoned(directory: Path, current: dict, rowids: np.ndarray) -> list[dict
         hit = np.flatnonzero(np.isin(seg_rowids, rowids))
         if len(hit):
             old = _deleted_docs(directory, entry)
-            docs = np.union1d(old, hit).astype(np.int32)
+            docs = unique(np.concatenate([old, hit])).astype(np.int32)
             entry["deleted"] = _write_deletions(directory, entry["name"], generation, docs)
             entry["deleted"]["count"] = len(docs)
         out.append(entry)
@@ -709,7 +797,9 @@ class Vocabulary:
     def __init__(self, blob: mmap.mmap | bytes, offsets: np.ndarray):
         self._blob = self.blob = blob
         self.offsets_array = offsets
-        self._offsets = offsets.tolist() if len(offsets) < 5_000_000 else offsets
+        # The mapped array, not a list: a list of Python ints would cost 36 bytes a term of
+        # private memory in every process (24 MB at 87k); a lookup bisects a few terms.
+        self._offsets = offsets
         self.size = len(offsets) - 1
         self._cache: dict[str, int] = {}
 
@@ -786,8 +876,9 @@ class Segment:
         self.n_terms = int(self.meta["terms"])
         self.xt_data, self.xt_indices = arrays["xt_data"], arrays["xt_indices"]
         self.xt_indptr = arrays["xt_indptr"]
-        self.x_counts, self.x_indices = arrays["x_counts"], arrays["x_indices"]
-        self.x_indptr = arrays["x_indptr"]
+        self.x_counts, self.x_indptr = arrays["x_counts"], arrays["x_indptr"]
+        self.x_gaps, self.x_wide = arrays["x_gaps"], arrays["x_wide"]
+        self.x_wide_indptr = arrays["x_wide_indptr"]
         self.rowids = arrays["rowids"]
         self.years = arrays["years"]
         self.venue_codes = arrays["venue_codes"]
@@ -797,10 +888,55 @@ class Segment:
             blob = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if self.n_terms else b""
         self.vocab = Vocabulary(blob, arrays["vocab_offsets"])
         self.df = np.diff(self.xt_indptr)
-        self.xt = sp.csr_matrix(
-            (self.xt_data, self.xt_indices, self.xt_indptr), shape=(self.n_terms, self.n_docs)
-        )
         self._bigram = None
+
+    def tf(self, start: int, end: int) -> np.ndarray:
+        """The term frequencies (float32) of postings [start, end) of ``xt``."""
+        return sublinear(self.xt_data[start:end])
+
+    def tf_at(self, positions: np.ndarray) -> np.ndarray:
+        """The term frequencies (float32) of these postings of ``xt``."""
+        return sublinear(self.xt_data[positions])
+
+    def rows(self, terms: np.ndarray) -> sp.csr_matrix:
+        """The posting lists of these terms (in this order) with their term frequencies, as a
+        len(terms) x documents matrix: what a lookup multiplies, gathered in one copy."""
+        terms = np.asarray(terms, dtype=np.int64)
+        starts, ends = self.xt_indptr[terms], self.xt_indptr[terms + 1]
+        lengths = ends - starts
+        # int32 offsets when they fit: scipy then skips a scan of the arrays for their range.
+        wide = int(lengths.sum()) >= 1 << 31
+        indptr = np.zeros(len(terms) + 1, dtype=np.int64 if wide else np.int32)
+        np.cumsum(lengths, out=indptr[1:])
+        if len(terms) == 1:
+            a, b = int(starts[0]), int(ends[0])
+            indices, counts = self.xt_indices[a:b], self.xt_data[a:b]
+        else:
+            spans = [slice(a, b) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+            indices = np.concatenate([self.xt_indices[span] for span in spans])
+            counts = np.concatenate([self.xt_data[span] for span in spans])
+        data = sublinear(counts)
+        return sp.csr_matrix((data, indices, indptr), shape=(len(terms), self.n_docs), copy=False)
+
+    def doc_terms(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(how many terms each, their term ids, their weighted counts) of these documents,
+        concatenated in the given order, each document's ids ascending."""
+        docs = np.asarray(docs, dtype=np.int64)
+        starts, ends = self.x_indptr[docs], self.x_indptr[docs + 1]
+        wide_starts, wide_ends = self.x_wide_indptr[docs], self.x_wide_indptr[docs + 1]
+        if len(docs) == 1:
+            a, b = int(starts[0]), int(ends[0])
+            gaps, counts = self.x_gaps[a:b], self.x_counts[a:b]
+            wide = self.x_wide[int(wide_starts[0]) : int(wide_ends[0])]
+        else:
+            pairs = zip(starts.tolist(), ends.tolist(), strict=True)
+            spans = [slice(a, b) for a, b in pairs]
+            gaps = np.concatenate([self.x_gaps[span] for span in spans] or [np.zeros(0, np.uint16)])
+            counts = np.concatenate([self.x_counts[span] for span in spans] or [self.x_counts[:0]])
+            pairs = zip(wide_starts.tolist(), wide_ends.tolist(), strict=True)
+            wide = np.concatenate([self.x_wide[a:b] for a, b in pairs] or [self.x_wide[:0]])
+        lengths = np.asarray(ends - starts, dtype=np.int64)
+        return lengths, _ungap(gaps, wide, lengths), np.asarray(counts)
 
     def _check(self, verify: bool) -> list[tuple[int, int, int]]:
         """Each file's (inode, size, mtime), after checking it against the manifest."""
@@ -968,7 +1104,10 @@ class Index:
         norms are computed only when the generation has none stored: by its writer)."""
         main = self.segments[0]
         n_main = main.n_terms
-        sorted_hashes = np.asarray(main.term_hashes)[main.hash_order]
+        # Only with deltas: a single segment never reads its hashes (8 MB at 87k).
+        sorted_hashes = (
+            np.asarray(main.term_hashes)[main.hash_order] if len(self.segments) > 1 else None
+        )
         extra_terms: list[str] = []
         extra_of_hash: dict[int, int] = {}
         self._to_global: list[np.ndarray | None] = [None]
@@ -1054,9 +1193,7 @@ class Index:
             )
         for i, (segment, gone) in enumerate(zip(self.segments, deleted, strict=True)):
             if len(gone):
-                terms = np.concatenate(
-                    [segment.x_indices[segment.x_indptr[d] : segment.x_indptr[d + 1]] for d in gone]
-                ).astype(np.int64)
+                terms = segment.doc_terms(gone)[1]
                 if self._to_global[i] is not None:
                     terms = self._to_global[i][terms]
                     terms = terms[terms >= 0]
@@ -1209,13 +1346,10 @@ class Index:
                 continue
             start, end = segment.xt_indptr[local[0]], segment.xt_indptr[local[0] + 1]
             seg_docs = np.asarray(segment.xt_indices[start:end]).astype(np.int64)
+            tf = segment.tf(start, end)
             if self._live_local[i] is not None:
-                seg_docs = seg_docs[self._live_local[i][seg_docs]]
-                tf = np.asarray(segment.xt_data[start:end])[
-                    self._live_local[i][np.asarray(segment.xt_indices[start:end])]
-                ]
-            else:
-                tf = np.asarray(segment.xt_data[start:end])
+                live = self._live_local[i][seg_docs]
+                seg_docs, tf = seg_docs[live], tf[live]
             glob = self._to_docs(i, seg_docs)
             docs.append(glob)
             values.append(tf * self._idf_local[i][local[0]] * self.inverse_pivot[glob])
@@ -1241,7 +1375,7 @@ class Index:
                 a, b = int(indptr[term]), int(indptr[end])
                 if b > a:
                     docs = self._to_docs(i, np.asarray(segment.xt_indices[a:b]))
-                    values = np.asarray(segment.xt_data[a:b]) * self.inverse_pivot[docs]
+                    values = segment.tf(a, b) * self.inverse_pivot[docs]
                     rows = np.flatnonzero(np.diff(indptr[term : end + 1]) > 0)
                     best = np.maximum.reduceat(values, indptr[term + rows] - a)
                     rows = rows + term
@@ -1301,7 +1435,7 @@ class Index:
                 already = sum(len(s) for s in seen)
                 if max(len(p) for p in parts) - len(seen[i]) + already > budget:
                     return False  # over budget whatever the lists share: not worth a union
-                new = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+                new = parts[0] if len(parts) == 1 else unique(np.concatenate(parts))
                 new = np.asarray(new).astype(np.int64)
                 if self._live_local[i] is not None:
                     new = new[self._live_local[i][new]]
@@ -1311,7 +1445,7 @@ class Index:
                     continue
                 if sum(len(s) for s in seen) + len(new) > budget:
                     return False
-                seen[i] = np.union1d(seen[i], new)
+                seen[i] = unique(np.concatenate([seen[i], new]))
                 total = np.zeros(len(new), dtype=np.float32)
                 matched = np.zeros(len(new), dtype=np.float32)
                 for j in range(len(at)):
@@ -1321,7 +1455,7 @@ class Index:
                         continue
                     pos = np.searchsorted(posting, new[hit])
                     add = np.zeros(len(new), dtype=np.float32)
-                    add[hit] = weights[at[j]] * segment.xt_data[starts[j] + pos]
+                    add[hit] = weights[at[j]] * segment.tf_at(starts[j] + pos)
                     total += add
                     matched += hit
                 docs = self._to_docs(i, new)
@@ -1361,9 +1495,9 @@ class Index:
     def score(self, term_ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(documents, scores) of every live document sharing a term with the query, unordered.
 
-        Per segment, a 1 x terms query vector (weights times idf) times the segment's terms x
-        documents matrix of term frequencies: scipy's sparse product walks only the posting
-        lists of the query's own terms, in C; then each document's pivoted norm.
+        Per segment, a 1 x terms query vector (weights times idf) times the matrix of the
+        query's own posting lists (gathered from the segment with their term frequencies):
+        scipy's sparse product, in C; then each document's pivoted norm.
         """
         if not len(term_ids):
             return np.zeros(0, np.int32), np.zeros(0, np.float32)
@@ -1374,12 +1508,23 @@ class Index:
             at, local = self._local(i, term_ids)
             if not len(at):
                 continue
-            query = sp.csr_matrix(
-                (weights[at], local.astype(np.int32), np.array([0, len(at)])),
-                shape=(1, segment.n_terms),
-            )
-            product = (query @ segment.xt).tocsr()
-            docs, scores = product.indices, product.data
+            if len(at) == 1:  # one posting list: its scores are its weighted frequencies
+                start, end = segment.xt_indptr[local[0]], segment.xt_indptr[local[0] + 1]
+                docs = np.asarray(segment.xt_indices[start:end])
+                scores = segment.tf(start, end)
+                scores *= weights[at[0]]
+                nonzero = scores != 0
+                if not nonzero.all():
+                    docs, scores = docs[nonzero], scores[nonzero]
+            else:
+                # The query's own posting lists, gathered: the same products, in the same
+                # order, as over the whole matrix.
+                query = sp.csr_matrix(
+                    (weights[at], np.arange(len(at), dtype=np.int32), np.array([0, len(at)])),
+                    shape=(1, len(at)),
+                )
+                product = (query @ segment.rows(local)).tocsr()
+                docs, scores = product.indices, product.data
             if self._live_local[i] is not None:
                 keep = self._live_local[i][docs]
                 docs, scores = docs[keep], scores[keep]
@@ -1438,9 +1583,8 @@ class Index:
         """A document's (term ids ascending, final weights)."""
         i, local = self._segment_of(doc)
         segment = self.segments[i]
-        start, end = segment.x_indptr[local], segment.x_indptr[local + 1]
-        terms = np.asarray(segment.x_indices[start:end]).astype(np.int64)
-        values = sublinear(segment.x_counts[start:end]) * self._idf_local[i][terms]
+        _, terms, counts = segment.doc_terms(np.asarray([local]))
+        values = term_frequencies(counts) * self._idf_local[i][terms]
         values = values * self.inverse_pivot[doc]
         if self._to_global[i] is not None:
             terms = self._to_global[i][terms]
@@ -1492,7 +1636,19 @@ class Index:
                     shape=(self.n_terms, segment.n_terms),
                 )
                 local = scaled @ select
-            product = (local.astype(np.float32) @ segment.xt).tocsr()
+            # Only the posting lists the queries use, their columns renumbered in order (each
+            # row's terms stay in the order they were: the same sums to the bit).
+            local = sp.csr_matrix(local)
+            used = unique(local.indices)
+            local = sp.csr_matrix(
+                (
+                    local.data.astype(np.float32),
+                    np.searchsorted(used, local.indices).astype(np.int32),
+                    local.indptr,
+                ),
+                shape=(local.shape[0], len(used)),
+            )
+            product = (local @ segment.rows(used)).tocsr()
             scale = self.inverse_pivot[self._to_docs(i, np.arange(segment.n_docs))]
             parts.append(product @ sp.diags(scale, format="csr"))
         out = sp.hstack(parts, format="csr") if parts else sp.csr_matrix((queries.shape[0], 0))
@@ -1510,7 +1666,7 @@ class Index:
             for i, segment in enumerate(self.segments):
                 rows = np.repeat(np.arange(segment.n_terms, dtype=np.int64), segment.df)
                 docs = self._to_docs(i, np.asarray(segment.xt_indices))
-                values = np.asarray(segment.xt_data) * self._idf_local[i][rows]
+                values = segment.tf(0, len(segment.xt_data)) * self._idf_local[i][rows]
                 values = values * self.inverse_pivot[docs]
                 if self._to_global[i] is not None:
                     rows = self._to_global[i][rows]
@@ -1534,23 +1690,25 @@ def _sorted_contains(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
     return haystack[pos] == needles
 
 
-def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
-    """Each document's L2 norm of tf * idf: a pass over its nonzeros, whole documents at a
-    time (about ``chunk`` nonzeros), so the temporaries stay small at any corpus size."""
-    indptr = np.asarray(segment.x_indptr)
-    n = len(indptr) - 1
-    out = np.zeros(max(n, 0), dtype=np.float64)
-    doc = 0
-    while doc < n:
-        end = int(np.searchsorted(indptr, indptr[doc] + chunk, side="right")) - 1
-        end = min(max(end, doc + 1), n)
-        a, b = int(indptr[doc]), int(indptr[end])
-        tf = sublinear(segment.x_counts[a:b])
-        weight = idf[np.asarray(segment.x_indices[a:b])]
-        sums = np.zeros(b - a + 1, dtype=np.float64)
-        np.cumsum(np.square(tf * weight, dtype=np.float64), out=sums[1:])
-        out[doc:end] = sums[indptr[doc + 1 : end + 1] - a] - sums[indptr[doc:end] - a]
-        doc = end
+def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
+    """Each document's L2 norm of tf * idf: a pass over the inverted lists, a few terms'
+    lists (about ``chunk`` postings) at a time, so the temporaries stay small at any corpus
+    size; each document's squares are summed in term order."""
+    indptr = np.asarray(segment.xt_indptr)
+    out = np.zeros(segment.n_docs, dtype=np.float64)
+    term = 0
+    while term < segment.n_terms:
+        end = int(np.searchsorted(indptr, indptr[term] + chunk, side="right")) - 1
+        end = min(max(end, term + 1), segment.n_terms)
+        a, b = int(indptr[term]), int(indptr[end])
+        if b > a:
+            weight = segment.tf(a, b)
+            weight *= np.repeat(idf[term:end], np.diff(indptr[term : end + 1]))
+            docs = np.asarray(segment.xt_indices[a:b])
+            out += np.bincount(
+                docs, weights=np.square(weight, dtype=np.float64), minlength=segment.n_docs
+            )
+        term = end
     return np.sqrt(np.maximum(out, 0))
 
 

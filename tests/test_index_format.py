@@ -1,0 +1,99 @@
+"""The index's on-disk format 9: weighted counts in one byte both ways, a paper's own term
+ids as 16-bit gaps; an index of the previous format is rebuilt once, and nothing a lookup,
+"similar", "why" or the taste model reads changes with the encoding.
+"""
+
+import json
+import random
+
+import numpy as np
+
+from bot.engine.index import FORMAT_VERSION, read_current, sublinear
+from bot.engine.search import Engine
+from bot.engine.text import analyze
+from tests.test_live_index import (  # noqa: F401 (sentences: a fixture)
+    make_papers,
+    published,
+    queries_from,
+    sentences,
+    write_jsonl,
+)
+
+
+def test_an_index_of_format_7_is_rebuilt_once_in_the_new_format(tmp_path, sentences):  # noqa: F811
+    papers = make_papers(sentences, "f", 80, seed=31)
+    db = tmp_path / "f.db"
+    engine = Engine.open(db)
+    engine.ingest([write_jsonl(tmp_path / "a.jsonl", papers)])
+    query = queries_from(papers, 1, seed=32)[0]
+    want = engine.rank(query)
+    # What format 7 published: the same CURRENT and segment manifests, with format 7.
+    current = read_current(engine.index_dir)
+    old_segment = current["segments"][0]["name"]
+    for path in (engine.index_dir / "CURRENT", engine.index_dir / old_segment / "meta.json"):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "format": 7}))
+    assert read_current(engine.index_dir) is None
+
+    upgraded = Engine.open(db)
+    assert upgraded.rank(query) == want
+    current = read_current(upgraded.index_dir)
+    assert current["format"] == FORMAT_VERSION == 9
+    assert current["segments"][0]["name"] != old_segment
+    assert {p.name for p in upgraded.index_dir.iterdir()} == published(upgraded)
+    segment = upgraded.index.segments[0]
+    assert segment.xt_data.dtype == np.uint8 and segment.x_gaps.dtype == np.uint16
+    generation = current["generation"]
+    assert Engine.open(db).rank(query) == want  # once: the next process just opens it
+    assert read_current(upgraded.index_dir)["generation"] == generation
+
+
+def test_term_frequencies_have_the_same_bits_wherever_they_are_computed():
+    """A lookup computes ``1 + ln(count)`` over its own lists; the writer over whole
+    segments: every count must give the same float32 either way."""
+    counts = np.arange(1, 1 << 16, dtype=np.uint16)
+    whole = sublinear(counts)
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        start = int(rng.integers(0, len(counts) - 1))
+        end = int(rng.integers(start + 1, min(start + 40, len(counts)) + 1))
+        assert np.array_equal(sublinear(counts[start:end]), whole[start:end])
+    picked = rng.choice(len(counts), 500)
+    assert np.array_equal(sublinear(counts[picked]), whole[picked])
+    assert np.array_equal(sublinear(counts[:255].astype(np.uint8)), whole[:255])
+    singles = np.asarray([sublinear(counts[i : i + 1])[0] for i in range(0, 300)])
+    assert np.array_equal(singles, whole[:300])
+
+
+def test_a_papers_terms_come_back_exactly_from_their_gaps(tmp_path):
+    """Term ids far apart (gaps over 65,535, kept aside) and papers with no indexed words."""
+    vocabulary = [f"w{n:06d}x" for n in range(70_000)]
+    rng = random.Random(7)
+    papers, block = [], 0
+    for i in range(160):
+        if i % 10 == 0:
+            chosen = ["aaaa", "zzzz"]  # the first term and the last: a gap of over 70,000
+        else:
+            chosen = vocabulary[block * 500 : (block + 1) * 500] or rng.sample(vocabulary, 500)
+            block += 1
+        rng.shuffle(chosen)
+        papers.append(
+            {"id": f"g{i}", "title": f"t{i}", "abstract": " ".join(chosen), "authors": []}
+        )
+    papers.append({"id": "empty", "title": "the of", "abstract": "a an the", "authors": []})
+    engine = Engine.open(tmp_path / "g.db")
+    engine.ingest([write_jsonl(tmp_path / "g.jsonl", papers)])
+    index = engine.index
+    assert index.vocab.size > 70_000
+    assert len(index.segments[0].x_wide) >= 16  # the wide gaps were exercised
+    for paper in papers:
+        doc = index.doc_of_rowid(engine.corpus.rowid_of(paper["id"]))
+        terms, values = index.doc_vector(doc)
+        expected = {index.vocab.id_of(t) for t in analyze(paper["title"])}
+        expected |= {index.vocab.id_of(t) for t in analyze(paper["abstract"])}
+        assert terms.tolist() == sorted(expected - {-1}), paper["id"]
+        assert np.all(values > 0)
+    several = [index.doc_of_rowid(engine.corpus.rowid_of(p["id"])) for p in papers[:25]]
+    lengths, terms, _ = index.segments[0].doc_terms(np.asarray(several))
+    one_by_one = [index.segments[0].doc_terms(np.asarray([d]))[1] for d in several]
+    assert lengths.tolist() == [len(t) for t in one_by_one]
+    assert np.array_equal(terms, np.concatenate(one_by_one))
