@@ -11,16 +11,10 @@ import numpy as np
 from bot.engine.index import FORMAT_VERSION, read_current, sublinear
 from bot.engine.search import Engine
 from bot.engine.text import analyze
-from tests.test_live_index import (  # noqa: F401 (sentences: a fixture)
-    make_papers,
-    published,
-    queries_from,
-    sentences,
-    write_jsonl,
-)
+from tests.test_live_index import make_papers, published, queries_from, write_jsonl
 
 
-def test_an_index_of_format_7_is_rebuilt_once_in_the_new_format(tmp_path, sentences):  # noqa: F811
+def test_an_index_of_format_7_is_rebuilt_once_in_the_new_format(tmp_path, sentences):
     papers = make_papers(sentences, "f", 80, seed=31)
     db = tmp_path / "f.db"
     engine = Engine.open(db)
