@@ -21,6 +21,10 @@ A member who gave 👍/👎 may get a last section, "Recommended for you": each 
 ("like the 3 papers you 👍, e.g. “…”"). A paper at least two teammates saved says so ("2
 teammates also saved this": a count, never names). Both notes go in the paper's context line,
 so they cost no block.
+
+``digest_message`` makes one digest, every block a slack_sdk object. The batch (``SlackPoster``)
+uses a ``DigestRenderer``: the same messages, byte for byte, with each paper's blocks made once
+and reused across members (see its doc).
 """
 
 from __future__ import annotations
