@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cache
 
 
 @dataclass
@@ -71,7 +72,17 @@ class DigestPlan:
         return DigestPlan(self.user_id, [s for s in sections if s.items], self.since)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+        """What ``dataclasses.asdict`` gives, written out: asdict's deep copy cost more than
+        the rest of claiming a digest (three plans a digest in a batch of 1,000)."""
+        data = {f: getattr(self, f) for f in _fields(DigestPlan)}
+        data["sections"] = [
+            {
+                **{f: getattr(s, f) for f in _fields(DigestSection)},
+                "items": [{f: getattr(i, f) for f in _fields(DigestItem)} for i in s.items],
+            }
+            for s in self.sections
+        ]
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> DigestPlan:
@@ -81,3 +92,8 @@ class DigestPlan:
             for s in data.get("sections", [])
         ]
         return cls(data["user_id"], sections, data.get("since"))
+
+
+@cache
+def _fields(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(kind))

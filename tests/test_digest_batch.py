@@ -295,13 +295,35 @@ def test_a_cut_digest_is_posted_as_its_claimed_papers_render_with_every_count_ri
 def test_each_digest_is_rendered_once(engine, fake, waits, team, monkeypatch) -> None:
     """Rendering is most of a digest's cost: the message made to fit the plan is posted."""
     rendered: list[str] = []
-    render = poster_module.digest_message
+    render = poster_module.DigestRenderer.message
 
-    def counted(engine, plan, *args, **kwargs):
+    def counted(self, plan, *args, **kwargs):
         rendered.append(plan.user_id)
-        return render(engine, plan, *args, **kwargs)
+        return render(self, plan, *args, **kwargs)
 
-    monkeypatch.setattr(poster_module, "digest_message", counted)
+    monkeypatch.setattr(poster_module.DigestRenderer, "message", counted)
     dispatcher(engine, fake, waits, workers=3, limit=40).run_due(BERLIN_0900)
     assert sorted(rendered) == team
     assert len(fake.calls_to("chat.postMessage")) == len(team)
+
+
+def test_every_digest_of_a_batch_is_the_message_digest_message_makes(engine, fake, waits) -> None:
+    """The batch renders from blocks it keeps across members (``DigestRenderer``): members
+    sharing papers at other places, in a DM or a channel, each get exactly the message
+    ``digest_message`` makes of their claimed plan."""
+    gnn, diffusion, rl = "graph neural networks", "diffusion models", "reinforcement learning"
+    topics = {"U0": [gnn, diffusion], "U1": [diffusion, gnn], "U2": [gnn], "U3": [rl, gnn]}
+    topics["U4"] = [diffusion, rl, gnn]
+    for user, chosen in topics.items():
+        join(engine, fake, user, *chosen)
+    Subscriptions(engine.db).set_channel("U4", "CPAPERS", BERLIN_0900 - timedelta(hours=1))
+    outcomes = dispatcher(engine, fake, waits, workers=3).run_due(BERLIN_0900)
+    assert sorted((o.user_id, o.status) for o in outcomes) == [(u, "sent") for u in topics]
+    for user in topics:
+        row = digest_row(engine, f"{user}:2024-03-04")
+        claimed = DigestPlan.from_json(json.dumps(json.loads(row["content"])["plan"]))
+        [message] = fake.messages_in(row["channel"])
+        owner = user if row["channel"] == "CPAPERS" else None
+        alone, _ = digest_message(engine, claimed, "2024-03-04", digest_id=row["id"], owner=owner)
+        assert (message["text"], message["blocks"]) == (alone["text"], alone["blocks"])
+        assert message["metadata"] == alone["metadata"]

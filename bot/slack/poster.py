@@ -37,7 +37,7 @@ from digest.poster import PostError, TokenRefused
 
 from .client import TOKEN_REFUSED, bot_token, error_code, make_client
 from .oauth import WorkspaceTokens
-from .render.digest import DIGEST_EVENT, digest_message
+from .render.digest import DIGEST_EVENT, DigestRenderer
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,8 @@ class SlackPoster:
         self._joined: set[tuple[str | None, str]] = set()  # (team, channel) joined (see join)
         self._dm_teams: dict[str, str] = {}  # DMs opened by this process: their workspace
         self._lock = threading.Lock()
+        # Digests share most of their blocks: made once, reused (see DigestRenderer).
+        self.renderer = DigestRenderer(engine)
         # Messages rendered by fit(), reused by post_digest() for the same plan (see fit).
         self._fitted: OrderedDict[tuple[str, str, str | None], dict] = OrderedDict()
         self._fitted_lock = threading.Lock()
@@ -260,7 +262,7 @@ class SlackPoster:
         Rendering is most of a digest's cost (snippets, Block Kit), so the message made here
         is kept (the last ``FITTED_KEPT``) and posted as it is when ``post_digest`` gets the
         plan cut to it (which renders the same message), only its metadata naming the digest."""
-        message, kept = digest_message(self.engine, plan, local_date, digest_id="fit", owner=owner)
+        message, kept = self.renderer.message(plan, local_date, digest_id="fit", owner=owner)
         with self._fitted_lock:
             self._fitted[(kept.to_json(), local_date, owner)] = message
             while len(self._fitted) > FITTED_KEPT:
@@ -273,9 +275,7 @@ class SlackPoster:
         with self._fitted_lock:
             fitted = self._fitted.pop((plan.to_json(), local_date, owner), None)
         if fitted is None or "metadata" not in fitted:
-            message, _ = digest_message(
-                self.engine, plan, local_date, digest_id=digest_id, owner=owner
-            )
+            message, _ = self.renderer.message(plan, local_date, digest_id=digest_id, owner=owner)
             return message
         metadata = fitted["metadata"]
         payload = {**metadata["event_payload"], "digest_id": digest_id}

@@ -95,10 +95,11 @@ def sections(lines: Iterable[str], limit: int = MAX_SECTION_TEXT) -> list[Sectio
     return out
 
 
-def as_message(text: str, blocks: Sequence[Block]) -> dict[str, Any]:
+def as_message(text: str, blocks: Sequence[Block | dict[str, Any]]) -> dict[str, Any]:
     """``{"text", "blocks"}`` for respond()/chat.postMessage: fallback text set and cut,
-    at most 50 blocks, each block validated by slack_sdk as it is serialised."""
+    at most 50 blocks, each block validated by slack_sdk as it is serialised (a dict is a
+    block already serialised so, e.g. one a digest batch reuses)."""
     return {
         "text": clip_mrkdwn(text, MAX_FALLBACK_TEXT),
-        "blocks": [b.to_dict() for b in list(blocks)[:MAX_BLOCKS]],
+        "blocks": [b if isinstance(b, dict) else b.to_dict() for b in list(blocks)[:MAX_BLOCKS]],
     }

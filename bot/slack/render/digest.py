@@ -21,15 +21,23 @@ A member who gave 👍/👎 may get a last section, "Recommended for you": each 
 ("like the 3 papers you 👍, e.g. “…”"). A paper at least two teammates saved says so ("2
 teammates also saved this": a count, never names). Both notes go in the paper's context line,
 so they cost no block.
+
+``digest_message`` makes one digest, every block a slack_sdk object. The batch (``SlackPoster``)
+uses a ``DigestRenderer``: the same messages, byte for byte, with each paper's blocks made once
+and reused across members (see its doc).
 """
 
 from __future__ import annotations
 
+import math
+import threading
+import time
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
-from slack_sdk.models.blocks import Block, DividerBlock, HeaderBlock
-from slack_sdk.models.blocks.basic_components import PlainTextObject
+from slack_sdk.models.blocks import DividerBlock, HeaderBlock
+from slack_sdk.models.blocks.basic_components import MarkdownTextObject, PlainTextObject
 
 from bot.engine.search import Engine, Hit, make_snippet
 from bot.engine.text import words
@@ -62,22 +70,46 @@ def _when(local_date: str) -> str:
     return f"{day:%a} {day.day} {day:%b}"
 
 
-def _hits(engine: Engine, plan: DigestPlan) -> tuple[dict[str, Hit], dict[str, list[str]]]:
-    """Each paper as a hit, and its notes (``_notes``)."""
-    papers = {p["id"]: p for p in engine.corpus.get_many(plan.paper_ids)}
-    examples = [i.liked_example for s in plan.sections for i in s.items if i.liked_example]
-    titles = {p["id"]: p.get("title") or p["id"] for p in engine.corpus.get_many(examples)}
-    hits, notes = {}, {}
-    for section in plan.sections:
-        for item in section.items:
-            paper = papers.get(item.paper_id)
-            if paper is None:  # removed from the corpus since the digest was chosen
-                continue
-            terms = {w for term in item.why for w in words(term)}
-            snippet = make_snippet(paper.get("abstract") or paper.get("title") or "", terms)
-            hits[item.paper_id] = Hit(paper=paper, score=item.score, snippet=snippet, why=item.why)
-            notes[item.paper_id] = _notes(item, titles)
-    return hits, notes
+class _Blocks:
+    """How one digest's blocks are made: each a slack_sdk Block Kit object, serialised (and
+    validated) as it is made. ``digest_message`` uses this; ``DigestRenderer`` reuses what
+    many digests share."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def papers(self, paper_ids: list[str]) -> dict[str, dict[str, Any]]:
+        return {p["id"]: p for p in self.engine.corpus.get_many(paper_ids)}
+
+    def snippet(self, paper: dict[str, Any], why: list[str]) -> list[tuple[str, bool]]:
+        terms = {w for term in why for w in words(term)}
+        return make_snippet(paper.get("abstract") or paper.get("title") or "", terms)
+
+    def paper(
+        self, paper: dict[str, Any], item: DigestItem, index: int, elsewhere: bool, notes: list[str]
+    ) -> list[dict[str, Any]]:
+        """One paper's blocks (``render.paper_blocks``), numbered ``index``, ``notes`` in its
+        context line."""
+        hit = Hit(
+            paper=paper, score=item.score, snippet=self.snippet(paper, item.why), why=item.why
+        )
+        one = render.paper_blocks(
+            hit, index=index, share=True, similar=True, share_elsewhere=elsewhere
+        )
+        return [b.to_dict() for b in render.with_notes(one, notes)]
+
+    def section(self, text: str) -> dict[str, Any]:
+        return render.section(text).to_dict()
+
+    def context(self, text: str) -> dict[str, Any]:
+        return render.context(text).to_dict()
+
+    def header(self, title: str) -> dict[str, Any]:
+        text = PlainTextObject(text=render.clip(title, render.MAX_HEADER), emoji=True)
+        return HeaderBlock(text=text).to_dict()
+
+    def divider(self) -> dict[str, Any]:
+        return DividerBlock().to_dict()
 
 
 def _notes(item: DigestItem, titles: dict[str, str]) -> list[str]:
@@ -101,8 +133,23 @@ def digest_message(
 ) -> tuple[dict[str, Any], DigestPlan]:
     """The message (``text``, ``blocks``, and ``metadata`` when ``digest_id`` is given) and the
     plan cut to the papers that fit. ``owner``: the member whose digest it is, when it is
-    posted in a channel rather than their DM (see the module doc)."""
-    hits, notes = _hits(engine, plan)
+    posted in a channel rather than their DM (see the module doc). For many digests at once,
+    ``DigestRenderer`` makes the same messages for less."""
+    return _compose(_Blocks(engine), plan, local_date, digest_id, preview, owner)
+
+
+def _compose(
+    make: _Blocks,
+    plan: DigestPlan,
+    local_date: str,
+    digest_id: str | None,
+    preview: bool,
+    owner: str | None,
+) -> tuple[dict[str, Any], DigestPlan]:
+    items = {i.paper_id: i for s in plan.sections for i in s.items}
+    papers = make.papers(plan.paper_ids)
+    examples = [i.liked_example for s in plan.sections for i in s.items if i.liked_example]
+    titles = {p["id"]: p.get("title") or p["id"] for p in make.papers(examples).values()}
     when = f" · {_when(local_date)}" if _when(local_date) else ""
     if preview:
         title = "Preview of your next digest"
@@ -110,43 +157,35 @@ def digest_message(
         title = f"Paper digest for {render.mention(owner, 'a member')}{when}"
     else:
         title = f"Your paper digest{when}"
-    head: list[Block] = [
-        # A header is plain text, where a mention would show as "<@U1>": a bold section instead.
-        render.section(f"*{title}*")
-        if owner and not preview
-        else HeaderBlock(
-            text=PlainTextObject(text=render.clip(title, render.MAX_HEADER), emoji=True)
-        )
-    ]
-    tail: list[Block] = [DividerBlock()]
-    tail += [render.context(PREVIEW_NOTE)] if preview else []
-    tail.append(render.context(CHANNEL_FOOTER if owner else FOOTER))
+    # A header is plain text, where a mention would show as "<@U1>": a bold section instead.
+    head = [make.section(f"*{title}*") if owner and not preview else make.header(title)]
+    tail = [make.divider()]
+    tail += [make.context(PREVIEW_NOTE)] if preview else []
+    tail.append(make.context(CHANNEL_FOOTER if owner else FOOTER))
     room = render.MAX_BLOCKS - len(head) - len(tail) - 1  # one for the summary line
-    body: list[Block] = []
+    body: list[dict[str, Any]] = []
     kept: list[str] = []
     number = 0
     for section in plan.sections:
-        section_hits = [hits[i.paper_id] for i in section.items if i.paper_id in hits]
-        fitted: list[Block] = []
+        fitted: list[dict[str, Any]] = []
         shown: set[str] = set()
-        for hit in section_hits:
-            one = render.paper_blocks(
-                hit, index=number + 1, share=True, similar=True, share_elsewhere=bool(owner)
-            )
-            one = render.with_notes(one, notes.get(hit.id) or [])
+        for paper_id in (i.paper_id for i in section.items if i.paper_id in papers):
+            item = items[paper_id]  # as the id's last item (a plan holds each paper once)
+            notes = _notes(item, titles)
+            one = make.paper(papers[paper_id], item, number + 1, bool(owner), notes)
             if len(body) + TOPIC_BLOCKS + len(fitted) + len(one) > room:
                 break
             number += 1
             fitted.extend(one)
-            kept.append(hit.id)
-            shown.add(hit.id)
+            kept.append(paper_id)
+            shown.add(paper_id)
         if fitted:
             # Counts what is shown, so the plan cut to what fits renders the same message.
             new = sum(1 for i in section.items if i.paper_id in shown and i.new)
             label = f"*{render.clip_escaped(section.query, TOPIC_CHARS)}*"
             tally = count(len(shown), "paper") + (f", {new} new" if new else "")
             icon = ":sparkles:" if section.recommended else ":label:"
-            body += [DividerBlock(), render.section(f"{icon} {label} · {tally}"), *fitted]
+            body += [make.divider(), make.section(f"{icon} {label} · {tally}"), *fitted]
     trimmed = plan.keeping(kept)
     topics = sum(not s.recommended for s in trimmed.sections)
     recommended = sum(len(s.items) for s in trimmed.sections if s.recommended)
@@ -155,7 +194,7 @@ def digest_message(
         f", {trimmed.new_count} new since {whose} last digest" if trimmed.new_count else ""
     )
     summary += f", {recommended} recommended" if recommended else ""
-    blocks = head + [render.context(summary)] + body + tail
+    blocks = head + [make.context(summary)] + body + tail
     text = f"{title}: {summary}"
     names = ", ".join(s.query for s in trimmed.sections)
     if names:
@@ -167,3 +206,220 @@ def digest_message(
             "event_payload": {"digest_id": digest_id, "papers": trimmed.size},
         }
     return message, trimmed
+
+
+#: How often (seconds) a ``DigestRenderer`` asks whether the corpus changed: a paper changed
+#: in the last second may still be shown as it was, as if the digest had gone a second earlier.
+VERSION_CHECKED_EVERY = 1.0
+#: What a ``DigestRenderer`` keeps (papers' blocks, snippets, other blocks, each) before it
+#: starts afresh: a batch of 1,000 digests of 10 papers needs at most 10,000 papers' blocks.
+KEPT_BLOCKS = 20_000
+
+
+class DigestRenderer(_Blocks):
+    """Many digests (the digest batch), each message exactly ``digest_message``'s, at a
+    fraction of its cost.
+
+    A paper's blocks are the same in every digest that shows it but for its number (the
+    "3. " before its title, and its buttons' action ids) and its notes (a recommendation's
+    why, teammates' saves). So they are made as ``digest_message`` makes them (slack_sdk
+    objects, validated as they are serialised) the first time, and every later digest gets
+    a copy with its own number and notes put in. They are keyed by everything else they
+    show: the paper, the terms it matched (its snippet), its score, the share button's kind,
+    and how many digits its number has (the snippet's room in Slack's 3000 characters counts
+    them). Snippets, papers and the other blocks (dividers, topic lines, footers) are kept
+    too. All of it is dropped when the corpus changes (its version, read at most every
+    ``VERSION_CHECKED_EVERY`` seconds of ``clock``) or grows past ``KEPT_BLOCKS``. Messages
+    share the kept dicts: never change a message's blocks in place (``render.with_choice``
+    copies). Safe to share between threads.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        kept: int = KEPT_BLOCKS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        super().__init__(engine)
+        self.kept = kept
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._version: int | None = None
+        self._checked = -math.inf  # when the corpus version was last read
+        self._start_afresh(None)
+
+    def message(
+        self,
+        plan: DigestPlan,
+        local_date: str,
+        *,
+        digest_id: str | None = None,
+        preview: bool = False,
+        owner: str | None = None,
+    ) -> tuple[dict[str, Any], DigestPlan]:
+        """``digest_message(engine, plan, local_date, ...)``, from what is kept."""
+        now = self.clock()
+        if now - self._checked >= VERSION_CHECKED_EVERY:
+            # One query a second, not one a digest: under a batch's posting threads each
+            # query in this thread waits for the GIL again.
+            version = self.engine.corpus.version
+            with self._lock:
+                self._checked = now
+                if version != self._version:
+                    self._start_afresh(version)
+        with self._lock:
+            kept = (self._papers, self._snippets, self._paper_blocks, self._blocks)
+            if max(map(len, kept)) > self.kept:
+                self._start_afresh(self._version)
+        return _compose(self, plan, local_date, digest_id, preview, owner)
+
+    def _start_afresh(self, version: int | None) -> None:
+        self._version = version
+        self._papers: dict[str, dict[str, Any]] = {}
+        self._snippets: dict[tuple[str, tuple[str, ...]], list[tuple[str, bool]]] = {}
+        self._paper_blocks: dict[tuple[Any, ...], tuple[int, list[dict[str, Any]]]] = {}
+        self._blocks: dict[tuple[str, str], dict[str, Any]] = {}
+        self._shapes: dict[bool, tuple[str, list[dict[str, Any]]]] = {}
+        self._text_shapes: dict[str, dict[str, Any]] = {}
+
+    def papers(self, paper_ids: list[str]) -> dict[str, dict[str, Any]]:
+        known = self._papers
+        missing = [i for i in dict.fromkeys(paper_ids) if i not in known]
+        if missing:
+            known.update((p["id"], p) for p in self.engine.corpus.get_many(missing))
+        return {i: known[i] for i in paper_ids if i in known}
+
+    def snippet(self, paper: dict[str, Any], why: list[str]) -> list[tuple[str, bool]]:
+        key = (paper["id"], tuple(why))
+        pieces = self._snippets.get(key)
+        if pieces is None:
+            pieces = self._snippets[key] = super().snippet(paper, why)
+        return pieces
+
+    def paper(
+        self, paper: dict[str, Any], item: DigestItem, index: int, elsewhere: bool, notes: list[str]
+    ) -> list[dict[str, Any]]:
+        key = (paper["id"], tuple(item.why), item.score, elsewhere, len(str(index)))
+        made = self._paper_blocks.get(key)
+        if made is None:
+            made = self._paper_blocks[key] = (index, self._made(paper, item, index, elsewhere))
+        return _renumbered(*made, index, [self._kept("note", n) for n in notes])
+
+    def _made(
+        self, paper: dict[str, Any], item: DigestItem, index: int, elsewhere: bool
+    ) -> list[dict[str, Any]]:
+        """The paper's blocks: the first paper's as ``digest_message`` makes them, which
+        then serve as the shape every other paper's texts, id and number are put in."""
+        paper_id = str(paper["id"])
+        shape = self._shapes.get(elsewhere)
+        if shape is None or not 0 < len(paper_id) <= render.MAX_BUTTON_VALUE:
+            blocks = super().paper(paper, item, index, elsewhere, [])
+            if shape is None and _is_shape(blocks, paper_id):
+                self._shapes[elsewhere] = (paper_id, blocks)
+            return blocks
+        hit = Hit(
+            paper=paper, score=item.score, snippet=self.snippet(paper, item.why), why=item.why
+        )
+        text, facts = render.paper_texts(hit, index=index)
+        # Cut as render.section and render.context cut them.
+        cut = render.mrkdwn
+        return _retargeted(*shape, cut(text).text, cut(facts).text, paper_id, index)
+
+    def section(self, text: str) -> dict[str, Any]:
+        return self._kept("section", text)
+
+    def context(self, text: str) -> dict[str, Any]:
+        return self._kept("context", text)
+
+    def header(self, title: str) -> dict[str, Any]:
+        return self._kept("header", title)
+
+    def divider(self) -> dict[str, Any]:
+        return self._kept("divider", "")
+
+    def _kept(self, kind: str, text: str) -> dict[str, Any]:
+        block = self._blocks.get((kind, text))
+        if block is None:
+            block = self._blocks[(kind, text)] = self._block(kind, text)
+        return block
+
+    def _block(self, kind: str, text: str) -> dict[str, Any]:
+        """A block (or a note's text object) as ``_Blocks`` makes it; a section or context
+        line of one text in the shape slack_sdk gave the first one."""
+        if kind == "note":  # as render.with_notes adds it to a context line
+            return MarkdownTextObject(text=text, verbatim=True).to_dict()
+        if kind not in ("section", "context"):
+            return getattr(super(), kind)(*([text] if kind != "divider" else []))
+        shape = self._text_shapes.get(kind)
+        if shape is None or not text:
+            block = getattr(super(), kind)(text)
+            if text:
+                self._text_shapes[kind] = block
+            return block
+        cut = render.mrkdwn(text).text  # as render.section and render.context cut it
+        if kind == "section":
+            return {**shape, "text": {**shape["text"], "text": cut}}
+        return {**shape, "elements": [{**shape["elements"][0], "text": cut}]}
+
+
+def _is_shape(blocks: list[dict[str, Any]], paper_id: str) -> bool:
+    """Whether a paper's blocks are as ``_retargeted`` expects them: a section, a context line
+    of one text, buttons that each carry the paper's id."""
+    return (
+        [b["type"] for b in blocks] == ["section", "context", "actions"]
+        and len(blocks[1]["elements"]) == 1
+        and all(e.get("value") == paper_id for e in blocks[2]["elements"])
+    )
+
+
+def _retargeted(
+    shape_id: str,
+    shape: list[dict[str, Any]],
+    text: str,
+    facts: str,
+    paper_id: str,
+    index: int,
+) -> list[dict[str, Any]]:
+    """Another paper's blocks in ``shape`` (the blocks slack_sdk made for paper
+    ``shape_id``): its section's text, its context line's, its id in the buttons, its
+    number in their action ids."""
+    section, context, actions = shape
+    elements = [
+        {**e, "action_id": f"{e['action_id'].rsplit(':', 1)[0]}:{index}", "value": paper_id}
+        for e in actions["elements"]
+    ]
+    return [
+        {**section, "text": {**section["text"], "text": text}},
+        {**context, "elements": [{**context["elements"][0], "text": facts}]},
+        {**actions, "elements": elements},
+    ]
+
+
+def _renumbered(
+    made_as: int, blocks: list[dict[str, Any]], index: int, notes: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A paper's blocks made for number ``made_as`` (same digits), numbered ``index`` (its
+    section's "N. " and its buttons' ``action:N``), ``notes`` added to its context line as
+    ``render.with_notes`` adds them; only the changed dicts are new."""
+    out = []
+    for block in blocks:
+        kind = block["type"]
+        if kind == "section" and index != made_as:
+            text = block["text"]["text"]
+            before, now = f"{made_as}. ", f"{index}. "
+            if not text.startswith(before):
+                raise ValueError(f"a digest paper's section must start with {before!r}")
+            block = {**block, "text": {**block["text"], "text": now + text[len(before) :]}}
+        elif kind == "actions" and index != made_as:
+            elements = [
+                {**e, "action_id": f"{e['action_id'].rsplit(':', 1)[0]}:{index}"}
+                for e in block["elements"]
+            ]
+            block = {**block, "elements": elements}
+        elif kind == "context" and notes:
+            room = render.MAX_CONTEXT_ELEMENTS - len(block["elements"])
+            block = {**block, "elements": block["elements"] + notes[:room]}
+            notes = []  # the first context line only
+        out.append(block)
+    return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from slack_sdk.models.blocks import ActionsBlock, Block, DividerBlock
+from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement, DividerBlock
 
 from bot.engine.search import Hit, SearchResult
 from bot.english import noun_for
@@ -77,6 +77,24 @@ def paper_blocks(
     button is "Share elsewhere", which always opens the channel picker.
 
     ``feedback``: the 👍, 👎 and Save buttons (``like:<index>`` ...; ``render.feedback``)."""
+    text, facts = paper_texts(hit, index=index, numbered=numbered)
+    blocks: list[Block] = [section(text), context(facts)]
+    buttons = paper_buttons(
+        str(hit.paper["id"]),
+        index,
+        share=share,
+        similar=similar,
+        share_elsewhere=share_elsewhere,
+        feedback=feedback,
+    )
+    if buttons:
+        blocks.append(ActionsBlock(elements=buttons))
+    return blocks
+
+
+def paper_texts(hit: Hit, *, index: int, numbered: bool = True) -> tuple[str, str]:
+    """The two texts of :func:`paper_blocks`: its section (title, venue/year/authors,
+    snippet) and its context line (why it matched, score, id), escaped mrkdwn."""
     paper = hit.paper
     head = f"{index}. {paper_title(paper)}" if numbered else paper_title(paper)
     meta = paper_meta(paper)
@@ -86,7 +104,6 @@ def paper_blocks(
     snippet = snippet_mrkdwn(pieces, MAX_SECTION_TEXT - used)
     if snippet:
         lines.append(snippet)
-    blocks: list[Block] = [section("\n".join(lines))]
 
     facts = []
     if hit.why:
@@ -95,21 +112,30 @@ def paper_blocks(
     if hit.score:
         facts.append(f"score {hit.score:.3f}")
     facts.append(f"id `{clip_escaped(paper.get('id') or '?', 120)}`")
-    blocks.append(context(" · ".join(facts)))
+    return "\n".join(lines), " · ".join(facts)
 
+
+def paper_buttons(
+    paper_id: str,
+    index: int,
+    *,
+    share: bool = True,
+    similar: bool = True,
+    share_elsewhere: bool = False,
+    feedback: bool = True,
+) -> list[ButtonElement]:
+    """The buttons of :func:`paper_blocks`, each with ``paper_id`` as its value."""
     buttons = []
     if similar:
-        buttons.append(button("Similar papers", f"{ACTION_SIMILAR}:{index}", str(paper["id"])))
+        buttons.append(button("Similar papers", f"{ACTION_SIMILAR}:{index}", paper_id))
     if share and share_elsewhere:
         action = f"{ACTION_SHARE_ELSEWHERE}:{index}"
-        buttons.append(button("Share elsewhere", action, str(paper["id"])))
+        buttons.append(button("Share elsewhere", action, paper_id))
     elif share:
-        buttons.append(button("Share to channel", f"{ACTION_SHARE}:{index}", str(paper["id"])))
+        buttons.append(button("Share to channel", f"{ACTION_SHARE}:{index}", paper_id))
     if feedback:
-        buttons += feedback_buttons(str(paper["id"]), index)
-    if buttons:
-        blocks.append(ActionsBlock(elements=buttons))
-    return blocks
+        buttons += feedback_buttons(paper_id, index)
+    return buttons
 
 
 def _hits_blocks(hits: Sequence[Hit], first_index: int, room: int, **flags: bool) -> list[Block]:
