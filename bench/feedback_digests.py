@@ -138,6 +138,7 @@ def _clicks_setup(engine, members: int, topics: int, clicks: int, seed: int) -> 
     among their topics' best matches, as digests would have shown them)."""
     from bot.state import state_for
 
+    engine.db.execute("drop table if exists bench_setup")  # the batch's saved setup is gone
     subscribe_members(engine, members, topics, 0.0, seed)
     engine.db.execute("delete from feedback")
     engine.db.conn.commit()
