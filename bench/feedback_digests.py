@@ -221,6 +221,7 @@ def batch(args: argparse.Namespace) -> None:
         _clicks_setup(engine, args.members, 5, 20, args.seed)
         db.execute("drop table if exists bench_feedback")
         db.execute("create table bench_feedback as select * from feedback")
+        db.execute("create table if not exists bench_setup (what text)")
         db.execute("delete from bench_setup")
         db.execute("insert into bench_setup values (?)", [setup])
         db.conn.commit()
