@@ -14,7 +14,8 @@ Taste
 =====
 Once a member has given 👍/👎 (``taste``), their topic matches are ranked by their model
 instead (still new ones first), papers they rated or very close to one they 👎-ed are left
-out, and up to ``RECOMMEND_MAX`` papers the model likes that matched none of their topics (and
+out (and so are those nearer a 👎-ed paper than to every 👍 one: ``taste.DISLIKE_MARGIN``),
+and up to ``RECOMMEND_MAX`` papers the model likes that matched none of their topics (and
 were never sent) go in a "Recommended for you" section (``RECOMMEND_FILL`` at most). A
 member without feedback gets exactly the digest described above. Any paper at least two
 teammates (same workspace) saved says how many, unless the member turned that off.
@@ -43,7 +44,17 @@ from .subscriptions import (
     Topic,
     from_iso,
 )
-from .taste import Recommendation, Taste, Vector, recommend, score_all, scores_of, tastes
+from .taste import (
+    Recommendation,
+    Taste,
+    Vector,
+    isin,
+    recommend,
+    score_all,
+    scores_of,
+    tastes,
+    union,
+)
 
 DIGEST_SIZE = 10
 WHY_TERMS = 3
@@ -53,6 +64,11 @@ RECOMMEND_MAX = 3
 #: 3 gives 1.28x the relevant papers of keyword-only digests, 10 gives 1.49x at a lower share
 #: of relevant papers; bench/README.md).
 RECOMMEND_FILL = 3
+#: Topic matches a digest checks against the member's 👎 at most (the model's best first).
+TOPIC_POOL = 200
+#: A digest recommends papers outside the member's topics only once at least this share of their
+#: clicks are 👍 (a member who 👎 most of what comes is shown fewer guesses).
+RECOMMEND_MIN_LIKE_RATE = 0.0
 #: Teammates' saves are mentioned from this many on (counts only, never names).
 TEAM_SAVES_SHOWN = 2
 
@@ -319,24 +335,29 @@ def _pick_with_taste(
     else:
         docs, scores, topic_of = _empty(), np.zeros(0, np.float32), _empty()
     matched = docs
-    fresh = ~np.isin(docs, np.union1d(sent, taste.rated))
+    fresh = ~isin(docs, union(sent, taste.rated))
     docs, scores, topic_of = docs[fresh], scores[fresh], topic_of[fresh]
     # As many as the topics leave room for (at least RECOMMEND_MAX), each explained.
     wanted = min(RECOMMEND_FILL, limit - min(len(docs), limit - RECOMMEND_MAX))
+    clicks = len(taste.liked) + len(taste.disliked)
+    if len(taste.liked) < RECOMMEND_MIN_LIKE_RATE * clicks:
+        wanted = 0
     recommendations = recommend(
-        index, taste, liked_scores, limit=wanted, exclude=np.union1d(matched, sent)
+        index, taste, liked_scores, limit=wanted, exclude=union(matched, sent)
     )
     room = limit - min(RECOMMEND_MAX, len(recommendations))
     since_ts = from_iso(since).timestamp() if since else 0.0
     new = added[docs] > since_ts
     # By the model; papers it scores alike (below ``taste.SCORE_KEEP``: 0) by their topic score.
     order = np.lexsort((docs, -scores, -scores_of(liked_scores, docs), ~new))
+    # Checked against the 👎 best first, in blocks that double (most members need one), among
+    # the best ``TOPIC_POOL`` only: a member whose clicks rule out that many gets fewer papers.
     chosen: list[int] = []
-    for start in range(0, len(order), room + 2):
-        block = order[start : start + room + 2]
+    start, step = 0, room + 2
+    while start < min(len(order), TOPIC_POOL) and len(chosen) < room:
+        block = order[start : min(start + step, TOPIC_POOL)]
         chosen += block[~taste.near_disliked(index, docs[block])].tolist()
-        if len(chosen) >= room:
-            break
+        start, step = start + len(block), step * 2
     picks = [
         _Pick(int(docs[c]), float(scores[c]), used[topic_of[c]][0].id, bool(new[c]))
         for c in chosen[:room]

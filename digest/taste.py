@@ -18,11 +18,19 @@ few hundred vector additions. arxiv-sanity-lite's linear SVM (``method="svm"``: 
 C=0.01, balanced classes, 👎 and a random background sample as negatives) is kept for the
 benchmark, which chose between them (``bench/feedback_digests.py``; numbers in bench/README.md).
 
+The 👎
+=====
+Besides pulling the profile away from their terms, 👎-ed papers rule papers out (``judge``):
+a paper very close to one (``NEAR_DISLIKED``), or nearer a 👎-ed paper than to every 👍 one by
+more than ``DISLIKE_MARGIN``, is one the member would 👎 too, and stops coming.
+
 Speed
 =====
 A model learns from the member's ``MAX_CLICKS`` newest clicks only, and is cached per member,
 keyed by those clicks, their topics and the corpus version: a click changes the key, so the
 next use trains again (lazily: nothing runs at click time), and every other use is a lookup.
+Papers' unit vectors and topics' query vectors are cached per index generation too: members of
+one batch share topics, and so candidates. ``forget()`` empties every cache (a restart).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,6 +57,13 @@ from bot.state.store import MemberKey
 MAX_CLICKS = 200
 #: The strongest terms of a profile that are run through the index as its query.
 PROFILE_TERMS = 40
+#: Terms in more than this share of the papers are left out of the profile query: they say
+#: little about a member, and their long posting lists are most of the cost of scoring (5%:
+#: the batch with clicks about twice as fast, 1.25x kept; bench/README.md).
+PROFILE_MAX_DF = 0.05
+#: ...and in more than this many papers (a small corpus has no term that common: every term
+#: of it stays).
+PROFILE_COMMON_PAPERS = 300
 #: Rocchio's weights: 👍 papers, 👎 papers, topics (weak evidence).
 LIKE_WEIGHT = 1.0
 DISLIKE_WEIGHT = 0.5
@@ -56,14 +72,24 @@ TOPIC_WEIGHT = 0.35
 #: (bench/feedback_digests.py --near: 71% of same-title listings are that close, and only 3%
 #: of papers have any other paper that close; bench/README.md).
 NEAR_DISLIKED = 0.5
+#: A paper nearer a 👎-ed one than to every 👍 one by more than this (cosines) is one the member
+#: would 👎 too, and is left out (negative: off).
+DISLIKE_MARGIN = 0.1
 #: A 👍 paper counts as a reason for a recommendation when their cosine is at least this.
 REASON_COSINE = 0.1
-#: Recommendations need at least this model score (the topic match threshold's scale).
-RECOMMEND_FLOOR = 0.1
+#: Recommendations need this many 👍 papers alike (cosine ``REASON_COSINE``): evidence.
+RECOMMEND_MIN_LIKED = 0
+#: Candidates a recommendation is looked for among (the model's best, then checked).
+RECOMMEND_POOL = 60
+#: Recommendations need at least this model score (the topic match threshold's scale; 0.07
+#: since profiles leave out common terms, which lowers every score a little).
+RECOMMEND_FLOOR = 0.07
 #: The SVM's background: random papers taken as negatives besides the 👎 ones.
 SVM_BACKGROUND = 300
 #: Members whose models stay cached in one process (a model is a few kilobytes).
 CACHE_MEMBERS = 20_000
+#: Papers whose unit vectors stay cached in one process (about 1 kB each).
+CACHE_VECTORS = 50_000
 #: Papers scoring below this for a model count as 0 (keeps each member's scores small).
 SCORE_KEEP = 0.03
 #: Models scored against the index at once (bounds the product's memory).
@@ -97,48 +123,142 @@ class Taste:
 
     @property
     def rated(self) -> np.ndarray:
-        return np.union1d(self.liked, self.disliked)
+        return union(self.liked, self.disliked)
+
+    @cached_property
+    def _liked_side(self) -> _Side:
+        return _Side.of(self.liked_vectors)
+
+    @cached_property
+    def _disliked_side(self) -> _Side:
+        return _Side.of(self.disliked_vectors)
+
+    def judge(self, index: Index, docs: np.ndarray) -> Verdicts:
+        """What the member's clicks say about each of ``docs``: unwanted (👎-ed, very close to
+        a 👎-ed paper, or nearer a 👎-ed paper than to every 👍 one by ``DISLIKE_MARGIN``),
+        and how many 👍 papers it is like (cosine ``REASON_COSINE``), the most alike first."""
+        docs = np.asarray(docs, np.int64)
+        n = len(docs)
+        unwanted = isin(docs, self.disliked)
+        if not n or not (self.liked_vectors or self.disliked_vectors):
+            return Verdicts(unwanted, np.zeros(n, np.int64), np.full(n, -1, np.int64))
+        vectors = unit_vectors(index, docs)
+        liked = self._liked_side.cosines(vectors)
+        disliked = self._disliked_side.cosines(vectors)
+        best_liked = liked.max(axis=1) if self.liked_vectors else np.zeros(n, np.float32)
+        if self.disliked_vectors:
+            worst = disliked.max(axis=1)
+            unwanted |= worst >= NEAR_DISLIKED
+            if DISLIKE_MARGIN >= 0:
+                unwanted |= worst > best_liked + DISLIKE_MARGIN
+        if self.liked_vectors:
+            count = (liked >= REASON_COSINE).sum(axis=1).astype(np.int64)
+            example = np.argmax(liked, axis=1).astype(np.int64)
+        else:
+            count, example = np.zeros(n, np.int64), np.full(n, -1, np.int64)
+        return Verdicts(unwanted, count, example)
 
     def near_disliked(self, index: Index, docs: np.ndarray) -> np.ndarray:
-        """Which of ``docs`` are 👎-ed or very close to a 👎-ed paper (cosine ``NEAR_DISLIKED``)."""
-        out = np.isin(docs, self.disliked)
-        if not self.disliked_vectors or not len(docs):
-            return out
-        found = _Side.of(self.disliked_vectors).cosines(unit_vectors(index, docs))
-        return out | (found.max(axis=1) >= NEAR_DISLIKED)
+        """Which of ``docs`` the member's clicks rule out (``judge``'s ``unwanted``)."""
+        return self.judge(index, docs).unwanted
 
     def reasons(self, index: Index, docs: np.ndarray) -> list[tuple[int, str | None]]:
         """Per document: how many 👍 papers it is like (cosine ``REASON_COSINE``, at least
         one), and the most alike one's paper id."""
-        if not self.liked_vectors or not len(docs):
-            return [(0, None)] * len(docs)
-        found = _Side.of(self.liked_vectors).cosines(unit_vectors(index, docs))
+        found = self.judge(index, docs)
         return [
-            (max(int((row >= REASON_COSINE).sum()), 1), self.liked_ids[int(np.argmax(row))])
-            for row in found
+            (max(int(n), 1), self.liked_ids[int(e)] if e >= 0 else None)
+            for n, e in zip(found.liked_count, found.example, strict=True)
         ]
 
 
+@dataclass(frozen=True)
+class Verdicts:
+    """``Taste.judge``'s answer, one entry per document."""
+
+    unwanted: np.ndarray  # bool
+    liked_count: np.ndarray  # 👍 papers at least REASON_COSINE alike
+    example: np.ndarray  # position in liked_ids of the most alike 👍 paper (-1: none)
+
+
+def unique(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (numpy's ``unique`` costs ten times this on small arrays)."""
+    ordered = np.sort(np.asarray(values))
+    if len(ordered) < 2:
+        return ordered
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]]
+
+
+def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of both."""
+    return unique(np.concatenate([np.asarray(a), np.asarray(b)]))
+
+
+def isin(values: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """Which of ``values`` are in ``among`` (a binary search each, not ``np.isin``'s hashing)."""
+    values = np.asarray(values)
+    among = np.sort(np.asarray(among))
+    if not len(among) or not len(values):
+        return np.zeros(len(values), bool)
+    at = np.minimum(np.searchsorted(among, values), len(among) - 1)
+    return among[at] == values
+
+
+class _UnitVectors:
+    """Documents' unit vectors, kept for the index generation they were read from: a batch
+    asks for the same papers many times (members share topics, and so candidates), and
+    reading one from the index costs more than the arithmetic done with it."""
+
+    _lock = threading.Lock()
+    _index: Index | None = None
+    _vectors: dict[int, Vector] = {}
+
+    @classmethod
+    def get(cls, index: Index, docs: Iterable[int]) -> list[Vector]:
+        with cls._lock:
+            if cls._index is not index:
+                cls._index, cls._vectors = index, {}
+            vectors = cls._vectors
+        out = []
+        for doc in docs:
+            doc = int(doc)
+            found = vectors.get(doc)
+            if found is None:
+                terms, values = index.doc_vector(doc)
+                norm = float(np.linalg.norm(values)) or 1.0
+                found = (terms, values / np.float32(norm))
+                if len(vectors) >= CACHE_VECTORS:
+                    vectors.clear()  # rare (a cap on memory), and cheap to refill
+                vectors[doc] = found
+            out.append(found)
+        return out
+
+
 def unit_vectors(index: Index, docs: Iterable[int]) -> list[Vector]:
-    """Documents' TF-IDF vectors, unit length."""
-    out = []
-    for doc in docs:
-        terms, values = index.doc_vector(int(doc))
-        norm = float(np.linalg.norm(values)) or 1.0
-        out.append((terms, values / np.float32(norm)))
-    return out
+    """Documents' TF-IDF vectors, unit length (shared, never to be changed in place)."""
+    return _UnitVectors.get(index, docs)
+
+
+def _stacked(vectors: list[Vector]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The vectors' entries end to end: (row of each entry, term ids, weights)."""
+    if not vectors:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+    rows = np.repeat(np.arange(len(vectors)), [len(t) for t, _ in vectors])
+    terms = np.concatenate([t for t, _ in vectors])
+    values = np.concatenate([v for _, v in vectors]).astype(np.float32, copy=False)
+    return rows, terms, values
 
 
 def _compact(*groups: list[Vector]) -> tuple[np.ndarray, list[np.ndarray]]:
     """The groups' vectors as rows of dense matrices over only the terms they use (a few
     thousand columns: cheaper than any sparse structure as wide as the vocabulary)."""
-    every = [t for group in groups for t, _ in group]
-    terms = np.unique(np.concatenate(every)) if every else np.zeros(0, np.int64)
+    stacked = [_stacked(group) for group in groups]
+    every = [terms for _, terms, _ in stacked if len(terms)]
+    terms = unique(np.concatenate(every)) if every else np.zeros(0, np.int64)
     matrices = []
-    for group in groups:
+    for group, (rows, group_terms, values) in zip(groups, stacked, strict=True):
         dense = np.zeros((len(group), len(terms)), np.float32)
-        for row, (t, v) in enumerate(group):
-            dense[row, np.searchsorted(terms, t)] = v
+        dense[rows, np.searchsorted(terms, group_terms)] = values
         matrices.append(dense)
     return terms, matrices
 
@@ -157,15 +277,16 @@ class _Side:
         return cls(terms, matrix)
 
     def cosines(self, others: list[Vector]) -> np.ndarray:
-        """``len(others) x vectors`` cosines."""
-        out = np.zeros((len(others), self.matrix.shape[0]), np.float32)
-        if not len(self.terms):
-            return out
-        for row, (t, v) in enumerate(others):
-            at = np.minimum(np.searchsorted(self.terms, t), len(self.terms) - 1)
-            shared = self.terms[at] == t
-            out[row] = self.matrix[:, at[shared]] @ v[shared]
-        return out
+        """``len(others) x vectors`` cosines: the others' entries on terms this side has, as
+        one dense matrix (a few rows), times this side's."""
+        if not len(self.terms) or not others:
+            return np.zeros((len(others), self.matrix.shape[0]), np.float32)
+        rows, terms, values = _stacked(others)
+        at = np.minimum(np.searchsorted(self.terms, terms), len(self.terms) - 1)
+        shared = self.terms[at] == terms
+        picked = np.zeros((len(others), len(self.terms)), np.float32)
+        picked[rows[shared], at[shared]] = values[shared]
+        return picked @ self.matrix.T
 
 
 def cosines(a: list[Vector], b: list[Vector]) -> np.ndarray:
@@ -177,31 +298,62 @@ def cosines(a: list[Vector], b: list[Vector]) -> np.ndarray:
 
 
 def topic_vectors(index: Index, topics: Sequence[str]) -> list[Vector]:
-    """The topics' query vectors (unit length), as the digest matches them."""
-    out = []
-    for text in topics:
-        try:
-            ranked = parse_query(text).ranked_text
-        except QueryError:
-            continue
-        term_ids, weights = index.vectorize(analyze(ranked))
-        if len(term_ids):
-            order = np.argsort(term_ids)
-            out.append((term_ids[order].astype(np.int64), weights[order]))
-    return out
+    """The topics' query vectors (unit length), as the digest matches them (each text read
+    once per index generation: members share topics)."""
+    return [v for v in _TopicVectors.get(index, topics) if v is not None]
+
+
+class _TopicVectors:
+    """Topic texts' query vectors (None: not a usable query) for one index generation."""
+
+    _lock = threading.Lock()
+    _index: Index | None = None
+    _vectors: dict[str, Vector | None] = {}
+
+    @classmethod
+    def get(cls, index: Index, topics: Sequence[str]) -> list[Vector | None]:
+        with cls._lock:
+            if cls._index is not index:
+                cls._index, cls._vectors = index, {}
+            vectors = cls._vectors
+        out = []
+        for text in topics:
+            if text not in vectors:
+                if len(vectors) >= CACHE_VECTORS:
+                    vectors.clear()
+                vectors[text] = _topic_vector(index, text)
+            out.append(vectors[text])
+        return out
+
+
+def _topic_vector(index: Index, text: str) -> Vector | None:
+    try:
+        ranked = parse_query(text).ranked_text
+    except QueryError:
+        return None
+    term_ids, weights = index.vectorize(analyze(ranked))
+    if not len(term_ids):
+        return None
+    order = np.argsort(term_ids)
+    return term_ids[order].astype(np.int64), weights[order]
 
 
 def _weighted_sum(parts: list[tuple[float, list[Vector]]]) -> Vector:
     """Sum over groups of ``weight * mean(group)``, as a sparse vector."""
     terms, values = [], []
     for weight, group in parts:
-        for t, v in group:
-            terms.append(t)
-            values.append(v * np.float32(weight / len(group)))
+        if group:
+            _, group_terms, group_values = _stacked(group)
+            terms.append(group_terms)
+            values.append(group_values * np.float32(weight / len(group)))
     if not terms:
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    unique, inverse = np.unique(np.concatenate(terms), return_inverse=True)
-    return unique, np.bincount(inverse, weights=np.concatenate(values)).astype(np.float32)
+    every, weights = np.concatenate(terms), np.concatenate(values)
+    order = np.argsort(every, kind="stable")
+    every, weights = every[order], weights[order]
+    first = np.r_[True, every[1:] != every[:-1]]
+    sums = np.bincount(np.cumsum(first) - 1, weights=weights)
+    return every[first], sums.astype(np.float32)
 
 
 def _as_query(terms: np.ndarray, values: np.ndarray, keep: int) -> Vector:
@@ -239,11 +391,15 @@ def train(
                 (-DISLIKE_WEIGHT, disliked_rows),
             ]
         )
+    if PROFILE_MAX_DF < 1.0 and len(terms):
+        common = max(PROFILE_MAX_DF * index.n_live, PROFILE_COMMON_PAPERS)
+        specific = index.df[terms] <= common
+        terms, values = terms[specific], values[specific]
     term_ids, weights = _as_query(terms, values, PROFILE_TERMS)
     return Taste(
         user_id,
-        np.unique(liked_docs),
-        np.unique(disliked_docs),
+        unique(liked_docs),
+        unique(disliked_docs),
         term_ids,
         weights,
         liked_rows,
@@ -435,34 +591,40 @@ def recommend(
     floor: float | None = None,
 ) -> list[Recommendation]:
     """The model's best papers (``scores``: ``score_all``'s for it), without ``exclude``
-    (documents), the rated ones and those very close to a 👎-ed one; only those scoring at
-    least ``floor``."""
+    (documents), the rated ones and those the 👎 rule out (``Taste.judge``); only those scoring
+    at least ``floor`` and like ``RECOMMEND_MIN_LIKED`` 👍 papers, among the best
+    ``RECOMMEND_POOL``."""
     if limit <= 0 or not len(taste.liked):
         return []
     docs, values = scores
     good = values >= (RECOMMEND_FLOOR if floor is None else floor)
     docs, values = docs[good], values[good]
-    banned = taste.rated if exclude is None else np.union1d(taste.rated, exclude)
-    allowed = ~np.isin(docs, banned)
+    banned = taste.rated if exclude is None else union(taste.rated, exclude)
+    allowed = ~isin(docs, banned)
     docs, values = docs[allowed], values[allowed]
     if not len(docs):
         return []
-    order = docs[np.lexsort((docs, -values))]
+    order = docs[np.lexsort((docs, -values))][:RECOMMEND_POOL]
     score_of = dict(zip(docs.tolist(), values.tolist(), strict=True))
-    chosen: list[int] = []
-    # Near-duplicates of 👎-ed papers are checked a few at a time, best first.
-    step = limit + 2
-    for start in range(0, len(order), step):
+    found: list[Recommendation] = []
+    # Candidates are judged a few at a time, best first, until enough pass.
+    start, step = 0, limit + 2
+    while start < len(order) and len(found) < limit:
         block = order[start : start + step]
-        chosen += block[~taste.near_disliked(index, block)].tolist()
-        if len(chosen) >= limit:
-            break
-    chosen = chosen[:limit]
-    reasons = taste.reasons(index, np.asarray(chosen, np.int64))
-    return [
-        Recommendation(doc, float(score_of[doc]), n, example)
-        for doc, (n, example) in zip(chosen, reasons, strict=True)
-    ]
+        start, step = start + len(block), step * 2
+        verdicts = taste.judge(index, block)
+        for doc, unwanted, n, example in zip(
+            block.tolist(),
+            verdicts.unwanted,
+            verdicts.liked_count,
+            verdicts.example,
+            strict=True,
+        ):
+            if unwanted or n < RECOMMEND_MIN_LIKED:
+                continue
+            paper = taste.liked_ids[int(example)] if example >= 0 else None
+            found.append(Recommendation(doc, float(score_of[doc]), max(int(n), 1), paper))
+    return found[:limit]
 
 
 @dataclass
@@ -507,3 +669,13 @@ def recommendations_for(
     return MemberRecommendations(
         list(zip(papers, found, strict=True)), likes, len(clicks) - likes, titles
     )
+
+
+def forget() -> None:
+    """Empty this process's caches (models, paper and topic vectors), as a restart would."""
+    with _Cache._lock:
+        _Cache._models.clear()
+    with _UnitVectors._lock:
+        _UnitVectors._index, _UnitVectors._vectors = None, {}
+    with _TopicVectors._lock:
+        _TopicVectors._index, _TopicVectors._vectors = None, {}

@@ -22,7 +22,8 @@ from digest.selection import select_digests
 from digest.subscriptions import Subscriptions
 from tests.digest_support import synthetic_papers, write_corpus
 from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
-from tests.test_app_home import open_home
+from tests.surfaces import element
+from tests.test_app_home import open_home, publishes, republished, use
 
 NOW = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
 OLD = "2024-01-01T00:00:00+00:00"
@@ -289,3 +290,78 @@ def test_the_home_tab_shows_saved_papers_and_recommendations(
     assert "like the paper you 👍" in blocks_text({"blocks": [recommended]})
     assert len(view["blocks"]) <= 100
     assert json.dumps(view).count("teammates") >= 1
+
+
+def test_the_home_tabs_teammates_button_turns_the_line_off_and_on(slack: SlackHarness) -> None:
+    engine = slack.engine
+    subscribe(engine, "U1", "diffusion models", team=TEAM_ID)
+    first = select_digests(engine, ["U1"])["U1"].paper_ids[0]
+    save(engine, "U2", first, team=TEAM_ID)
+    save(engine, "U3", first, team=TEAM_ID)
+    view = open_home(slack)
+    assert "*Teammates' saves in your digests:* shown" in blocks_text(view)
+    for shown_after, line_after in (("hidden", False), ("shown", True)):
+        toggle = element(view, render.HOME_TEAM_SAVES)
+        before = publishes(slack, "U1")
+        assert use(slack, view, {"type": "button", **toggle}) == 200
+        view = republished(slack, "U1", before)
+        assert f"*Teammates' saves in your digests:* {shown_after}" in blocks_text(view)
+        # The next digest follows the choice (the line is a count, never names).
+        assert ("2 teammates also saved this" in team_line(engine)) is line_after
+    # The button says what a click does next: after "Show" comes "Hide" again.
+    assert element(view, render.HOME_TEAM_SAVES)["value"] == "off"
+
+
+# --- papers like the 👎-ed ones ------------------------------------------------------------------
+
+CHEMISTRY = ["molecules", "drug discovery", "protein binding", "toxicity", "reaction yields"]
+SOCIAL = ["friendship links", "user communities", "viral posts", "follower counts", "spam"]
+
+
+def _two_kinds_of_graph_papers() -> list[dict]:
+    """Graph neural network papers on chemistry and on social networks: the topic matches
+    both kinds alike; only the member's clicks tell them apart."""
+    out = []
+    for kind, field, subjects in (
+        ("chem", "chemistry", CHEMISTRY),
+        ("social", "sociology", SOCIAL),
+    ):
+        for n, subject in enumerate(subjects):
+            out.append(
+                {
+                    "id": f"{kind}-{n}",
+                    "title": f"Graph Neural Networks for {subject.title()}",
+                    "abstract": f"We apply graph neural networks to {subject} in {field}.",
+                    "authors": [f"Author {kind} {n}"],
+                    "venue": "X",
+                    "year": 2023,
+                }
+            )
+    return out
+
+
+def test_topic_matches_more_like_the_disliked_papers_than_the_liked_ones_stop_coming(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = Engine.open(tmp_path / "g.db")
+    engine.ingest([write_corpus(tmp_path / "graphs.jsonl", _two_kinds_of_graph_papers())])
+    subscribe(engine, "U1", "graph neural networks")
+    everything = set(select_digests(engine, ["U1"], limit=50)["U1"].paper_ids)
+    assert {"chem-0", "chem-3", "social-2", "social-3", "social-4"} <= everything
+    click(engine, "U1", "chem-4", "dislike")
+    click(engine, "U1", "social-1", "like", 1)
+    # The other chemistry papers are nearer the 👎-ed one than the 👍-ed one (none is a
+    # near-duplicate of it): they stop coming; the social ones still come.
+    chem_docs = taste._docs_of_papers(engine, engine.index, ["chem-0", "chem-4"])
+    [[closeness]] = taste.cosines(
+        taste.unit_vectors(engine.index, [chem_docs["chem-0"]]),
+        taste.unit_vectors(engine.index, [chem_docs["chem-4"]]),
+    )
+    assert closeness < taste.NEAR_DISLIKED
+    plan = set(select_digests(engine, ["U1"], limit=50)["U1"].paper_ids)
+    assert not {"chem-0", "chem-3"} & plan
+    assert {"social-2", "social-3", "social-4"} <= plan
+    # That is the margin's doing: without it they come.
+    monkeypatch.setattr(taste, "DISLIKE_MARGIN", -1.0)
+    taste.forget()
+    assert {"chem-0", "chem-3"} <= set(select_digests(engine, ["U1"], limit=50)["U1"].paper_ids)
