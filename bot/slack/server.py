@@ -472,6 +472,11 @@ class HttpServer:
         self._running = True
         try:
             self._server.run()
+        except OSError:
+            if not self._stopped:
+                raise
+            # stop() closed the sockets from here while the loop waited in select() (its wake-up
+            # pipe was broken): select's EBADF is how that loop ends.
         finally:
             self._running = False
 
