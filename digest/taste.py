@@ -38,9 +38,10 @@ from __future__ import annotations
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -204,39 +205,45 @@ def isin(values: np.ndarray, among: np.ndarray) -> np.ndarray:
     return among[at] == values
 
 
-class _UnitVectors:
-    """Documents' unit vectors, kept for the index generation they were read from: a batch
-    asks for the same papers many times (members share topics, and so candidates), and
+class _PerGeneration:
+    """Values computed from one index generation, kept until the next one: a batch asks for
+    the same papers and topics many times (members share topics, and so candidates), and
     reading one from the index costs more than the arithmetic done with it."""
 
-    _lock = threading.Lock()
-    _index: Index | None = None
-    _vectors: dict[int, Vector] = {}
+    def __init__(self, compute: Callable[[Index, Any], Any]) -> None:
+        self._compute = compute
+        self._lock = threading.Lock()
+        self._index: Index | None = None
+        self._values: dict = {}
 
-    @classmethod
-    def get(cls, index: Index, docs: Iterable[int]) -> list[Vector]:
-        with cls._lock:
-            if cls._index is not index:
-                cls._index, cls._vectors = index, {}
-            vectors = cls._vectors
+    def get(self, index: Index, keys: Iterable) -> list:
+        with self._lock:
+            if self._index is not index:
+                self._index, self._values = index, {}
+            values = self._values
         out = []
-        for doc in docs:
-            doc = int(doc)
-            found = vectors.get(doc)
-            if found is None:
-                terms, values = index.doc_vector(doc)
-                norm = float(np.linalg.norm(values)) or 1.0
-                found = (terms, values / np.float32(norm))
-                if len(vectors) >= CACHE_VECTORS:
-                    vectors.clear()  # rare (a cap on memory), and cheap to refill
-                vectors[doc] = found
-            out.append(found)
+        for key in keys:
+            if key not in values:
+                if len(values) >= CACHE_VECTORS:
+                    values.clear()  # rare (a cap on memory), and cheap to refill
+                values[key] = self._compute(index, key)
+            out.append(values[key])
         return out
+
+    def forget(self) -> None:
+        with self._lock:
+            self._index, self._values = None, {}
+
+
+def _unit_vector(index: Index, doc: int) -> Vector:
+    terms, values = index.doc_vector(doc)
+    norm = float(np.linalg.norm(values)) or 1.0
+    return terms, values / np.float32(norm)
 
 
 def unit_vectors(index: Index, docs: Iterable[int]) -> list[Vector]:
     """Documents' TF-IDF vectors, unit length (shared, never to be changed in place)."""
-    return _UnitVectors.get(index, docs)
+    return _UNIT_VECTORS.get(index, (int(doc) for doc in docs))
 
 
 def _stacked(vectors: list[Vector]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -300,30 +307,7 @@ def cosines(a: list[Vector], b: list[Vector]) -> np.ndarray:
 def topic_vectors(index: Index, topics: Sequence[str]) -> list[Vector]:
     """The topics' query vectors (unit length), as the digest matches them (each text read
     once per index generation: members share topics)."""
-    return [v for v in _TopicVectors.get(index, topics) if v is not None]
-
-
-class _TopicVectors:
-    """Topic texts' query vectors (None: not a usable query) for one index generation."""
-
-    _lock = threading.Lock()
-    _index: Index | None = None
-    _vectors: dict[str, Vector | None] = {}
-
-    @classmethod
-    def get(cls, index: Index, topics: Sequence[str]) -> list[Vector | None]:
-        with cls._lock:
-            if cls._index is not index:
-                cls._index, cls._vectors = index, {}
-            vectors = cls._vectors
-        out = []
-        for text in topics:
-            if text not in vectors:
-                if len(vectors) >= CACHE_VECTORS:
-                    vectors.clear()
-                vectors[text] = _topic_vector(index, text)
-            out.append(vectors[text])
-        return out
+    return [v for v in _TOPIC_VECTORS.get(index, topics) if v is not None]
 
 
 def _topic_vector(index: Index, text: str) -> Vector | None:
@@ -336,6 +320,11 @@ def _topic_vector(index: Index, text: str) -> Vector | None:
         return None
     order = np.argsort(term_ids)
     return term_ids[order].astype(np.int64), weights[order]
+
+
+#: Papers' unit TF-IDF vectors and topics' query vectors (None: not a usable query).
+_UNIT_VECTORS = _PerGeneration(_unit_vector)
+_TOPIC_VECTORS = _PerGeneration(_topic_vector)
 
 
 def _weighted_sum(parts: list[tuple[float, list[Vector]]]) -> Vector:
@@ -675,7 +664,5 @@ def forget() -> None:
     """Empty this process's caches (models, paper and topic vectors), as a restart would."""
     with _Cache._lock:
         _Cache._models.clear()
-    with _UnitVectors._lock:
-        _UnitVectors._index, _UnitVectors._vectors = None, {}
-    with _TopicVectors._lock:
-        _TopicVectors._index, _TopicVectors._vectors = None, {}
+    _UNIT_VECTORS.forget()
+    _TOPIC_VECTORS.forget()
