@@ -1368,22 +1368,16 @@ class Index:
         out = np.zeros(self.n_terms, dtype=np.float32)
         for i, segment in enumerate(self.segments):
             indptr = np.asarray(segment.xt_indptr)
-            term = 0
-            while term < segment.n_terms:
-                end = int(np.searchsorted(indptr, indptr[term] + chunk, side="right")) - 1
-                end = min(max(end, term + 1), segment.n_terms)
-                a, b = int(indptr[term]), int(indptr[end])
-                if b > a:
-                    docs = self._to_docs(i, np.asarray(segment.xt_indices[a:b]))
-                    values = segment.tf(a, b) * self.inverse_pivot[docs]
-                    rows = np.flatnonzero(np.diff(indptr[term : end + 1]) > 0)
-                    best = np.maximum.reduceat(values, indptr[term + rows] - a)
-                    rows = rows + term
-                    if self._to_global[i] is not None:
-                        rows = self._to_global[i][rows]
-                        best, rows = best[rows >= 0], rows[rows >= 0]
-                    np.maximum.at(out, rows, best)
-                term = end
+            for term, end, a, b in _posting_chunks(indptr, segment.n_terms, chunk):
+                docs = self._to_docs(i, np.asarray(segment.xt_indices[a:b]))
+                values = segment.tf(a, b) * self.inverse_pivot[docs]
+                rows = np.flatnonzero(np.diff(indptr[term : end + 1]) > 0)
+                best = np.maximum.reduceat(values, indptr[term + rows] - a)
+                rows = rows + term
+                if self._to_global[i] is not None:
+                    rows = self._to_global[i][rows]
+                    best, rows = best[rows >= 0], rows[rows >= 0]
+                np.maximum.at(out, rows, best)
         return out
 
     def top_candidates(
@@ -1696,20 +1690,28 @@ def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 20) -> np.nd
     size; each document's squares are summed in term order."""
     indptr = np.asarray(segment.xt_indptr)
     out = np.zeros(segment.n_docs, dtype=np.float64)
+    for term, end, a, b in _posting_chunks(indptr, segment.n_terms, chunk):
+        weight = segment.tf(a, b)
+        weight *= np.repeat(idf[term:end], np.diff(indptr[term : end + 1]))
+        docs = np.asarray(segment.xt_indices[a:b])
+        out += np.bincount(
+            docs, weights=np.square(weight, dtype=np.float64), minlength=segment.n_docs
+        )
+    return np.sqrt(np.maximum(out, 0))
+
+
+def _posting_chunks(indptr: np.ndarray, n_terms: int, chunk: int):
+    """``(term, end, a, b)``: runs of whole inverted lists (terms ``term..end-1``, postings
+    ``a..b``) of about ``chunk`` postings, none empty, so a pass over every posting keeps its
+    temporaries small at any corpus size."""
     term = 0
-    while term < segment.n_terms:
+    while term < n_terms:
         end = int(np.searchsorted(indptr, indptr[term] + chunk, side="right")) - 1
-        end = min(max(end, term + 1), segment.n_terms)
+        end = min(max(end, term + 1), n_terms)
         a, b = int(indptr[term]), int(indptr[end])
         if b > a:
-            weight = segment.tf(a, b)
-            weight *= np.repeat(idf[term:end], np.diff(indptr[term : end + 1]))
-            docs = np.asarray(segment.xt_indices[a:b])
-            out += np.bincount(
-                docs, weights=np.square(weight, dtype=np.float64), minlength=segment.n_docs
-            )
+            yield term, end, a, b
         term = end
-    return np.sqrt(np.maximum(out, 0))
 
 
 def _stat_key(path: Path):
