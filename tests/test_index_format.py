@@ -1,5 +1,6 @@
-"""The index's on-disk format 9: weighted counts in one byte both ways, a paper's own term
-ids as 16-bit gaps; an index of the previous format is rebuilt once, and nothing a lookup,
+"""The index's on-disk format 10: weighted counts in one byte both ways, a paper's own term
+ids as 16-bit gaps, the inverted lists' paper numbers as 16-bit halves in blocks
+(tests/test_index_blocks.py); an index of the previous format is rebuilt once, and nothing a lookup,
 "similar", "why" or the taste model reads changes with the encoding.
 """
 
@@ -14,28 +15,32 @@ from bot.engine.text import analyze
 from tests.test_live_index import make_papers, published, queries_from, write_jsonl
 
 
-def test_an_index_of_format_7_is_rebuilt_once_in_the_new_format(tmp_path, sentences):
+def test_an_index_of_format_9_is_rebuilt_once_in_the_new_format(tmp_path, sentences):
     papers = make_papers(sentences, "f", 80, seed=31)
     db = tmp_path / "f.db"
     engine = Engine.open(db)
     engine.ingest([write_jsonl(tmp_path / "a.jsonl", papers)])
     query = queries_from(papers, 1, seed=32)[0]
     want = engine.rank(query)
-    # What format 7 published: the same CURRENT and segment manifests, with format 7.
+    # What format 9 published: the same CURRENT and segment manifests, with format 9.
     current = read_current(engine.index_dir)
     old_segment = current["segments"][0]["name"]
     for path in (engine.index_dir / "CURRENT", engine.index_dir / old_segment / "meta.json"):
-        path.write_text(json.dumps({**json.loads(path.read_text()), "format": 7}))
+        path.write_text(json.dumps({**json.loads(path.read_text()), "format": 9}))
     assert read_current(engine.index_dir) is None
 
     upgraded = Engine.open(db)
     assert upgraded.rank(query) == want
     current = read_current(upgraded.index_dir)
-    assert current["format"] == FORMAT_VERSION == 9
+    assert current["format"] == FORMAT_VERSION == 10
     assert current["segments"][0]["name"] != old_segment
     assert {p.name for p in upgraded.index_dir.iterdir()} == published(upgraded)
     segment = upgraded.index.segments[0]
     assert segment.xt_data.dtype == np.uint8 and segment.x_gaps.dtype == np.uint16
+    assert segment.xt_indices.dtype == np.uint16
+    assert {p.name for p in segment.directory.iterdir()}.isdisjoint(
+        {"term_hashes.npy", "hash_order.npy"}  # computed when a delta needs them
+    )
     generation = current["generation"]
     assert Engine.open(db).rank(query) == want  # once: the next process just opens it
     assert read_current(upgraded.index_dir)["generation"] == generation

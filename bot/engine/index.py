@@ -75,7 +75,12 @@ KEYWORD_WEIGHT = 3
 # 7: a paper's own vector (``x``) is stored as integer counts (uint8 mostly), not floats.
 # 9: the inverted lists too (``xt_data``), and ``x``'s term ids as uint16 gaps (8 was a
 # compressed format tried on a branch and not taken: skipped, so its indexes are rebuilt).
-FORMAT_VERSION = 9
+# 10: the inverted lists' paper numbers as uint16 low halves, ``xt_indptr`` marking where
+# each list's 65,536-paper blocks start; term hashes computed when a delta needs them.
+FORMAT_VERSION = 10
+#: Papers per block of an inverted list: a posting stores its paper number's low 16 bits,
+#: the block (the high bits) is known from where the posting sits (``xt_indptr``).
+BLOCK = 1 << 16
 #: Pivoted length normalization (Singhal et al., 1996): a document's vector is divided by
 #: ``(1 - slope) * mean_norm + slope * norm`` instead of its own L2 norm, so long abstracts are
 #: penalised a little less than by plain cosine. 0.6 measured best on the dev queries
@@ -101,8 +106,6 @@ _ARRAYS = (
     "years",
     "venue_codes",
     "vocab_offsets",
-    "term_hashes",
-    "hash_order",
 )
 _FILES = (*(f"{name}.npy" for name in _ARRAYS), "vocab.bin")
 _SEGMENT = re.compile(r"^seg-(\d{6})$")
@@ -410,6 +413,31 @@ def _ungap(gaps: np.ndarray, wide: np.ndarray, lengths: np.ndarray) -> np.ndarra
     return total
 
 
+def _blocks_of(n_docs: int, block: int) -> int:
+    """How many ``block``-paper blocks a segment of ``n_docs`` papers has (at least one)."""
+    return max(1, -(-n_docs // block))
+
+
+def _block_starts(indices: np.ndarray, indptr: np.ndarray, blocks: int, block: int) -> np.ndarray:
+    """Where each inverted list's blocks start: entry ``term * blocks + b`` is the position
+    of the list's first posting in block ``b`` (papers ``b * BLOCK`` onwards); the last
+    entry is the number of postings. uint32 while the postings fit (int64 beyond)."""
+    n_terms = len(indptr) - 1
+    nnz = int(indptr[-1])
+    out = np.zeros(n_terms * blocks + 1, dtype=np.int64)
+    if blocks == 1:
+        out[:] = indptr
+    else:
+        for term, end, a, b in _posting_chunks(np.asarray(indptr), n_terms, 1 << 22):
+            rows = np.repeat(np.arange(end - term, dtype=np.int64), np.diff(indptr[term : end + 1]))
+            keys = rows * blocks + np.asarray(indices[a:b]) // block
+            sizes = np.bincount(keys, minlength=(end - term) * blocks)
+            out[term * blocks + 1 : end * blocks + 1] = a + np.cumsum(sizes)
+        # Empty lists (skipped by the chunks) start and end where the previous one ended.
+        np.maximum.accumulate(out, out=out)
+    return out.astype(np.uint32) if nnz < 1 << 32 else out
+
+
 def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes, dict]:
     """The files of a segment: weighted counts both ways, vocabulary, hashes."""
     x = counted.counts
@@ -422,6 +450,9 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     x_gaps, x_wide, x_wide_indptr = _gaps(x.indices, x.indptr)
     xt = x.T.tocsr()
     xt.sort_indices()
+    block = BLOCK  # read once: recorded in meta.json, which readers go by
+    blocks = _blocks_of(x.shape[0], block)
+    xt_indptr = _block_starts(xt.indices, xt.indptr, blocks, block)
     vocabulary = counted.vocabulary
     blob = ("\n".join(vocabulary) + "\n").encode() if vocabulary else b""
     lengths = np.fromiter(
@@ -429,15 +460,14 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     )
     offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
     np.cumsum(lengths + 1, out=offsets[1:])
-    hashes = term_hashes(blob, offsets)
     if len(blob) < 1 << 32:
         offsets = offsets.astype(np.uint32)
     venue_names = sorted(set(counted.venues))
     venue_code = {v: i for i, v in enumerate(venue_names)}
     arrays = {
         "xt_data": xt.data,
-        "xt_indices": np.asarray(xt.indices, dtype=np.int32),
-        "xt_indptr": xt.indptr.astype(np.int64),
+        "xt_indices": (np.asarray(xt.indices) % block).astype(np.uint16),
+        "xt_indptr": xt_indptr,
         "x_counts": x.data,
         "x_gaps": x_gaps,
         "x_wide": x_wide,
@@ -447,13 +477,13 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
         "years": counted.years,
         "venue_codes": np.asarray([venue_code[v] for v in counted.venues], dtype=np.int32),
         "vocab_offsets": offsets,
-        "term_hashes": hashes,
-        "hash_order": np.argsort(hashes, kind="stable").astype(np.int32),
     }
     meta = {
         "format": FORMAT_VERSION,
         "documents": len(counted.rowids),
         "terms": len(vocabulary),
+        "blocks": blocks,
+        "block": block,
         "venues": venue_names,
         "title_weight": TITLE_WEIGHT,
         "min_bigram_df": min_bigram_df,
@@ -875,20 +905,28 @@ class Segment:
         self.n_docs = int(self.meta["documents"])
         self.n_terms = int(self.meta["terms"])
         self.xt_data, self.xt_indices = arrays["xt_data"], arrays["xt_indices"]
+        #: Where each inverted list's blocks start (``blocks`` entries a term, then the end).
         self.xt_indptr = arrays["xt_indptr"]
+        self.blocks, self.block = int(self.meta["blocks"]), int(self.meta["block"])
+        if not 0 < self.block <= 1 << 16 or self.blocks != _blocks_of(self.n_docs, self.block):
+            raise IndexDamaged(f"{self.name}/meta.json: its blocks do not match its papers")
+        if len(self.xt_indptr) != int(self.meta["terms"]) * self.blocks + 1:
+            raise IndexDamaged(f"{self.name}/xt_indptr.npy does not match its vocabulary")
+        #: Where each term's inverted list starts (and, one further, ends) in ``xt_*``.
+        self.list_ptr = self.xt_indptr[:: self.blocks]
         self.x_counts, self.x_indptr = arrays["x_counts"], arrays["x_indptr"]
         self.x_gaps, self.x_wide = arrays["x_gaps"], arrays["x_wide"]
         self.x_wide_indptr = arrays["x_wide_indptr"]
         self.rowids = arrays["rowids"]
         self.years = arrays["years"]
         self.venue_codes = arrays["venue_codes"]
-        self.term_hashes, self.hash_order = arrays["term_hashes"], arrays["hash_order"]
         self.venues: list[str] = self.meta["venues"]
         with open(self.directory / "vocab.bin", "rb") as handle:
             blob = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if self.n_terms else b""
         self.vocab = Vocabulary(blob, arrays["vocab_offsets"])
-        self.df = np.diff(self.xt_indptr)
+        self.df = np.diff(self.list_ptr).astype(np.int32)
         self._bigram = None
+        self._hashes: tuple[np.ndarray, np.ndarray] | None = None
 
     def tf(self, start: int, end: int) -> np.ndarray:
         """The term frequencies (float32) of postings [start, end) of ``xt``."""
@@ -898,23 +936,95 @@ class Segment:
         """The term frequencies (float32) of these postings of ``xt``."""
         return sublinear(self.xt_data[positions])
 
+    def docs(self, term: int, end: int) -> np.ndarray:
+        """The document numbers (int32) of the inverted lists of terms [term, end), in order:
+        each posting's low 16 bits plus its block's start, known from ``xt_indptr``."""
+        blocks, ptr = self.blocks, self.xt_indptr
+        if blocks > 1 and end - term == 1:  # one list: add each block's start to its slice
+            bounds = ptr[term * blocks : end * blocks + 1].tolist()
+            a = bounds[0]
+            docs = self.xt_indices[a : bounds[-1]].astype(np.int32)
+            for block in range(1, blocks):
+                if bounds[block + 1] > bounds[block]:
+                    docs[bounds[block] - a : bounds[block + 1] - a] += block * self.block
+            return docs
+        a, b = int(ptr[term * blocks]), int(ptr[end * blocks])
+        docs = self.xt_indices[a:b].astype(np.int32)
+        if blocks > 1 and b > a:
+            sizes = np.diff(np.asarray(ptr[term * blocks : end * blocks + 1], dtype=np.int64))
+            first = np.tile(np.arange(blocks, dtype=np.int32) * self.block, end - term)
+            docs += np.repeat(first, sizes)
+        return docs
+
+    def gathered_docs(self, terms: np.ndarray) -> np.ndarray:
+        """``docs`` of these terms' lists (in this order), concatenated."""
+        terms = np.asarray(terms, dtype=np.int64)
+        if len(terms) == 1:
+            return self.docs(int(terms[0]), int(terms[0]) + 1)
+        blocks, ptr = self.blocks, self.xt_indptr
+        if blocks == 1:
+            pairs = zip(ptr[terms].tolist(), ptr[terms + 1].tolist(), strict=True)
+            spans = [self.xt_indices[a:b] for a, b in pairs]
+            return np.concatenate(spans or [self.xt_indices[:0]]).astype(np.int32)
+        bounds = np.asarray(ptr[terms[:, None] * blocks + np.arange(blocks + 1)], dtype=np.int64)
+        pairs = zip(bounds[:, 0].tolist(), bounds[:, -1].tolist(), strict=True)
+        docs = np.concatenate([self.xt_indices[a:b] for a, b in pairs] or [self.xt_indices[:0]])
+        docs = docs.astype(np.int32)
+        first = np.tile(np.arange(blocks, dtype=np.int32) * self.block, len(terms))
+        docs += np.repeat(first, np.diff(bounds, axis=1).ravel())
+        return docs
+
+    def find(self, term: int, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(which of ``docs`` (ascending) the term's list has, their posting positions): a
+        bisection in the block each document falls in, comparing 16-bit halves, so a long
+        list is never decoded (only a few of its pages are touched)."""
+        docs = np.asarray(docs, dtype=np.int64)
+        blocks, ptr = self.blocks, self.xt_indptr
+        if blocks == 1:
+            cuts = [0, len(docs)]
+        else:
+            cuts = [0, *np.searchsorted(docs, np.arange(1, blocks) * self.block).tolist()]
+            cuts.append(len(docs))
+        hit = np.zeros(len(docs), dtype=bool)
+        positions = np.zeros(len(docs), dtype=np.int64)
+        bounds = ptr[term * blocks : (term + 1) * blocks + 1].tolist()
+        for block in range(blocks):
+            lo, hi = cuts[block], cuts[block + 1]
+            a, b = bounds[block], bounds[block + 1]
+            if hi <= lo or b <= a:
+                continue
+            lows = self.xt_indices[a:b]
+            needles = (docs[lo:hi] - block * self.block).astype(np.uint16)
+            at = np.minimum(np.searchsorted(lows, needles), b - a - 1)
+            hit[lo:hi] = lows[at] == needles
+            positions[lo:hi] = a + at
+        return hit, positions
+
+    def hashes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(each term's 64-bit hash, the term ids in hash order): computed on first use (only
+        a generation with deltas matches vocabularies by hash) and kept with the segment."""
+        if self._hashes is None:
+            hashes = term_hashes(self.vocab.blob, np.asarray(self.vocab.offsets_array))
+            self._hashes = hashes, np.argsort(hashes, kind="stable").astype(np.int32)
+        return self._hashes
+
     def rows(self, terms: np.ndarray) -> sp.csr_matrix:
         """The posting lists of these terms (in this order) with their term frequencies, as a
         len(terms) x documents matrix: what a lookup multiplies, gathered in one copy."""
         terms = np.asarray(terms, dtype=np.int64)
-        starts, ends = self.xt_indptr[terms], self.xt_indptr[terms + 1]
+        starts = np.asarray(self.list_ptr[terms], dtype=np.int64)
+        ends = np.asarray(self.list_ptr[terms + 1], dtype=np.int64)
         lengths = ends - starts
         # int32 offsets when they fit: scipy then skips a scan of the arrays for their range.
         wide = int(lengths.sum()) >= 1 << 31
         indptr = np.zeros(len(terms) + 1, dtype=np.int64 if wide else np.int32)
         np.cumsum(lengths, out=indptr[1:])
+        indices = self.gathered_docs(terms)
         if len(terms) == 1:
-            a, b = int(starts[0]), int(ends[0])
-            indices, counts = self.xt_indices[a:b], self.xt_data[a:b]
+            counts = self.xt_data[int(starts[0]) : int(ends[0])]
         else:
-            spans = [slice(a, b) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
-            indices = np.concatenate([self.xt_indices[span] for span in spans])
-            counts = np.concatenate([self.xt_data[span] for span in spans])
+            pairs = zip(starts.tolist(), ends.tolist(), strict=True)
+            counts = np.concatenate([self.xt_data[a:b] for a, b in pairs])
         data = sublinear(counts)
         return sp.csr_matrix((data, indices, indptr), shape=(len(terms), self.n_docs), copy=False)
 
@@ -1105,19 +1215,19 @@ class Index:
         main = self.segments[0]
         n_main = main.n_terms
         # Only with deltas: a single segment never reads its hashes (8 MB at 87k).
-        sorted_hashes = (
-            np.asarray(main.term_hashes)[main.hash_order] if len(self.segments) > 1 else None
-        )
+        if len(self.segments) > 1:
+            main_hashes, main_order = main.hashes()
+            sorted_hashes = main_hashes[main_order]
         extra_terms: list[str] = []
         extra_of_hash: dict[int, int] = {}
         self._to_global: list[np.ndarray | None] = [None]
         keep_new_bigrams = int(main.meta.get("min_bigram_df", MIN_BIGRAM_DF)) <= 1
         for segment in self.segments[1:]:
-            hashes = np.asarray(segment.term_hashes)
+            hashes = segment.hashes()[0]
             pos = np.minimum(np.searchsorted(sorted_hashes, hashes), max(n_main - 1, 0))
             found = sorted_hashes[pos] == hashes if n_main else np.zeros(len(hashes), bool)
             to_global = np.full(segment.n_terms, -1, dtype=np.int64)
-            to_global[found] = np.asarray(main.hash_order)[pos[found]]
+            to_global[found] = main_order[pos[found]]
             # Terms the main segment lacks: a new unigram gets an id; a new bigram waits for
             # the next full build, as the main segment only holds the bigrams it saw in
             # ``min_bigram_df`` papers (so a paper's score never depends on its segment).
@@ -1184,12 +1294,12 @@ class Index:
         self._rowid_sorted = self.rowids[live_docs][by_rowid]
         self._rowid_docs = live_docs[by_rowid]
         # Document frequencies summed over the segments, minus deleted documents.
-        df = np.zeros(self.n_terms, dtype=np.int64)
+        df = np.zeros(self.n_terms, dtype=np.int32)
         df[:n_main] = main.df
         for segment, to_global in zip(self.segments[1:], self._to_global[1:], strict=True):
             ok = to_global >= 0
             df += np.bincount(to_global[ok], weights=segment.df[ok], minlength=self.n_terms).astype(
-                np.int64
+                np.int32
             )
         for i, (segment, gone) in enumerate(zip(self.segments, deleted, strict=True)):
             if len(gone):
@@ -1197,7 +1307,7 @@ class Index:
                 if self._to_global[i] is not None:
                     terms = self._to_global[i][terms]
                     terms = terms[terms >= 0]
-                df -= np.bincount(terms, minlength=self.n_terms)
+                df -= np.bincount(terms, minlength=self.n_terms).astype(np.int32)
         self.df = df
         # scikit-learn's smooth idf: ln((1 + n) / (1 + df)) + 1.
         idf = np.log((1.0 + self.n_live) / (1.0 + df)) + 1.0
@@ -1344,8 +1454,9 @@ class Index:
             at, local = self._local(i, term)
             if not len(at):
                 continue
-            start, end = segment.xt_indptr[local[0]], segment.xt_indptr[local[0] + 1]
-            seg_docs = np.asarray(segment.xt_indices[start:end]).astype(np.int64)
+            own = int(local[0])
+            start, end = int(segment.list_ptr[own]), int(segment.list_ptr[own + 1])
+            seg_docs = segment.docs(own, own + 1).astype(np.int64)
             tf = segment.tf(start, end)
             if self._live_local[i] is not None:
                 live = self._live_local[i][seg_docs]
@@ -1367,9 +1478,9 @@ class Index:
         A pass over every posting, a few terms' postings at a time; done by the writer."""
         out = np.zeros(self.n_terms, dtype=np.float32)
         for i, segment in enumerate(self.segments):
-            indptr = np.asarray(segment.xt_indptr)
+            indptr = np.asarray(segment.list_ptr, dtype=np.int64)
             for term, end, a, b in _posting_chunks(indptr, segment.n_terms, chunk):
-                docs = self._to_docs(i, np.asarray(segment.xt_indices[a:b]))
+                docs = self._to_docs(i, segment.docs(term, end))
                 values = segment.tf(a, b) * self.inverse_pivot[docs]
                 rows = np.flatnonzero(np.diff(indptr[term : end + 1]) > 0)
                 best = np.maximum.reduceat(values, indptr[term + rows] - a)
@@ -1408,10 +1519,8 @@ class Index:
         order = np.argsort(-bound, kind="stable")
         # What the terms from the j-th on could add at most (a margin for float rounding).
         rest = np.append(np.cumsum(bound[order][::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12
-        lists = []  # per segment: (query positions it has, posting list bounds)
-        for i, segment in enumerate(self.segments):
-            at, local = self._local(i, term_ids)
-            lists.append((at, segment.xt_indptr[local], segment.xt_indptr[local + 1]))
+        # Per segment: (the query positions it has, its own ids of those terms).
+        lists = [self._local(i, term_ids) for i in range(len(self.segments))]
         n_terms = np.float32(len(term_ids))
         seen = [np.zeros(0, np.int64) for _ in self.segments]
         found_docs, found_scores = [], []
@@ -1421,11 +1530,11 @@ class Index:
             """Score the documents of these terms' lists not scored yet; False: over budget."""
             nonlocal best
             for i, segment in enumerate(self.segments):
-                at, starts, ends = lists[i]
+                at, local = lists[i]
                 ks = np.flatnonzero(np.isin(at, positions))
                 if not len(ks):
                     continue
-                parts = [segment.xt_indices[starts[k] : ends[k]] for k in ks.tolist()]
+                parts = [segment.docs(t, t + 1) for t in local[ks].tolist()]
                 already = sum(len(s) for s in seen)
                 if max(len(p) for p in parts) - len(seen[i]) + already > budget:
                     return False  # over budget whatever the lists share: not worth a union
@@ -1443,13 +1552,11 @@ class Index:
                 total = np.zeros(len(new), dtype=np.float32)
                 matched = np.zeros(len(new), dtype=np.float32)
                 for j in range(len(at)):
-                    posting = segment.xt_indices[starts[j] : ends[j]]
-                    hit = _sorted_contains(posting, new)
+                    hit, pos = segment.find(int(local[j]), new)
                     if not hit.any():
                         continue
-                    pos = np.searchsorted(posting, new[hit])
                     add = np.zeros(len(new), dtype=np.float32)
-                    add[hit] = weights[at[j]] * segment.tf_at(starts[j] + pos)
+                    add[hit] = weights[at[j]] * segment.tf_at(pos[hit])
                     total += add
                     matched += hit
                 docs = self._to_docs(i, new)
@@ -1503,8 +1610,9 @@ class Index:
             if not len(at):
                 continue
             if len(at) == 1:  # one posting list: its scores are its weighted frequencies
-                start, end = segment.xt_indptr[local[0]], segment.xt_indptr[local[0] + 1]
-                docs = np.asarray(segment.xt_indices[start:end])
+                term = int(local[0])
+                start, end = int(segment.list_ptr[term]), int(segment.list_ptr[term + 1])
+                docs = segment.docs(term, term + 1)
                 scores = segment.tf(start, end)
                 scores *= weights[at[0]]
                 nonzero = scores != 0
@@ -1659,7 +1767,7 @@ class Index:
             parts = []
             for i, segment in enumerate(self.segments):
                 rows = np.repeat(np.arange(segment.n_terms, dtype=np.int64), segment.df)
-                docs = self._to_docs(i, np.asarray(segment.xt_indices))
+                docs = self._to_docs(i, segment.docs(0, segment.n_terms))
                 values = segment.tf(0, len(segment.xt_data)) * self._idf_local[i][rows]
                 values = values * self.inverse_pivot[docs]
                 if self._to_global[i] is not None:
@@ -1688,12 +1796,12 @@ def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 20) -> np.nd
     """Each document's L2 norm of tf * idf: a pass over the inverted lists, a few terms'
     lists (about ``chunk`` postings) at a time, so the temporaries stay small at any corpus
     size; each document's squares are summed in term order."""
-    indptr = np.asarray(segment.xt_indptr)
+    indptr = np.asarray(segment.list_ptr, dtype=np.int64)
     out = np.zeros(segment.n_docs, dtype=np.float64)
     for term, end, a, b in _posting_chunks(indptr, segment.n_terms, chunk):
         weight = segment.tf(a, b)
         weight *= np.repeat(idf[term:end], np.diff(indptr[term : end + 1]))
-        docs = np.asarray(segment.xt_indices[a:b])
+        docs = segment.docs(term, end)
         out += np.bincount(
             docs, weights=np.square(weight, dtype=np.float64), minlength=segment.n_docs
         )
@@ -1706,7 +1814,7 @@ def _posting_chunks(indptr: np.ndarray, n_terms: int, chunk: int):
     temporaries small at any corpus size."""
     term = 0
     while term < n_terms:
-        end = int(np.searchsorted(indptr, indptr[term] + chunk, side="right")) - 1
+        end = int(np.searchsorted(indptr, int(indptr[term]) + chunk, side="right")) - 1
         end = min(max(end, term + 1), n_terms)
         a, b = int(indptr[term]), int(indptr[end])
         if b > a:

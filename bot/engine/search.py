@@ -537,7 +537,7 @@ class Engine:
             candidates, scores = index.score(term_ids, weights)
         else:  # filters only: every paper that passes them, newest first
             candidates = index.live_docs()
-            scores = np.asarray(index.years, dtype=np.float32) / 10_000
+            scores = np.asarray(index.years[candidates], dtype=np.float32) / 10_000
         keep = passes(candidates)
         if not keep.all():
             candidates, scores = candidates[keep], scores[keep]
