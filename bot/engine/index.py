@@ -49,8 +49,12 @@ import json
 import logging
 import mmap
 import os
+import pickle
 import re
 import shutil
+import subprocess
+import sys
+import threading
 import time
 import zlib
 from array import array
@@ -62,7 +66,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .corpus import Corpus, StorageError
+from .corpus import Corpus, StorageError, connect
 from .text import words
 
 #: A title word counts this many times as much as the same word in the abstract.
@@ -159,6 +163,12 @@ class BuildStats:
 MIN_BIGRAM_DF = 3
 #: Documents counted at a time while building: bounds the temporary arrays at any corpus size.
 CHUNK_DOCS = 20_000
+#: A full build tokenises its papers in this many processes (tokenising, in Python, is about
+#: two thirds of a build); the counts and files are the same, byte for byte, as with one.
+BUILD_PROCESSES = min(2, os.cpu_count() or 1)
+#: Fewer papers than this are tokenised in the building process alone (a new process costs
+#: about half a second to start: deltas and small corpora would not gain).
+PARALLEL_MIN_DOCS = 20_000
 
 
 @dataclass
@@ -323,26 +333,156 @@ class _Counted:
     vocabulary: list[str]
 
 
-def _count(documents: Iterable[tuple[int, dict]], min_bigram_df: int) -> _Counted:
-    rowids, years, venues = array("q"), array("i"), []
-    unigram_ids: dict[str, int] = {}
-    title, keywords, body = _Field(TITLE_WEIGHT), _Field(KEYWORD_WEIGHT), _Field(1.0)
-    fields = [title, keywords, body]
+@dataclass
+class _Tokens:
+    """Papers tokenised: per-document data and each field's unigram ids (first seen, first
+    numbered)."""
+
+    rowids: array = field(default_factory=lambda: array("q"))
+    years: array = field(default_factory=lambda: array("i"))
+    venues: list[str] = field(default_factory=list)
+    fields: list[_Field] = field(
+        default_factory=lambda: [_Field(TITLE_WEIGHT), _Field(KEYWORD_WEIGHT), _Field(1.0)]
+    )
+    unigram_ids: dict[str, int] = field(default_factory=dict)
+
+
+def _tokenise(documents: Iterable[tuple[int, dict]]) -> _Tokens:
+    tokens = _Tokens()
+    title, keywords, body = tokens.fields
+    unigram_ids = tokens.unigram_ids
     # One pass over the papers, keeping only integer arrays: the texts are never all in memory.
     for rowid, doc in documents:
-        rowids.append(rowid)
-        years.append(doc["year"] or 0)
-        venues.append(doc["venue"] or "")
+        tokens.rowids.append(rowid)
+        tokens.years.append(doc["year"] or 0)
+        tokens.venues.append(doc["venue"] or "")
         title.add(doc["title"], unigram_ids)
         keywords.add(" ; ".join(doc["keywords"]), unigram_ids)
         # Authors join the text so that a name typed as plain words still finds the paper.
         body.add(f"{doc['abstract']}\n{' ; '.join(doc['authors'])}", unigram_ids)
-    n = len(rowids)
-    counts, vocabulary = count_terms(fields, n, list(unigram_ids), min_bigram_df)
+    return tokens
+
+
+def _as_part(tokens: _Tokens) -> tuple:
+    """Tokenised papers as bytes and lists (what a helper process sends back)."""
+    fields = [(f.ids.tobytes(), f.offsets.tobytes()) for f in tokens.fields]
+    return (
+        tokens.rowids.tobytes(),
+        tokens.years.tobytes(),
+        tokens.venues,
+        fields,
+        list(tokens.unigram_ids),
+    )
+
+
+def tokenise_part(db_path: str, rowids: list[int]) -> tuple:
+    """A build helper's work (``bot/engine/build_helper.py``): these papers, read from the
+    database file, tokenised with their own unigram ids."""
+    db = connect(db_path, read_only=True)
+    try:
+        return _as_part(_tokenise(Corpus(db).documents_of(rowids)))
+    finally:
+        db.close()
+
+
+def _append_part(tokens: _Tokens, part: tuple) -> None:
+    """Append a helper's papers (the ones after ``tokens``'), their unigram ids renumbered
+    as one process reading them in order would have numbered them."""
+    rowids, years, venues, fields, unigrams = part
+    ids = tokens.unigram_ids
+    renumber = np.fromiter(
+        (ids.setdefault(term, len(ids)) for term in unigrams), dtype=np.int32, count=len(unigrams)
+    )
+    tokens.rowids.frombytes(rowids)
+    tokens.years.frombytes(years)
+    tokens.venues.extend(venues)
+    for text_field, (local_ids, offsets) in zip(tokens.fields, fields, strict=True):
+        base = len(text_field.ids)
+        text_field.ids.frombytes(renumber[np.frombuffer(local_ids, dtype=np.int32)].tobytes())
+        text_field.offsets.frombytes((np.frombuffer(offsets, dtype=np.int64)[1:] + base).tobytes())
+
+
+def _database_file(corpus: Corpus) -> str | None:
+    """The corpus's database file (None in memory, or inside an open transaction, whose
+    writes another connection would not see)."""
+    if corpus.db.conn.in_transaction:
+        return None
+    for _, name, path in corpus.db.execute("PRAGMA database_list").fetchall():
+        if name == "main":
+            return path or None
+    return None
+
+
+def _tokenise_corpus(corpus: Corpus) -> _Tokens:
+    """Every paper tokenised; a large corpus in ``BUILD_PROCESSES`` processes, each reading
+    its share of the papers (in rowid order) from the database itself."""
+    path = _database_file(corpus)
+    if BUILD_PROCESSES < 2 or path is None or corpus.count() < max(PARALLEL_MIN_DOCS, 2):
+        return _tokenise(corpus.iter_documents())
+    rowids = [r for (r,) in corpus.db.execute("select rowid from papers order by rowid")]
+    share = -(-len(rowids) // BUILD_PROCESSES)
+    parts = [rowids[i : i + share] for i in range(0, len(rowids), share)]
+    helpers = [_Helper(path, part) for part in parts[1:]]
+    tokens = _tokenise(corpus.documents_of(parts[0]))
+    for helper, part in zip(helpers, parts[1:], strict=True):
+        result = helper.result()
+        if result is None:  # the helper failed (logged): its share is tokenised here
+            result = _as_part(_tokenise(corpus.documents_of(part)))
+        _append_part(tokens, result)
+    return tokens
+
+
+class _Helper:
+    """A helper process tokenising papers while the building process tokenises its own: a
+    new interpreter (``python -m bot.engine.build_helper``), not a fork of this one (which
+    may hold threads and locks) nor multiprocessing's spawn (which re-runs the caller's main
+    script). Rowids go in on stdin, a pickle comes back on stdout, read by a thread so the
+    helper never waits on a full pipe."""
+
+    def __init__(self, db_path: str, rowids: list[int]):
+        self._output: tuple[bytes, bytes] | None = None
+        self._error: str | None = None
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "bot.engine.build_helper", db_path],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except OSError as error:
+            self._process, self._error = None, str(error)
+            return
+        request = np.asarray(rowids, dtype=np.int64).tobytes()
+        self._thread = threading.Thread(target=self._talk, args=(request,), daemon=True)
+        self._thread.start()
+
+    def _talk(self, request: bytes) -> None:
+        try:
+            self._output = self._process.communicate(request)
+        except OSError as error:
+            self._error = str(error)
+
+    def result(self) -> tuple | None:
+        """The helper's tokenised papers, or None (logged) when it failed."""
+        if self._process is not None:
+            self._thread.join()
+            if self._error is None and self._process.returncode == 0 and self._output:
+                return pickle.loads(self._output[0])
+            if self._error is None and self._output:
+                self._error = self._output[1].decode(errors="replace").strip()[-300:]
+        log.warning("A build helper process failed (%s); tokenising in one.", self._error)
+        return None
+
+
+def _count(documents: Iterable[tuple[int, dict]] | _Tokens, min_bigram_df: int) -> _Counted:
+    tokens = documents if isinstance(documents, _Tokens) else _tokenise(documents)
+    n = len(tokens.rowids)
+    unigrams = list(tokens.unigram_ids)
+    counts, vocabulary = count_terms(tokens.fields, n, unigrams, min_bigram_df)
     return _Counted(
-        np.asarray(rowids, dtype=np.int64),
-        np.asarray(years, dtype=np.int32),
-        venues,
+        np.asarray(tokens.rowids, dtype=np.int64),
+        np.asarray(tokens.years, dtype=np.int32),
+        tokens.venues,
         counts,
         vocabulary,
     )
@@ -648,7 +788,7 @@ def build_index(corpus: Corpus, directory: Path, progress=None) -> BuildStats:
     _prepare_directory(directory)
     previous = read_current(directory)
     version = corpus.version  # read first: a paper changed meanwhile is re-added by a delta
-    counted = _count(corpus.iter_documents(), MIN_BIGRAM_DF)
+    counted = _count(_tokenise_corpus(corpus), MIN_BIGRAM_DF)
     n, terms = len(counted.rowids), len(counted.vocabulary)
     name = _write_segment(directory, counted, MIN_BIGRAM_DF)
     del counted
