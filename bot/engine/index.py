@@ -632,14 +632,25 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     return arrays, blob, meta
 
 
-def _write_segment(directory: Path, counted: _Counted, min_bigram_df: int = 1) -> str:
+def _write_segment(
+    directory: Path, counted: _Counted, min_bigram_df: int = 1, main: str | None = None
+) -> str:
     """Write a new segment folder beside the serving ones; its name.
 
     Written under ``<name>.tmp-<pid>`` and renamed when complete, so a folder with a
     segment's name is always whole. Any failure removes the temporary folder; an
-    ``OSError`` comes back as one ``IndexBuildError`` sentence.
+    ``OSError`` comes back as one ``IndexBuildError`` sentence. A delta names its ``main``
+    segment: where each of its terms is in that segment's vocabulary is stored with it
+    (matched by hashes here, by the writer, so no reader computes the main segment's).
     """
     arrays, blob, meta = _segment_arrays(counted, min_bigram_df)
+    if main is not None:
+        offsets = np.asarray(arrays["vocab_offsets"], dtype=np.int64)
+        main_segment = Segment(directory / main, verify=False)
+        arrays["main_terms"] = _match_terms(term_hashes(blob, offsets), main_segment).astype(
+            np.int32
+        )
+        meta["main"] = main
     name = _next_segment_name(directory)
     tmp = directory / f"{name}.tmp-{os.getpid()}"
     try:
@@ -657,6 +668,19 @@ def _write_segment(directory: Path, counted: _Counted, min_bigram_df: int = 1) -
             raise IndexBuildError(_build_error(directory, error)) from None
         raise
     return name
+
+
+def _match_terms(hashes: np.ndarray, main: Segment) -> np.ndarray:
+    """Where terms (by their hashes) are in the main segment's vocabulary (-1: not there)."""
+    main_hashes, order = main.hashes()
+    sorted_hashes = main_hashes[order]
+    out = np.full(len(hashes), -1, dtype=np.int64)
+    if not main.n_terms or not len(hashes):
+        return out
+    pos = np.minimum(np.searchsorted(sorted_hashes, hashes), main.n_terms - 1)
+    found = sorted_hashes[pos] == hashes
+    out[found] = order[pos[found]]
+    return out
 
 
 def _next_segment_name(directory: Path) -> str:
@@ -817,7 +841,7 @@ def add_to_index(corpus: Corpus, directory: Path) -> BuildStats:
     n, terms = len(counted.rowids), len(counted.vocabulary)
     segments = _tombstoned(directory, previous, counted.rowids)
     if n:
-        name = _write_segment(directory, counted)
+        name = _write_segment(directory, counted, main=segments[0]["name"])
         segments.append({"name": name, "documents": n, "deleted": None})
     del counted
     _publish(directory, version, segments, previous)
@@ -871,7 +895,7 @@ def maintain(corpus: Corpus, directory: Path) -> str | None:
             rowids.append(seg_rowids[keep])
         counted = _count(corpus.documents_of(np.concatenate(rowids).tolist()), 1)
         n = len(counted.rowids)
-        name = _write_segment(directory, counted)
+        name = _write_segment(directory, counted, main=main["name"])
         merged = {"name": name, "documents": n, "deleted": None}
         _publish(directory, int(current["corpus_version"]), [main, merged], current)
         return "merged"
@@ -1034,8 +1058,12 @@ class Segment:
             raise IndexDamaged(f"{self.name}/meta.json is missing") from None
         if self.meta.get("format") != FORMAT_VERSION:
             raise ValueError("index format changed")
+        #: A delta's writer stores each of its terms' id in the main segment it was written
+        #: against (``main_terms.npy``, -1: not there), so readers need no main hashes.
+        self.main_name: str | None = self.meta.get("main")
+        self._files = (*_FILES, "main_terms.npy") if self.main_name else _FILES
         self._stats = self._check(verify)
-        self._paths = [os.path.join(self.directory, name) for name in _FILES]
+        self._paths = [os.path.join(self.directory, name) for name in self._files]
         # Plain ndarray views of the mmaps: numpy.memmap's Python-level __getitem__ costs more
         # than a lookup's own work.
         arrays = {
@@ -1064,6 +1092,11 @@ class Segment:
         with open(self.directory / "vocab.bin", "rb") as handle:
             blob = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if self.n_terms else b""
         self.vocab = Vocabulary(blob, arrays["vocab_offsets"])
+        self._main_terms = (
+            np.load(self.directory / "main_terms.npy", mmap_mode="r") if self.main_name else None
+        )
+        if self._main_terms is not None and len(self._main_terms) != self.n_terms:
+            raise IndexDamaged(f"{self.name}/main_terms.npy does not match its vocabulary")
         self.df = np.diff(self.list_ptr).astype(np.int32)
         self._bigram = None
         self._hashes: tuple[np.ndarray, np.ndarray] | None = None
@@ -1140,6 +1173,13 @@ class Segment:
             positions[lo:hi] = a + at
         return hit, positions
 
+    def main_terms(self, main: Segment) -> np.ndarray:
+        """Each of this (delta) segment's terms' id in ``main`` (int64, -1: not there): as its
+        writer stored it, or matched by hashes when it was written against another main."""
+        if self._main_terms is not None and self.main_name == main.name:
+            return np.asarray(self._main_terms, dtype=np.int64)
+        return _match_terms(self.hashes()[0], main)
+
     def hashes(self) -> tuple[np.ndarray, np.ndarray]:
         """(each term's 64-bit hash, the term ids in hash order): computed on first use (only
         a generation with deltas matches vocabularies by hash) and kept with the segment."""
@@ -1191,10 +1231,10 @@ class Segment:
     def _check(self, verify: bool) -> list[tuple[int, int, int]]:
         """Each file's (inode, size, mtime), after checking it against the manifest."""
         manifest = self.meta.get("files")
-        if not isinstance(manifest, dict) or set(manifest) != set(_FILES):
+        if not isinstance(manifest, dict) or set(manifest) != set(self._files):
             raise IndexDamaged(f"{self.name}: its manifest is missing or incomplete")
         stats = []
-        for name in _FILES:
+        for name in self._files:
             path = self.directory / name
             try:
                 st = path.stat()
@@ -1354,25 +1394,21 @@ class Index:
         norms are computed only when the generation has none stored: by its writer)."""
         main = self.segments[0]
         n_main = main.n_terms
-        # Only with deltas: a single segment never reads its hashes (8 MB at 87k).
-        if len(self.segments) > 1:
-            main_hashes, main_order = main.hashes()
-            sorted_hashes = main_hashes[main_order]
         extra_terms: list[str] = []
         extra_of_hash: dict[int, int] = {}
         self._to_global: list[np.ndarray | None] = [None]
         keep_new_bigrams = int(main.meta.get("min_bigram_df", MIN_BIGRAM_DF)) <= 1
         for segment in self.segments[1:]:
-            hashes = segment.hashes()[0]
-            pos = np.minimum(np.searchsorted(sorted_hashes, hashes), max(n_main - 1, 0))
-            found = sorted_hashes[pos] == hashes if n_main else np.zeros(len(hashes), bool)
-            to_global = np.full(segment.n_terms, -1, dtype=np.int64)
-            to_global[found] = main_order[pos[found]]
+            # A delta's writer stored where its terms are in the main segment; one written
+            # against another main segment (none is served so) is matched by hashes here.
+            to_global = segment.main_terms(main)
+            found = to_global >= 0
             # Terms the main segment lacks: a new unigram gets an id; a new bigram waits for
             # the next full build, as the main segment only holds the bigrams it saw in
             # ``min_bigram_df`` papers (so a paper's score never depends on its segment).
             new = ~found if keep_new_bigrams else ~found & ~segment.bigram_terms()
             new = np.flatnonzero(new)
+            hashes = segment.hashes()[0] if len(new) else None
             for local in new.tolist():
                 key = int(hashes[local])
                 gid = extra_of_hash.get(key)
