@@ -12,13 +12,16 @@ are deleted once no generation names them: a process still reading them keeps it
 Each segment holds, for its documents (papers, in ``rowid`` order):
 
 * ``xt`` (terms x documents): an inverted index, so a query only touches the posting lists
-  of its own terms; document numbers as plain int32 (a lookup gathers its lists in one
-  vectorised copy, no decoding);
+  of its own terms; each document number's low 16 bits (uint16), every list cut into blocks
+  of ``BLOCK`` documents whose starts ``xt_indptr`` records (a lookup gathers its lists in
+  one vectorised copy and adds each block's start: no running sum; MaxScore bisects within
+  a block);
 * ``x`` (documents x terms): a paper's own vector, for "why it matched", "similar papers"
   and deleted papers' document frequencies; only ever read a few papers at a time, so its
   term ids are stored as gaps (uint16, the rare wider gap kept aside);
-* its own sorted vocabulary (one UTF-8 blob with offsets, searched by bisection) and each
-  term's 64-bit hash, so segments' vocabularies are matched with numpy, not string by string.
+* its own sorted vocabulary (one UTF-8 blob with offsets, searched by bisection); a delta
+  also stores where each of its terms is in the main segment's vocabulary (``main_terms``,
+  matched by 64-bit hashes by its writer), so readers never hash the main vocabulary.
 
 Segments store each term's *weighted count* in a paper (a whole number, in the narrowest
 unsigned type: uint8 at 87k), not a final weight: its sublinear term frequency
