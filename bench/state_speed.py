@@ -25,7 +25,8 @@ backend, alternating run by run, on a fresh state each time:
   Members' DM channels are known, as from their second digest on (the first day's
   ``conversations.open`` is held to about 50 a minute by Slack, whatever the store).
 * **render**: the batch's messages rendered once more, alone, by a fresh ``DigestRenderer``
-  (what the batch does), and a sample one by one by ``digest_message`` (scaled to all);
+  (what the batch does: their papers read at once by ``prepare``, then each message), and a
+  sample one by one by ``digest_message`` (scaled to all);
 
 Results go to stdout (markdown); progress to stderr.
 """
@@ -239,6 +240,7 @@ def run(
     # renders them; and a sample one by one (digest_message, every block built), scaled.
     started = time.perf_counter()
     renderer = DigestRenderer(engine)
+    renderer.prepare(with_papers)
     for plan in with_papers:
         renderer.message(plan, "2025-06-02", digest_id="bench")
     times["render"] = time.perf_counter() - started

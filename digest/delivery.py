@@ -31,6 +31,7 @@ from typing import Any
 from bot.engine.search import Engine
 from bot.english import count
 from bot.settings import Settings
+from bot.state import state_for
 
 from .ledger import STALE_CLAIM, Claim, ClaimRequest, Ledger, worker_name
 from .plan import DigestPlan
@@ -126,14 +127,15 @@ class Dispatcher:
         options.setdefault("workers", settings.digest_workers)
         return cls(engine, poster, **options)
 
-    # The engine's connection is per thread, so these are made per call.
+    # Made per call from the engine's corpus path, not its connection (which is per thread
+    # and would be asked for its file each time: a query per digest in the posting threads).
     @property
     def ledger(self) -> Ledger:
-        return Ledger(self.engine.db, self.worker)
+        return Ledger(state_for(self.engine.db_path), self.worker)
 
     @property
     def subscriptions(self) -> Subscriptions:
-        return Subscriptions(self.engine.db)
+        return Subscriptions(state_for(self.engine.db_path))
 
     def _fault(self, step: str, digest_id: str) -> None:
         if self.faults is not None:
@@ -219,6 +221,7 @@ class Dispatcher:
         posted: list[tuple[Claim, str, str]] = []
         pending: dict[Future[Outcome], Claim] = {}
         waiting: list[tuple[Claim, Member]] = []  # claimed, not yet handed to a worker
+        self.poster.prepare(plan for *_, plan in jobs)
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="digest-post")
         first = True
         try:

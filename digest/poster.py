@@ -11,6 +11,7 @@ what to do about it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Protocol
 
@@ -77,6 +78,10 @@ class Poster(Protocol):
 
     def join(self, channel: str, *, team: str | None = None) -> None:
         """Be in ``channel`` before posting there, so a posted digest can be found again."""
+
+    def prepare(self, plans: Iterable[DigestPlan]) -> None:
+        """Many digests are about to be fitted and posted (a batch): read what they show at
+        once."""
 
     def fit(self, plan: DigestPlan, local_date: str, *, owner: str | None) -> DigestPlan:
         """``plan`` cut to the papers one message holds (the rest waits for the next one)."""

@@ -189,6 +189,8 @@ def select_digests(
     docs = {p.doc for chosen in picks.values() for p in chosen}
     docs |= {r.doc for chosen in recommended.values() for r in chosen}
     paper_ids = _paper_ids(engine, index, docs)
+    # Members share topics and papers: each (paper, topic) explained once for everyone.
+    whys: dict[tuple[int, str], list[str]] = {}
     plans = ByMember()
     for user, chosen in picks.items():
         member = members.get(user)
@@ -200,7 +202,11 @@ def select_digests(
             for p in (p for p in chosen if p.topic_id == topic.id):
                 if p.doc not in paper_ids:
                     continue
-                why = match.why or _why(index, p.doc, match)
+                why = match.why
+                if not why:
+                    why = whys.get((p.doc, topic.normalized))
+                    if why is None:
+                        why = whys[p.doc, topic.normalized] = _why(index, p.doc, match)
                 items.append(DigestItem(paper_ids[p.doc], round(p.score, 4), why, p.new))
             if items:
                 plan.sections.append(DigestSection(topic.id, topic.query, items))

@@ -19,7 +19,9 @@ from digest import delivery
 from digest.delivery import Dispatcher
 from digest.ledger import STALE_CLAIM, ClaimRequest, Ledger
 from digest.plan import DigestItem, DigestPlan, DigestSection
+from digest.selection import select_digests
 from digest.subscriptions import Subscriptions
+from tests.digest_support import synthetic_papers, write_corpus
 from tests.test_digest_delivery import (  # noqa: F401 - fixtures
     BERLIN_0900,
     GNN,
@@ -327,3 +329,54 @@ def test_every_digest_of_a_batch_is_the_message_digest_message_makes(engine, fak
         alone, _ = digest_message(engine, claimed, "2024-03-04", digest_id=row["id"], owner=owner)
         assert (message["text"], message["blocks"]) == (alone["text"], alone["blocks"])
         assert message["metadata"] == alone["metadata"]
+
+
+def test_a_paper_changed_between_two_batches_is_posted_as_it_is_now(
+    engine, fake, waits, tmp_path
+) -> None:
+    """The batch keeps papers and their blocks across members and runs (``DigestRenderer``,
+    read ahead by ``prepare``): a paper changed in the corpus after one batch posted it is
+    posted with its new text by the next batch of the same process."""
+    join(engine, fake, "U0")
+    now = [0.0]
+    batch = dispatcher(engine, fake, waits, workers=2, limit=3)
+    batch.poster.renderer.clock = lambda: now[0]
+    assert {o.status for o in batch.run_due(BERLIN_0900)} == {"sent"}
+    papers = synthetic_papers()
+    for paper in papers:
+        paper["title"] = f"Revised: {paper['title']}"
+    engine.ingest([write_corpus(tmp_path / "revised.jsonl", papers)])
+    join(engine, fake, "U1")  # gets the papers U0 got yesterday
+    now[0] += 60  # the next day's tick
+    assert {o.status for o in batch.run_due(BERLIN_0900 + timedelta(days=1))} == {"sent"}
+    [yesterday, today] = fake.messages_in("DU0")
+    [first] = fake.messages_in("DU1")
+    assert "Revised" not in json.dumps(yesterday["blocks"])
+    shown = [b["elements"][0]["value"] for b in yesterday["blocks"] if b["type"] == "actions"]
+    assert [b["elements"][0]["value"] for b in first["blocks"] if b["type"] == "actions"] == shown
+    for user, message in (("U0", today), ("U1", first)):
+        row = digest_row(engine, f"{user}:2024-03-05")
+        claimed = DigestPlan.from_json(json.dumps(json.loads(row["content"])["plan"]))
+        alone, _ = digest_message(engine, claimed, "2024-03-05", digest_id=row["id"])
+        assert (message["text"], message["blocks"]) == (alone["text"], alone["blocks"])
+        assert json.dumps(message["blocks"]).count("Revised: ") == claimed.size == 3
+
+
+def test_each_member_of_a_batch_is_chosen_and_explained_as_if_alone(engine, fake) -> None:
+    """Selection does what members share once for the batch (topics, each paper's why): a
+    member's plan chosen with everyone's is the one chosen for them alone, each paper
+    explained by that member's own topic."""
+    topics = {
+        "U0": ["graph neural networks"],
+        "U1": ["message passing"],
+        "U2": ["message passing", "graph neural networks"],
+        "U3": ["graph neural networks", "diffusion models"],
+    }
+    for user, chosen in topics.items():
+        join(engine, fake, user, *chosen)
+    together = select_digests(engine)
+    whys = set()
+    for user in topics:
+        assert together[user].to_json() == select_digests(engine, [user])[user].to_json()
+        whys |= {tuple(i.why) for s in together[user].sections for i in s.items}
+    assert len({w for w in whys if w}) > 2  # papers shared under other terms

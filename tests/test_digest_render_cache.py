@@ -216,3 +216,25 @@ def test_a_paper_changed_in_the_corpus_is_rendered_afresh(engine, tmp_path) -> N
     after = same(engine, renderer, plan)
     text = paper_blocks(after, "graph-0")[0]["text"]["text"]
     assert "Renamed: a new title" in text and "*Graph*" in text
+
+
+def test_papers_read_ahead_for_a_batch_render_as_digest_message_and_afresh_once_changed(
+    engine, tmp_path
+) -> None:
+    """``prepare`` reads a batch's papers at once; they are dropped with everything else when
+    the corpus changes."""
+    now = [0.0]
+    renderer = DigestRenderer(engine, clock=lambda: now[0])
+    batch = list(plans().values())
+    renderer.prepare(batch)
+    for plan in batch:
+        same(engine, renderer, plan, digest_id="x")
+    papers = corpus()
+    papers[0] = {**papers[0], "title": "Renamed: a new title", "abstract": "Graph graph graph."}
+    engine.ingest([write_corpus(tmp_path / "changed.jsonl", papers)])
+    now[0] += VERSION_CHECKED_EVERY
+    renderer.prepare(batch)
+    for plan in batch:
+        same(engine, renderer, plan, digest_id="x")
+    text = paper_blocks(renderer.message(plans()["first"], "x")[0], "graph-0")[0]["text"]["text"]
+    assert "Renamed: a new title" in text and "*Graph*" in text

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from slack_sdk import WebClient
@@ -255,6 +256,10 @@ class SlackPoster:
         except (SlackClientError, OSError) as error:
             raise post_error(error) from error
         self._joined.add((team, channel))
+
+    def prepare(self, plans: Iterable[DigestPlan]) -> None:
+        """The batch's papers read in a few queries (``DigestRenderer.prepare``)."""
+        self.renderer.prepare(plans)
 
     def fit(self, plan: DigestPlan, local_date: str, *, owner: str | None) -> DigestPlan:
         """The plan cut to Slack's 50 blocks (the same in a DM and a channel).

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import date
 from typing import Any
 
@@ -214,6 +214,8 @@ VERSION_CHECKED_EVERY = 1.0
 #: What a ``DigestRenderer`` keeps (papers' blocks, snippets, other blocks, each) before it
 #: starts afresh: a batch of 1,000 digests of 10 papers needs at most 10,000 papers' blocks.
 KEPT_BLOCKS = 20_000
+#: Papers ``DigestRenderer.prepare`` reads in one query.
+PAPERS_PER_QUERY = 5_000
 
 
 class DigestRenderer(_Blocks):
@@ -259,6 +261,30 @@ class DigestRenderer(_Blocks):
         owner: str | None = None,
     ) -> tuple[dict[str, Any], DigestPlan]:
         """``digest_message(engine, plan, local_date, ...)``, from what is kept."""
+        self._current()
+        return _compose(self, plan, local_date, digest_id, preview, owner)
+
+    def prepare(self, plans: Iterable[DigestPlan]) -> None:
+        """Read the papers of many digests (a batch) in a few queries, not one per digest.
+        Optional: ``message`` reads what is missing."""
+        self._current()
+        wanted = {
+            paper_id
+            for plan in plans
+            for section in plan.sections
+            for item in section.items
+            for paper_id in (item.paper_id, item.liked_example)
+            if paper_id and paper_id not in self._papers
+        }
+        if len(self._papers) + len(wanted) > self.kept:
+            return  # more than is kept: read digest by digest
+        missing = sorted(wanted)
+        for start in range(0, len(missing), PAPERS_PER_QUERY):
+            batch = missing[start : start + PAPERS_PER_QUERY]
+            self._papers.update((p["id"], p) for p in self.engine.corpus.get_many(batch))
+
+    def _current(self) -> None:
+        """Start afresh when the corpus changed (or too much is kept)."""
         now = self.clock()
         if now - self._checked >= VERSION_CHECKED_EVERY:
             # One query a second, not one a digest: under a batch's posting threads each
@@ -272,7 +298,6 @@ class DigestRenderer(_Blocks):
             kept = (self._papers, self._snippets, self._paper_blocks, self._blocks)
             if max(map(len, kept)) > self.kept:
                 self._start_afresh(self._version)
-        return _compose(self, plan, local_date, digest_id, preview, owner)
 
     def _start_afresh(self, version: int | None) -> None:
         self._version = version
