@@ -208,7 +208,7 @@ class Taste:
         if found is None:
             return None
         side, intercept = found
-        margin = side.cosines(unit_vectors(index, docs))[:, 0] + intercept
+        margin = side.dot_first(unit_vectors(index, docs)) + intercept
         return 1.0 / (1.0 + np.exp(-margin))
 
     def near_disliked(self, index: Index, docs: np.ndarray) -> np.ndarray:
@@ -335,6 +335,10 @@ class _Side:
         terms, (matrix,) = _compact(vectors)
         return cls(terms, matrix)
 
+    def dot_first(self, others: list[Vector]) -> np.ndarray:
+        """The others' dot products with this side's first vector (a weight vector)."""
+        return _first_row_dot(self, others)
+
     def cosines(self, others: list[Vector]) -> np.ndarray:
         """``len(others) x vectors`` cosines: the others' entries on terms this side has, as
         one dense matrix (a few rows), times this side's."""
@@ -346,6 +350,17 @@ class _Side:
         picked = np.zeros((len(others), len(self.terms)), np.float32)
         picked[rows[shared], at[shared]] = values[shared]
         return picked @ self.matrix.T
+
+
+def _first_row_dot(side: _Side, others: list[Vector]) -> np.ndarray:
+    """``side.cosines(others)[:, 0]`` without the dense matrix: a gather and a sum per entry."""
+    if not len(side.terms) or not others:
+        return np.zeros(len(others), np.float32)
+    rows, terms, values = _stacked(others)
+    at = np.minimum(np.searchsorted(side.terms, terms), len(side.terms) - 1)
+    shared = side.terms[at] == terms
+    products = values[shared] * side.matrix[0, at[shared]]
+    return np.bincount(rows[shared], weights=products, minlength=len(others)).astype(np.float32)
 
 
 def cosines(a: list[Vector], b: list[Vector]) -> np.ndarray:
@@ -698,15 +713,18 @@ def recommend(
     if not len(docs):
         return []
     order = docs[np.lexsort((docs, -values))]
-    groups = [order[:RECOMMEND_POOL]]
+    order = order[:RECOMMEND_POOL]
+    # Papers near the member's topics first, the others only when those run out (a member
+    # whose 👍 lie outside their topics still gets recommendations); within each, by the
+    # classifier (``RECOMMEND_RANK``) or the profile's score.
+    far = np.zeros(len(order), bool)
     if RECOMMEND_NEAR_TOPIC >= 0 and taste.topic_vectors:
-        # Papers near the member's topics first, the others only when those run out (a member
-        # whose 👍 lie outside their topics still gets recommendations).
-        close = taste.topic_closeness(index, groups[0]) > RECOMMEND_NEAR_TOPIC
-        groups = [groups[0][close], groups[0][~close]]
-    if RECOMMEND_RANK == "classifier":
-        groups = [_by_like_probability(index, taste, group) for group in groups]
-    order = np.concatenate(groups)
+        far = taste.topic_closeness(index, order) <= RECOMMEND_NEAR_TOPIC
+    probability = None
+    if RECOMMEND_RANK == "classifier" and len(order):
+        probability = taste.like_probability(index, order)
+    rank = np.arange(len(order)) if probability is None else -probability
+    order = order[np.lexsort((rank, far))]
     score_of = dict(zip(docs.tolist(), values.tolist(), strict=True))
     found: list[Recommendation] = []
     # Candidates are judged a few at a time, best first, until enough pass.
@@ -727,14 +745,6 @@ def recommend(
             paper = taste.liked_ids[int(example)] if example >= 0 else None
             found.append(Recommendation(doc, float(score_of[doc]), max(int(n), 1), paper))
     return found[:limit]
-
-
-def _by_like_probability(index: Index, taste: Taste, docs: np.ndarray) -> np.ndarray:
-    """``docs`` most likely to be 👍 first (``Taste.like_probability``; unchanged without it)."""
-    probability = taste.like_probability(index, docs) if len(docs) else None
-    if probability is None:
-        return docs
-    return docs[np.argsort(-probability, kind="stable")]
 
 
 @dataclass
