@@ -11,7 +11,9 @@ does (``select_digests``, the Slack message's cut to 50 blocks, the ledger's cla
 so a paper is never sent twice), at most 10 papers; the feedback member then 👍 the sent
 papers in the qrels and 👎 the rest (the state store's ``set_feedback``, as a click does).
 Prints, per round and for both kinds of member: papers sent, relevant papers sent, the share
-relevant; then the totals over rounds 2-5 and their ratio.
+relevant; then the totals over rounds 2-5 and their ratio, and the feedback members' papers
+split into recommendations and topic matches. ``--dump FILE`` writes each member's counts per
+round (recommendations sent/relevant, topic matches sent/relevant) as JSON.
 
 Model speed (``--speed``): on the 87k ``paperlists.jsonl.gz`` (the index of
 ``bench.digest_speed``), members with 20 clicks each click once more, and the time from the
@@ -84,6 +86,8 @@ def quality(args: argparse.Namespace) -> None:
     rows = []
     totals = {"feedback": [0, 0], "twin": [0, 0]}
     model_seconds: list[float] = []
+    split = [0, 0, 0, 0]  # feedback members, rounds 2+: recs sent/relevant, topics sent/relevant
+    rounds_by_member: list[dict] = []
     for round_no in range(1, args.rounds + 1):
         now = NOW + timedelta(days=round_no)
         started = time.perf_counter()
@@ -91,6 +95,7 @@ def quality(args: argparse.Namespace) -> None:
         model_seconds.append(time.perf_counter() - started)
         stats = {"feedback": [0, 0], "twin": [0, 0]}
         recs = [0, 0]
+        per_member = {}
         for (_, user), plan in plans.items():
             kind, query = members[user]
             _, plan = digest_message(engine, plan, now.date().isoformat())
@@ -102,10 +107,15 @@ def quality(args: argparse.Namespace) -> None:
             relevant = [p for p in sent if p in qrels[query]]
             stats[kind][0] += len(sent)
             stats[kind][1] += len(relevant)
+            mine = per_member.setdefault(user, [0, 0, 0, 0])  # recs sent/relevant, topics
             for section in claim.plan.sections:
+                hits = sum(i.paper_id in qrels[query] for i in section.items)
+                at = 0 if section.recommended else 2
+                mine[at] += len(section.items)
+                mine[at + 1] += hits
                 if section.recommended:
                     recs[0] += len(section.items)
-                    recs[1] += sum(i.paper_id in qrels[query] for i in section.items)
+                    recs[1] += hits
             if kind == "feedback":
                 for paper in sent:
                     verdict = "like" if paper in qrels[query] else "dislike"
@@ -120,6 +130,14 @@ def quality(args: argparse.Namespace) -> None:
                 totals[kind][0] += sent
                 totals[kind][1] += relevant
         log(f"round {round_no}: {stats}, recommended {recs} ({model_seconds[-1]:.1f}s to select)")
+        if round_no >= 2:
+            for user, (rs, rr, ts, tr) in per_member.items():
+                if members[user][0] == "feedback":
+                    split[0] += rs
+                    split[1] += rr
+                    split[2] += ts
+                    split[3] += tr
+        rounds_by_member.append(per_member)
     taste.train = original
     print(f"## Feedback digests: {len(qrels)} dev queries, {args.rounds} rounds, {args.method}\n")
     print(markdown_table(["round", "member", "papers sent", "relevant sent", "share"], rows))
@@ -131,6 +149,16 @@ def quality(args: argparse.Namespace) -> None:
         f"({t_rel / max(t_sent, 1):.1%}). Ratio of relevant papers: "
         f"{f_rel / max(t_rel, 1):.2f}x."
     )
+    rs, rr, ts, tr = split
+    print(
+        f"Feedback members' recommendations: {rr} relevant of {rs} sent "
+        f"({rr / max(rs, 1):.1%}); topic matches: {tr} of {ts} ({tr / max(ts, 1):.1%})."
+    )
+    if args.dump:
+        import json
+
+        with open(args.dump, "w") as out:
+            json.dump({"members": members, "rounds": rounds_by_member}, out)
 
 
 def _clicks_setup(engine, members: int, topics: int, clicks: int, seed: int) -> list[str]:
@@ -326,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         "--set", action="append", default=[], help="NAME=VALUE: a digest.taste constant"
     )
     parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--dump", help="write per-member, per-round counts to this JSON file")
     args = parser.parse_args(argv)
     from digest import selection, taste
 

@@ -14,10 +14,13 @@ Taste
 =====
 Once a member has given 👍/👎 (``taste``), their topic matches are ranked by their model
 instead (still new ones first), papers they rated or very close to one they 👎-ed are left
-out (and so are those nearer a 👎-ed paper than to every 👍 one: ``taste.DISLIKE_MARGIN``),
-and up to ``RECOMMEND_MAX`` papers the model likes that matched none of their topics (and
-were never sent) go in a "Recommended for you" section (``RECOMMEND_FILL`` at most). A
-member without feedback gets exactly the digest described above. Any paper at least two
+out (and so are those nearer a 👎-ed paper than to every 👍 one: ``taste.DISLIKE_MARGIN``, and
+those their 👍/👎 classifier thinks unlikely to be 👍: ``TOPIC_MIN_PROBABILITY``), and up to
+``RECOMMEND_MAX`` papers the model likes that matched none of their topics (and were never
+sent) go in a "Recommended for you" section (``RECOMMEND_FILL`` at most). How many adapts to
+the member's own record with recommendations (``recommend_fill``): none for a member who
+👎 what they were shown, the whole room the topics leave for one who 👍 it. A member without
+feedback gets exactly the digest described above. Any paper at least two
 teammates (same workspace) saved says how many, unless the member turned that off.
 """
 
@@ -69,6 +72,21 @@ TOPIC_POOL = 200
 #: A digest recommends papers outside the member's topics only once at least this share of their
 #: clicks are 👍 (a member who 👎 most of what comes is shown fewer guesses).
 RECOMMEND_MIN_LIKE_RATE = 0.0
+#: Room for recommendations adapts to each member's own record: their 👍 rate on papers that
+#: matched none of their topics (the recommendations they were shown), counting a prior of
+#: ``RECOMMEND_PRIOR_LIKES`` 👍 and ``RECOMMEND_PRIOR_DISLIKES`` 👎 (a member with no record gets
+#: the usual ``RECOMMEND_FILL``). Below ``RECOMMEND_MIN_HIT`` a digest recommends nothing (with
+#: the prior: after 6 shown and none 👍, or 1 of 15); from ``RECOMMEND_MORE_HIT`` on, over at
+#: least ``RECOMMEND_FILL`` of them (2 of the first 3 👍), recommendations may fill all the room
+#: the topics leave (``RECOMMEND_MORE_FILL``).
+RECOMMEND_PRIOR_LIKES = 1.0
+RECOMMEND_PRIOR_DISLIKES = 3.0
+RECOMMEND_MIN_HIT = 0.12
+RECOMMEND_MORE_HIT = 0.4
+RECOMMEND_MORE_FILL = DIGEST_SIZE
+#: Topic matches the member's classifier (``Taste.like_probability``: 👍 and topics against 👎)
+#: gives less than this are left out, as papers they would 👎 (0: off).
+TOPIC_MIN_PROBABILITY = 0.4
 #: Teammates' saves are mentioned from this many on (counts only, never names).
 TEAM_SAVES_SHOWN = 2
 
@@ -344,7 +362,8 @@ def _pick_with_taste(
     fresh = ~isin(docs, union(sent, taste.rated))
     docs, scores, topic_of = docs[fresh], scores[fresh], topic_of[fresh]
     # As many as the topics leave room for (at least RECOMMEND_MAX), each explained.
-    wanted = min(RECOMMEND_FILL, limit - min(len(docs), limit - RECOMMEND_MAX))
+    fill = recommend_fill(taste, matched)
+    wanted = min(fill, limit - min(len(docs), limit - RECOMMEND_MAX))
     clicks = len(taste.liked) + len(taste.disliked)
     if len(taste.liked) < RECOMMEND_MIN_LIKE_RATE * clicks:
         wanted = 0
@@ -362,13 +381,42 @@ def _pick_with_taste(
     start, step = 0, room + 2
     while start < min(len(order), TOPIC_POOL) and len(chosen) < room:
         block = order[start : min(start + step, TOPIC_POOL)]
-        chosen += block[~taste.near_disliked(index, docs[block])].tolist()
+        unwanted = taste.near_disliked(index, docs[block])
+        if TOPIC_MIN_PROBABILITY > 0:
+            probability = taste.like_probability(index, docs[block])
+            if probability is not None:
+                unwanted |= probability < TOPIC_MIN_PROBABILITY
+        chosen += block[~unwanted].tolist()
         start, step = start + len(block), step * 2
     picks = [
         _Pick(int(docs[c]), float(scores[c]), used[topic_of[c]][0].id, bool(new[c]))
         for c in chosen[:room]
     ]
-    return picks, recommendations[: min(RECOMMEND_FILL, limit - len(picks))]
+    return picks, recommendations[: min(fill, limit - len(picks))]
+
+
+def recommendation_record(taste: Taste, matched: np.ndarray) -> tuple[int, int]:
+    """The member's 👍 and 👎 on papers that matched none of their topics (``matched``): how
+    welcome their recommendations have been."""
+    return int((~isin(taste.liked, matched)).sum()), int((~isin(taste.disliked, matched)).sum())
+
+
+def _rate(likes: int, dislikes: int) -> float:
+    """A 👍 rate with the prior (``RECOMMEND_PRIOR_LIKES``, ``RECOMMEND_PRIOR_DISLIKES``)."""
+    prior_likes, prior_dislikes = RECOMMEND_PRIOR_LIKES, RECOMMEND_PRIOR_DISLIKES
+    return (likes + prior_likes) / (likes + dislikes + prior_likes + prior_dislikes)
+
+
+def recommend_fill(taste: Taste, matched: np.ndarray) -> int:
+    """How many recommendations this member's digest may hold: fewer for a member who 👎 the
+    ones they were shown, more for one who 👍 them (their rate, with the prior)."""
+    likes, dislikes = recommendation_record(taste, matched)
+    rate = _rate(likes, dislikes)
+    if rate < RECOMMEND_MIN_HIT:
+        return 0
+    if rate >= RECOMMEND_MORE_HIT and likes + dislikes >= RECOMMEND_FILL:
+        return max(RECOMMEND_MORE_FILL, RECOMMEND_FILL)
+    return RECOMMEND_FILL
 
 
 def _paper_ids(engine: Engine, index: Index, docs: set[int]) -> dict[int, str]:

@@ -16,7 +16,7 @@ from bot.playground.fake_slack import TEAM_ID
 from bot.slack import render
 from bot.slack.render.digest import digest_message
 from bot.state import state_for
-from digest import taste
+from digest import selection, taste
 from digest.ledger import Ledger
 from digest.selection import select_digests
 from digest.subscriptions import Subscriptions
@@ -365,3 +365,96 @@ def test_topic_matches_more_like_the_disliked_papers_than_the_liked_ones_stop_co
     monkeypatch.setattr(taste, "DISLIKE_MARGIN", -1.0)
     taste.forget()
     assert {"chem-0", "chem-3"} <= set(select_digests(engine, ["U1"], limit=50)["U1"].paper_ids)
+
+
+# --- the classifier and the room for recommendations (issue 11, third pass) ---------------------
+
+
+def test_the_classifier_finds_the_optimum_scikit_learn_finds() -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(3)
+    for clicks, terms in ((4, 30), (25, 400), (60, 900)):
+        x = (rng.random((clicks, terms)) < 0.05) * rng.random((clicks, terms))
+        x = (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-9)).astype(np.float32)
+        y = (rng.random(clicks) < 0.3).astype(float)
+        y[:2] = (1, 0)
+        reference = LogisticRegression(C=1.0, class_weight="balanced", tol=1e-10, max_iter=5000)
+        reference.fit(x, y)
+        coef, intercept = taste.logistic_regression(x, y, 1.0)
+        assert np.allclose(coef, reference.coef_.ravel(), atol=1e-4)
+        assert intercept == pytest.approx(float(reference.intercept_[0]), abs=1e-4)
+
+
+def test_the_classifier_ranks_papers_like_the_liked_ones_above_those_like_the_disliked(
+    tmp_path: Path,
+) -> None:
+    engine = Engine.open(tmp_path / "g.db")
+    engine.ingest([write_corpus(tmp_path / "graphs.jsonl", _two_kinds_of_graph_papers())])
+    subscribe(engine, "U1", "graph neural networks")
+    click(engine, "U1", "chem-4", "dislike")
+    click(engine, "U1", "social-1", "like", 1)
+    model = taste.taste_of(engine, "U1", ["graph neural networks"])
+    assert model is not None
+    docs = taste._docs_of_papers(engine, engine.index, ["chem-0", "chem-3", "social-2", "social-4"])
+    chem0, chem3, social2, social4 = model.like_probability(
+        engine.index, np.asarray([docs[p] for p in ("chem-0", "chem-3", "social-2", "social-4")])
+    )
+    assert min(social2, social4) > max(chem0, chem3)
+    # Only 👍 so far: no classifier (nothing to tell apart), and digests do without it.
+    subscribe(engine, "U2", "graph neural networks")
+    click(engine, "U2", "social-1", "like")
+    only_likes = taste.taste_of(engine, "U2", ["graph neural networks"])
+    assert only_likes is not None
+    assert only_likes.like_probability(engine.index, np.asarray([docs["chem-0"]])) is None
+
+
+def test_topic_matches_the_classifier_expects_a_dislike_for_stop_coming(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = Engine.open(tmp_path / "g.db")
+    engine.ingest([write_corpus(tmp_path / "graphs.jsonl", _two_kinds_of_graph_papers())])
+    subscribe(engine, "U1", "graph neural networks")
+    for n, paper in enumerate(("chem-4", "chem-1", "chem-2")):
+        click(engine, "U1", paper, "dislike", n)
+    for n, paper in enumerate(("social-1", "social-0", "social-3")):
+        click(engine, "U1", paper, "like", 5 + n)
+    monkeypatch.setattr(taste, "DISLIKE_MARGIN", -1.0)  # the classifier alone
+    # Six clicks on ten one-sentence papers: a classifier as sure as a member's dozens of
+    # clicks on real abstracts make it (with C=1 its probabilities here stay near 0.5), and
+    # "less likely than not" as the bar.
+    monkeypatch.setattr(taste, "CLASSIFIER_C", 30.0)
+    monkeypatch.setattr(selection, "TOPIC_MIN_PROBABILITY", 0.5)
+    plan = set(select_digests(engine, ["U1"], limit=50)["U1"].paper_ids)
+    assert not {"chem-0", "chem-3"} & plan
+    assert {"social-2", "social-4"} <= plan
+    monkeypatch.setattr(selection, "TOPIC_MIN_PROBABILITY", 0.0)
+    assert {"chem-0", "chem-3"} <= set(select_digests(engine, ["U1"], limit=50)["U1"].paper_ids)
+
+
+def test_room_for_recommendations_grows_after_liked_ones_and_shrinks_after_disliked_ones(
+    engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Three 👍 outside the topics (2 of 3 is enough): recommendations fill the room the
+    # topics leave (a narrow topic: two papers).
+    subscribe(engine, "U1", '"sampling steps"')
+    for n, paper in enumerate(("protein-0", "protein-1", "protein-4")):
+        click(engine, "U1", paper, "like", n)
+    grown = select_digests(engine, ["U1"])["U1"]
+    assert len(recommended_ids(grown)) > selection.RECOMMEND_FILL
+    assert grown.size <= 10
+    with monkeypatch.context() as patch:
+        patch.setattr(selection, "RECOMMEND_MORE_HIT", 2.0)
+        usual = recommended_ids(select_digests(engine, ["U1"])["U1"])
+        assert len(usual) == selection.RECOMMEND_FILL
+    # One 👍 outside the topics and many 👎: no more guesses.
+    subscribe(engine, "U2", "diffusion models")
+    click(engine, "U2", "protein-0", "like")
+    assert len(recommended_ids(select_digests(engine, ["U2"])["U2"])) == selection.RECOMMEND_FILL
+    others = [f"{theme}-{n}" for theme in ("rl", "federated") for n in range(7)]
+    for n, paper in enumerate(others[:12]):
+        click(engine, "U2", paper, "dislike", n + 1)
+    assert recommended_ids(select_digests(engine, ["U2"])["U2"]) == []
+    # That is the rule's doing: without it the same member gets the usual few.
+    monkeypatch.setattr(selection, "RECOMMEND_MIN_HIT", 0.0)
+    assert len(recommended_ids(select_digests(engine, ["U2"])["U2"])) == selection.RECOMMEND_FILL
