@@ -38,10 +38,14 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+from sqlalchemy import select
 
 from bench.corpora import EVAL_FILE, PAPERS_FILE, WORK_DIR, corpus_file, load_qrels
 from bench.digest_speed import DIGEST_DIR, open_engine, subscribe_members
 from bench.measure import log, markdown_table
+from bot.state import StateStore
+from bot.state.tables import feedback
+from bot.state.tables import topics as topic_table
 
 FEEDBACK_DIR = WORK_DIR / "feedback"
 NOW = datetime(2025, 6, 2, 9, 0, tzinfo=UTC)
@@ -162,22 +166,29 @@ def quality(args: argparse.Namespace) -> None:
 
 
 def _clicks_setup(engine, members: int, topics: int, clicks: int, seed: int) -> list[str]:
-    """``members`` members with ``topics`` topics and ``clicks`` 👍/👎 each (on random papers
-    among their topics' best matches, as digests would have shown them)."""
+    """``members`` members with ``topics`` topics and ``clicks`` 👍/👎 each (``give_clicks``)."""
     from bot.state import state_for
 
     engine.db.execute("drop table if exists bench_setup")  # the batch's saved setup is gone
     subscribe_members(engine, members, topics, 0.0, seed)
-    engine.db.execute("delete from feedback")
     engine.db.conn.commit()
     users = [f"U{m:05d}" for m in range(members)]
-    store = state_for(engine.db_path)
+    give_clicks(engine, state_for(engine.db_path), users, clicks, seed)
+    return users
+
+
+def give_clicks(engine, store: StateStore, users: list[str], clicks: int, seed: int) -> None:
+    """Every click in ``store`` replaced by ``clicks`` 👍/👎 for each of ``users`` (on random
+    papers among their topics' best matches, as digests would have shown them)."""
     rng = random.Random(seed)
-    queries = {}
-    for user, query in engine.db.execute("select user_id, query from topics"):
-        queries.setdefault(user, []).append(query)
+    queries: dict[str, list[str]] = {}
+    with store.read() as conn:
+        for user, query in conn.execute(
+            select(topic_table.c.user_id, topic_table.c.query).order_by(topic_table.c.id)
+        ):
+            queries.setdefault(user, []).append(query)
     rows = []
-    for user in users:
+    for user in users if clicks else ():
         pool = []
         for query in queries.get(user, []):
             pool += [paper for paper, _ in engine.rank(query, k=20, coordinate=False)]
@@ -189,10 +200,9 @@ def _clicks_setup(engine, members: int, topics: int, clicks: int, seed: int) -> 
             stamp = (NOW + timedelta(seconds=n)).isoformat()
             rows.append({"user_id": user, "paper_id": paper, "kind": kind, "created_at": stamp})
     with store.write() as conn:
-        from bot.state.tables import feedback
-
-        conn.execute(feedback.insert(), rows)
-    return users
+        conn.execute(feedback.delete())
+        if rows:
+            conn.execute(feedback.insert(), rows)
 
 
 def speed(args: argparse.Namespace) -> None:

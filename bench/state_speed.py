@@ -2,7 +2,8 @@
 
 ::
 
-    python -m bench.state_speed [--members 1000] [--topics 5] [--runs 3] [--seeds] [--workers 4]
+    python -m bench.state_speed [--members 1000] [--topics 5] [--clicks 0] [--runs 3] [--seeds]
+                                [--workers 4]
 
 Indexes the 87k ``paperlists.jsonl.gz`` from ``../shared/corpus`` once into
 ``bench/work/digest/paperboy.db`` (shared with ``bench.digest_speed``; ``--seeds`` uses the
@@ -13,6 +14,11 @@ backend, alternating run by run, on a fresh state each time:
 * **subscribe**: ``--members`` members follow ``--topics`` author keywords each (through
   ``Subscriptions``, one transaction per topic, as ``/papers subscribe`` does), in each
   backend's first run; later runs keep them and forget only the digests (claims, sent papers);
+  then every member's clicks are replaced by ``--clicks`` 👍/👎 each (``give_clicks`` of
+  ``bench.feedback_digests``: random papers among their topics' best matches; 0: none), so
+  the digests carry each member's recommendations as issue 11's target has them. With clicks,
+  ``digest.taste.forget()`` runs before the select and before each batch: every model is
+  trained again, as after a restart (the first batch of a scheduler just started);
 * **select**: ``select_digests`` for everyone at once (reads topics, members, sent papers and
   last digests from the state);
 * **batch**: ``Dispatcher.run_due`` at the members' digest time: every member's digest chosen,
@@ -51,6 +57,7 @@ from sqlalchemy import distinct, func, select
 
 from bench.corpora import PAPERS_FILE, WORK_DIR, corpus_file
 from bench.digest_speed import keyword_pool, open_engine
+from bench.feedback_digests import give_clicks
 from bench.measure import log, markdown_table, median, peak_rss_mb
 from bot.engine.search import Engine
 from bot.settings import SEED_DIR, Settings
@@ -58,6 +65,7 @@ from bot.slack.poster import SlackPoster
 from bot.slack.render.digest import DigestRenderer, digest_message
 from bot.state import StateStore, configure
 from bot.state.tables import ALL, digests, sent_papers, topics
+from digest import taste
 from digest.delivery import DIGEST_WORKERS, Dispatcher
 from digest.selection import select_digests
 from digest.subscriptions import SubscriptionError, Subscriptions
@@ -218,6 +226,11 @@ def run(
         times["subscribe"] = time.perf_counter() - started
         for m in range(args.members):  # known from an earlier digest (see the module doc)
             Subscriptions(store).set_dm_channel(f"U{m:05d}", f"DU{m:05d}")
+    if first:
+        users = [f"U{m:05d}" for m in range(args.members)]
+        give_clicks(engine, store, users, args.clicks, args.seed)
+    if args.clicks:
+        taste.forget()  # every model trained again, as after a restart
     started = time.perf_counter()
     plans = select_digests(engine)
     times["select"] = time.perf_counter() - started
@@ -225,6 +238,8 @@ def run(
     for n, (kind, fake) in enumerate(fakes.items()):
         if n:
             clear_ledger(store)
+        if args.clicks:
+            taste.forget()
         settings = Settings(slack_api_url=fake.api_url, slack_bot_token="xoxb-bench")
         poster = SlackPoster.from_settings(settings, engine)
         dispatcher = Dispatcher(
@@ -257,6 +272,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.state_speed", description=__doc__)
     parser.add_argument("--members", type=int, default=1000)
     parser.add_argument("--topics", type=int, default=5)
+    parser.add_argument(
+        "--clicks",
+        type=int,
+        default=0,
+        help="👍/👎 clicks a member (every model trained again before each batch)",
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -322,7 +343,13 @@ def main(argv: list[str] | None = None) -> int:
             fake.stop()
         cluster.destroy()
 
-    print(f"## Shared state: {args.members:,} members x {args.topics} topics\n")
+    clicks = (
+        f", {args.clicks} clicks each (every model trained again before the select and each "
+        "batch, as after a restart)"
+        if args.clicks
+        else ", no clicks"
+    )
+    print(f"## Shared state: {args.members:,} members x {args.topics} topics{clicks}\n")
     print(
         f"Corpus: {engine.corpus.count():,} papers ({corpus}); median of {args.runs} runs, "
         f"backends alternating; {os.cpu_count()} CPUs; peak RSS {peak_rss_mb():,.0f} MB. "
