@@ -712,8 +712,7 @@ def recommend(
     docs, values = docs[allowed], values[allowed]
     if not len(docs):
         return []
-    order = docs[np.lexsort((docs, -values))]
-    order = order[:RECOMMEND_POOL]
+    order = docs[np.lexsort((docs, -values))][:RECOMMEND_POOL]
     # Papers near the member's topics first, the others only when those run out (a member
     # whose 👍 lie outside their topics still gets recommendations); within each, by the
     # classifier (``RECOMMEND_RANK``) or the profile's score.

@@ -340,12 +340,19 @@ def _two_kinds_of_graph_papers() -> list[dict]:
     return out
 
 
-def test_topic_matches_more_like_the_disliked_papers_than_the_liked_ones_stop_coming(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _graph_member(tmp_path: Path) -> Engine:
+    """An engine over the two kinds of graph papers and member U1 subscribed to "graph neural
+    networks" (the topic both kinds match)."""
     engine = Engine.open(tmp_path / "g.db")
     engine.ingest([write_corpus(tmp_path / "graphs.jsonl", _two_kinds_of_graph_papers())])
     subscribe(engine, "U1", "graph neural networks")
+    return engine
+
+
+def test_topic_matches_more_like_the_disliked_papers_than_the_liked_ones_stop_coming(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = _graph_member(tmp_path)
     everything = set(select_digests(engine, ["U1"], limit=50)["U1"].paper_ids)
     assert {"chem-0", "chem-3", "social-2", "social-3", "social-4"} <= everything
     click(engine, "U1", "chem-4", "dislike")
@@ -389,9 +396,7 @@ def test_the_classifier_finds_the_optimum_scikit_learn_finds() -> None:
 def test_the_classifier_ranks_papers_like_the_liked_ones_above_those_like_the_disliked(
     tmp_path: Path,
 ) -> None:
-    engine = Engine.open(tmp_path / "g.db")
-    engine.ingest([write_corpus(tmp_path / "graphs.jsonl", _two_kinds_of_graph_papers())])
-    subscribe(engine, "U1", "graph neural networks")
+    engine = _graph_member(tmp_path)
     click(engine, "U1", "chem-4", "dislike")
     click(engine, "U1", "social-1", "like", 1)
     model = taste.taste_of(engine, "U1", ["graph neural networks"])
@@ -412,9 +417,7 @@ def test_the_classifier_ranks_papers_like_the_liked_ones_above_those_like_the_di
 def test_topic_matches_the_classifier_expects_a_dislike_for_stop_coming(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = Engine.open(tmp_path / "g.db")
-    engine.ingest([write_corpus(tmp_path / "graphs.jsonl", _two_kinds_of_graph_papers())])
-    subscribe(engine, "U1", "graph neural networks")
+    engine = _graph_member(tmp_path)
     for n, paper in enumerate(("chem-4", "chem-1", "chem-2")):
         click(engine, "U1", paper, "dislike", n)
     for n, paper in enumerate(("social-1", "social-0", "social-3")):
