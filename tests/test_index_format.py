@@ -1,7 +1,8 @@
-"""The index's on-disk format 10: weighted counts in one byte both ways, a paper's own term
-ids as 16-bit gaps, the inverted lists' paper numbers as 16-bit halves in blocks
-(tests/test_index_blocks.py); an index of the previous format is rebuilt once, and nothing a lookup,
-"similar", "why" or the taste model reads changes with the encoding.
+"""The index's on-disk format 11: weighted counts in one byte in the inverted lists, a
+paper's own term ids as varint gaps and its counts in two bits, the inverted lists' paper
+numbers as 16-bit halves in blocks (tests/test_index_blocks.py), the vocabulary front-coded
+(tests/test_index_encoding.py); an index of the previous format is rebuilt once, and nothing
+a lookup, "similar", "why" or the taste model reads changes with the encoding.
 """
 
 import json
@@ -15,31 +16,34 @@ from bot.engine.text import analyze
 from tests.test_live_index import make_papers, published, queries_from, write_jsonl
 
 
-def test_an_index_of_format_9_is_rebuilt_once_in_the_new_format(tmp_path, sentences):
+def test_an_index_of_format_10_is_rebuilt_once_in_the_new_format(tmp_path, sentences):
     papers = make_papers(sentences, "f", 80, seed=31)
     db = tmp_path / "f.db"
     engine = Engine.open(db)
     engine.ingest([write_jsonl(tmp_path / "a.jsonl", papers)])
     query = queries_from(papers, 1, seed=32)[0]
     want = engine.rank(query)
-    # What format 9 published: the same CURRENT and segment manifests, with format 9.
+    # What format 10 published: the same CURRENT and segment manifests, with format 10.
     current = read_current(engine.index_dir)
     old_segment = current["segments"][0]["name"]
     for path in (engine.index_dir / "CURRENT", engine.index_dir / old_segment / "meta.json"):
-        path.write_text(json.dumps({**json.loads(path.read_text()), "format": 9}))
+        path.write_text(json.dumps({**json.loads(path.read_text()), "format": 10}))
     assert read_current(engine.index_dir) is None
 
     upgraded = Engine.open(db)
     assert upgraded.rank(query) == want
     current = read_current(upgraded.index_dir)
-    assert current["format"] == FORMAT_VERSION == 10
+    assert current["format"] == FORMAT_VERSION == 11
     assert current["segments"][0]["name"] != old_segment
     assert {p.name for p in upgraded.index_dir.iterdir()} == published(upgraded)
     segment = upgraded.index.segments[0]
-    assert segment.xt_data.dtype == np.uint8 and segment.x_gaps.dtype == np.uint16
-    assert segment.xt_indices.dtype == np.uint16
-    assert {p.name for p in segment.directory.iterdir()}.isdisjoint(
+    assert segment.xt_data.dtype == np.uint8 and segment.x_terms.dtype == np.uint8
+    assert segment.xt_indices.dtype == np.uint16 and segment.x_codes.dtype == np.uint8
+    files = {p.name for p in segment.directory.iterdir()}
+    assert {"vocab_shared.npy", "vocab_heads.npy", "x_terms.npy", "x_codes.npy"} <= files
+    assert files.isdisjoint(
         {"term_hashes.npy", "hash_order.npy"}  # computed when a delta needs them
+        | {"vocab_offsets.npy", "x_gaps.npy", "x_counts.npy", "x_wide.npy"}  # format 10's
     )
     generation = current["generation"]
     assert Engine.open(db).rank(query) == want  # once: the next process just opens it
@@ -64,7 +68,8 @@ def test_term_frequencies_have_the_same_bits_wherever_they_are_computed():
 
 
 def test_a_papers_terms_come_back_exactly_from_their_gaps(tmp_path):
-    """Term ids far apart (gaps over 65,535, kept aside) and papers with no indexed words."""
+    """Term ids far apart (gaps of three varint bytes), counts over 3 (kept after the gaps)
+    and papers with no indexed words."""
     vocabulary = [f"w{n:06d}x" for n in range(70_000)]
     rng = random.Random(7)
     papers, block = [], 0
@@ -79,11 +84,15 @@ def test_a_papers_terms_come_back_exactly_from_their_gaps(tmp_path):
             {"id": f"g{i}", "title": f"t{i}", "abstract": " ".join(chosen), "authors": []}
         )
     papers.append({"id": "empty", "title": "the of", "abstract": "a an the", "authors": []})
+    repeated = " ".join(["zzzz"] * 7 + ["aaaa"] * 4 + ["w000001x"] * 3)
+    papers.append({"id": "counts", "title": "zzzz aaaa", "abstract": repeated, "authors": []})
     engine = Engine.open(tmp_path / "g.db")
     engine.ingest([write_jsonl(tmp_path / "g.jsonl", papers)])
     index = engine.index
     assert index.vocab.size > 70_000
-    assert len(index.segments[0].x_wide) >= 16  # the wide gaps were exercised
+    x_terms = np.asarray(index.segments[0].x_terms)
+    continued = x_terms >= 0x80
+    assert (continued[:-1] & continued[1:]).sum() >= 16  # three-byte gaps were exercised
     for paper in papers:
         doc = index.doc_of_rowid(engine.corpus.rowid_of(paper["id"]))
         terms, values = index.doc_vector(doc)
@@ -91,8 +100,15 @@ def test_a_papers_terms_come_back_exactly_from_their_gaps(tmp_path):
         expected |= {index.vocab.id_of(t) for t in analyze(paper["abstract"])}
         assert terms.tolist() == sorted(expected - {-1}), paper["id"]
         assert np.all(values > 0)
-    several = [index.doc_of_rowid(engine.corpus.rowid_of(p["id"])) for p in papers[:25]]
-    lengths, terms, _ = index.segments[0].doc_terms(np.asarray(several))
+    doc = index.doc_of_rowid(engine.corpus.rowid_of("counts"))
+    _, terms, counts = index.segments[0].doc_terms(np.asarray([doc]))
+    by_term = dict(zip([index.vocab.term(t) for t in terms.tolist()], counts.tolist(), strict=True))
+    # Title words count twice: 2 + 7, 2 + 4, and 3 (a count of 3 still fits two bits).
+    assert (by_term["zzzz"], by_term["aaaa"], by_term["w000001x"]) == (9, 6, 3)
+    several = [index.doc_of_rowid(engine.corpus.rowid_of(p["id"])) for p in papers[-25:]]
+    lengths, terms, many_counts = index.segments[0].doc_terms(np.asarray(several))
     one_by_one = [index.segments[0].doc_terms(np.asarray([d]))[1] for d in several]
     assert lengths.tolist() == [len(t) for t in one_by_one]
     assert np.array_equal(terms, np.concatenate(one_by_one))
+    counts_one_by_one = [index.segments[0].doc_terms(np.asarray([d]))[2] for d in several]
+    assert np.array_equal(many_counts, np.concatenate(counts_one_by_one))

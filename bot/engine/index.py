@@ -45,6 +45,7 @@ is rebuilt instead of being served.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import fcntl
@@ -84,10 +85,15 @@ KEYWORD_WEIGHT = 3
 # compressed format tried on a branch and not taken: skipped, so its indexes are rebuilt).
 # 10: the inverted lists' paper numbers as uint16 low halves, ``xt_indptr`` marking where
 # each list's 65,536-paper blocks start; term hashes computed when a delta needs them.
-FORMAT_VERSION = 10
+# 11: the vocabulary front-coded in blocks of ``VOCAB_BLOCK`` terms.
+FORMAT_VERSION = 11
 #: Papers per block of an inverted list: a posting stores its paper number's low 16 bits,
 #: the block (the high bits) is known from where the posting sits (``xt_indptr``).
 BLOCK = 1 << 16
+#: Terms per block of the front-coded vocabulary: each block's first term is stored whole,
+#: the others as (bytes shared with the previous term, the rest). A lookup bisects the
+#: blocks' first terms, then reads one block.
+VOCAB_BLOCK = 16
 #: Pivoted length normalization (Singhal et al., 1996): a document's vector is divided by
 #: ``(1 - slope) * mean_norm + slope * norm`` instead of its own L2 norm, so long abstracts are
 #: penalised a little less than by plain cosine. 0.6 measured best on the dev queries
@@ -104,15 +110,15 @@ _ARRAYS = (
     "xt_data",
     "xt_indices",
     "xt_indptr",
-    "x_counts",
-    "x_gaps",
-    "x_wide",
-    "x_wide_indptr",
+    "x_terms",
+    "x_codes",
     "x_indptr",
+    "x_bytes",
     "rowids",
     "years",
     "venue_codes",
-    "vocab_offsets",
+    "vocab_shared",
+    "vocab_heads",
 )
 _FILES = (*(f"{name}.npy" for name in _ARRAYS), "vocab.bin")
 _SEGMENT = re.compile(r"^seg-(\d{6})$")
@@ -137,7 +143,13 @@ def stored_version(directory: Path) -> int | None:
         return None
 
 
-def file_checksum(path: Path, chunk: int = 1 << 24) -> int:
+#: Bytes read at a time when checksumming a file. Small on purpose: a 16 MB buffer, freed,
+#: raises glibc's mmap threshold, so later arrays came from the heap and stayed in the
+#: process (16 MB more private memory in every reader, measured; the speed is the same).
+CHECKSUM_CHUNK = 1 << 20
+
+
+def file_checksum(path: Path, chunk: int = CHECKSUM_CHUNK) -> int:
     """CRC-32 of a file: 3 GB/s here, so ~0.1 s for the 87k-paper index (see bench/hardening.py)."""
     crc = 0
     with open(path, "rb", buffering=0) as handle:
@@ -513,47 +525,124 @@ def term_frequencies(counts: np.ndarray) -> np.ndarray:
     return sublinear(counts)
 
 
-#: A gap in ``x_gaps`` that does not fit 16 bits: the real one is next in ``x_wide``.
-_WIDE = 0xFFFF
+#: A count in ``x_codes`` that does not fit its two bits: the real one follows the paper's
+#: gaps in ``x_terms``.
+_ESCAPE = 0
+#: Postings encoded at a time by the writer (bounds its temporary arrays at any size).
+_X_CHUNK = 1 << 20
 
 
-def _gaps(indices: np.ndarray, indptr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each document's sorted term ids as gaps (the first from 0): uint16 gaps, the wider
-    ones in order, and how many wide ones precede each document."""
-    ids = np.asarray(indices, dtype=np.int32)  # term ids: under 2**31
-    gaps = np.empty_like(ids)
-    if len(ids):
-        gaps[0] = ids[0]
-        np.subtract(ids[1:], ids[:-1], out=gaps[1:])
-    starts = np.asarray(indptr[:-1], dtype=np.int64)
-    starts = starts[starts < len(ids)]
-    gaps[starts] = ids[starts]
-    wide = np.flatnonzero(gaps >= _WIDE)
-    wide_gaps = gaps[wide].astype(np.uint32)
-    gaps[wide] = _WIDE
-    return (
-        gaps.astype(np.uint16),
-        wide_gaps,
-        np.searchsorted(wide, np.asarray(indptr, dtype=np.int64)).astype(np.int64),
-    )
+def _varint_bytes(values: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Non-negative integers as LEB128 varints (7 bits a byte, low first, the high bit set
+    on every byte but a value's last; ``sizes``: ``_varint_sizes``), vectorised: the first
+    byte of every value, then the second of those that have one..."""
+    at = np.cumsum(sizes) - sizes
+    out = np.empty(int(sizes.sum()), dtype=np.uint8)
+    rest, left = np.asarray(values, dtype=np.int64), sizes
+    while len(at):
+        more = left > 1
+        out[at] = (rest & 0x7F).astype(np.uint8) | (more.astype(np.uint8) << 7)
+        at, rest, left = at[more] + 1, rest[more] >> 7, left[more] - 1
+    return out
 
 
-def _ungap(gaps: np.ndarray, wide: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Term ids back from documents' concatenated gaps (``lengths`` each) and their wide gaps."""
-    values = gaps.astype(np.int64)
-    escaped = values == _WIDE
-    values[escaped] = wide
+def _varint_values(data: np.ndarray) -> np.ndarray:
+    """``_varint_bytes`` read back (int64), vectorised."""
+    ends = np.flatnonzero(data < 0x80)
+    if len(ends) == len(data):
+        return data.astype(np.int64)
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    shift = np.arange(len(data)) - np.repeat(starts, ends - starts + 1)
+    shift *= 7
+    payload = (data & 0x7F).astype(np.int64)
+    payload <<= shift
+    return np.add.reduceat(payload, starts)
+
+
+#: The four two-bit counts packed in each byte of ``x_codes``, for every byte value.
+_CODES = ((np.arange(256)[:, None] >> np.array([0, 2, 4, 6])) & 3).astype(np.uint8)
+
+
+def _restart_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The running sum of ``values``, restarted at each of the runs of ``lengths``."""
     total = np.cumsum(values)
     if len(lengths) > 1:
         ends = np.cumsum(lengths)[:-1]
         ends = unique(ends[(ends > 0) & (ends < len(values))])
-        # Each document's running sum restarts: subtract what the previous ones summed to.
         offsets = np.zeros(len(values), dtype=np.int64)
         offsets[ends] = 1
         restart = np.cumsum(offsets)
         base = np.concatenate([[0], total[ends - 1]])
         total -= base[restart]
     return total
+
+
+def _encode_x(indices: np.ndarray, indptr: np.ndarray, counts: np.ndarray) -> dict:
+    """A segment's documents x terms, compressed: ``x_terms`` holds, per paper, its sorted
+    term ids as varint gaps (the first from 0), then, as varints, the counts that do not
+    fit two bits; ``x_codes`` every posting's count in two bits (0: escaped); ``x_indptr``
+    where each paper's postings start, ``x_bytes`` where its bytes start in ``x_terms``."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    n_docs, nnz = len(indptr) - 1, int(indptr[-1])
+    padded = np.zeros(-(-nnz // 4) * 4, dtype=np.uint8)
+    padded[:nnz] = np.where(np.asarray(counts) > 3, _ESCAPE, counts)
+    packed = padded.reshape(-1, 4) << np.array([0, 2, 4, 6], dtype=np.uint8)
+    x_codes = np.bitwise_or.reduce(packed, axis=1).astype(np.uint8)
+    pieces, x_bytes, written = [], np.zeros(n_docs + 1, dtype=np.int64), 0
+    doc = 0
+    while doc < n_docs:
+        end = int(np.searchsorted(indptr, indptr[doc] + _X_CHUNK, side="right")) - 1
+        end = min(max(end, doc + 1), n_docs)
+        a, b = int(indptr[doc]), int(indptr[end])
+        lengths = np.diff(indptr[doc : end + 1])
+        ids = np.asarray(indices[a:b], dtype=np.int64)
+        gaps = np.empty_like(ids)
+        if len(ids):
+            gaps[0] = ids[0]
+            np.subtract(ids[1:], ids[:-1], out=gaps[1:])
+            firsts = indptr[doc:end] - a
+            firsts = firsts[firsts < len(ids)]
+            gaps[firsts] = ids[firsts]
+        part_counts = np.asarray(counts[a:b], dtype=np.int64)
+        escaped = part_counts > 3
+        owner = np.repeat(np.arange(end - doc), lengths)
+        # Each paper's values: its gaps, then its escaped counts, in order.
+        before = np.cumsum(escaped) - escaped  # escaped counts before each posting
+        doc_esc = np.bincount(owner[escaped], minlength=end - doc)
+        esc_before = np.cumsum(doc_esc) - doc_esc
+        values = np.empty(len(ids) + int(escaped.sum()), dtype=np.int64)
+        values[np.arange(len(ids)) + esc_before[owner]] = gaps
+        where = np.flatnonzero(escaped)
+        values[(indptr[doc + 1 : end + 1] - a)[owner[where]] + before[where]] = part_counts[where]
+        sizes = _varint_sizes(values)
+        encoded = _varint_bytes(values, sizes)
+        byte_starts = np.concatenate([[0], np.cumsum(sizes)])
+        value_ends = np.cumsum(lengths + doc_esc)
+        x_bytes[doc + 1 : end + 1] = written + byte_starts[value_ends]
+        pieces.append(encoded)
+        written += len(encoded)
+        doc = end
+    x_terms = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
+    wide = nnz >= 1 << 32 or len(x_terms) >= 1 << 32
+    kind = np.int64 if wide else np.uint32
+    return {
+        "x_terms": x_terms,
+        "x_codes": x_codes,
+        "x_indptr": indptr.astype(kind),
+        "x_bytes": x_bytes.astype(kind),
+    }
+
+
+def _varint_sizes(values: np.ndarray) -> np.ndarray:
+    """How many bytes each value's varint takes."""
+    sizes = np.ones(len(values), dtype=np.int64)
+    rest = np.asarray(values, dtype=np.int64) >> 7
+    while rest.any():
+        sizes += rest > 0
+        rest >>= 7
+    return sizes
 
 
 def _blocks_of(n_docs: int, block: int) -> int:
@@ -581,6 +670,58 @@ def _block_starts(indices: np.ndarray, indptr: np.ndarray, blocks: int, block: i
     return out.astype(np.uint32) if nnz < 1 << 32 else out
 
 
+def _plain_vocabulary(vocabulary: list[str]) -> tuple[bytes, np.ndarray]:
+    """The terms as one blob, each followed by a newline, and where each starts (int64)."""
+    blob = ("\n".join(vocabulary) + "\n").encode() if vocabulary else b""
+    lengths = np.fromiter(
+        (len(t.encode()) for t in vocabulary), dtype=np.int64, count=len(vocabulary)
+    )
+    offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+    np.cumsum(lengths + 1, out=offsets[1:])
+    return blob, offsets
+
+
+def _front_code(
+    blob: bytes, offsets: np.ndarray, block: int
+) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """Front coding of a sorted plain vocabulary: (the suffixes, each followed by a newline;
+    each term's shared-prefix length with the previous one, uint8, 0 for a block's first
+    term; where each block starts in the suffixes, then their end)."""
+    data = np.frombuffer(blob, dtype=np.uint8) if len(blob) else np.zeros(0, np.uint8)
+    n = len(offsets) - 1
+    starts = np.asarray(offsets[:-1], dtype=np.int64)
+    lengths = np.asarray(offsets[1:], dtype=np.int64) - starts - 1
+    shared = np.zeros(n, dtype=np.int64)
+    # Bytes shared with the previous term, compared position by position (vectorised).
+    live = np.arange(1, n)
+    live = live[live % block != 0]
+    position = 0
+    while len(live):
+        live = live[
+            (lengths[live] > position) & (lengths[live - 1] > position) & (shared[live] < 255)
+        ]
+        if not len(live):
+            break
+        same = data[starts[live] + position] == data[starts[live - 1] + position]
+        live = live[same]
+        shared[live] += 1
+        position += 1
+    # Drop each term's shared bytes: +1 where they start, -1 where they end, summed (int8
+    # arrays the size of the blob, not positions in int64).
+    marks = np.zeros(len(data) + 1, dtype=np.int8)
+    cut = shared > 0
+    marks[starts[cut]] = 1
+    marks[starts[cut] + shared[cut]] = -1
+    keep = np.cumsum(marks[:-1], dtype=np.int8) == 0
+    suffixes = data[keep].tobytes()
+    sizes = lengths - shared + 1
+    entry_starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=entry_starts[1:])
+    heads = entry_starts[np.r_[np.arange(0, n, block), n]] if n else np.zeros(1, np.int64)
+    heads = heads.astype(np.uint32) if len(suffixes) < 1 << 32 else heads
+    return suffixes, shared.astype(np.uint8), heads
+
+
 def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes, dict]:
     """The files of a segment: weighted counts both ways, vocabulary, hashes."""
     x = counted.counts
@@ -590,36 +731,25 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     x = counted.counts = sp.csr_matrix(
         (_narrowest_counts(x.data), x.indices, x.indptr), shape=x.shape
     )
-    x_gaps, x_wide, x_wide_indptr = _gaps(x.indices, x.indptr)
     xt = x.T.tocsr()
     xt.sort_indices()
     block = BLOCK  # read once: recorded in meta.json, which readers go by
     blocks = _blocks_of(x.shape[0], block)
     xt_indptr = _block_starts(xt.indices, xt.indptr, blocks, block)
     vocabulary = counted.vocabulary
-    blob = ("\n".join(vocabulary) + "\n").encode() if vocabulary else b""
-    lengths = np.fromiter(
-        (len(t.encode()) for t in vocabulary), dtype=np.int64, count=len(vocabulary)
-    )
-    offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
-    np.cumsum(lengths + 1, out=offsets[1:])
-    if len(blob) < 1 << 32:
-        offsets = offsets.astype(np.uint32)
+    blob, vocab_shared, vocab_heads = _front_code(*_plain_vocabulary(vocabulary), VOCAB_BLOCK)
     venue_names = sorted(set(counted.venues))
     venue_code = {v: i for i, v in enumerate(venue_names)}
     arrays = {
         "xt_data": xt.data,
         "xt_indices": (np.asarray(xt.indices) % block).astype(np.uint16),
         "xt_indptr": xt_indptr,
-        "x_counts": x.data,
-        "x_gaps": x_gaps,
-        "x_wide": x_wide,
-        "x_wide_indptr": x_wide_indptr,
-        "x_indptr": x.indptr.astype(np.int64),
+        **_encode_x(x.indices, x.indptr, x.data),
         "rowids": counted.rowids,
         "years": counted.years,
         "venue_codes": np.asarray([venue_code[v] for v in counted.venues], dtype=np.int32),
-        "vocab_offsets": offsets,
+        "vocab_shared": vocab_shared,
+        "vocab_heads": vocab_heads,
     }
     meta = {
         "format": FORMAT_VERSION,
@@ -627,6 +757,7 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
         "terms": len(vocabulary),
         "blocks": blocks,
         "block": block,
+        "vocab_block": VOCAB_BLOCK,
         "venues": venue_names,
         "title_weight": TITLE_WEIGHT,
         "min_bigram_df": min_bigram_df,
@@ -648,11 +779,9 @@ def _write_segment(
     """
     arrays, blob, meta = _segment_arrays(counted, min_bigram_df)
     if main is not None:
-        offsets = np.asarray(arrays["vocab_offsets"], dtype=np.int64)
         main_segment = Segment(directory / main, verify=False)
-        arrays["main_terms"] = _match_terms(term_hashes(blob, offsets), main_segment).astype(
-            np.int32
-        )
+        hashes = term_hashes(*_plain_vocabulary(counted.vocabulary))
+        arrays["main_terms"] = _match_terms(hashes, main_segment).astype(np.int32)
         meta["main"] = main
     name = _next_segment_name(directory)
     tmp = directory / f"{name}.tmp-{os.getpid()}"
@@ -729,7 +858,7 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
         }
         current["impacts"] = {
             "file": impacts_name,
-            **_write_file(directory / impacts_name, pending.best_impacts()),
+            **_write_file(directory / impacts_name, rounded_up(pending.best_impacts())),
         }
         _write_file(tmp, json.dumps(current).encode())
         os.replace(tmp, directory / CURRENT)
@@ -745,6 +874,15 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
         raise IndexBuildError(_build_error(directory, error)) from None
     _collect_garbage(directory, current)
     return current
+
+
+def rounded_up(values: np.ndarray) -> np.ndarray:
+    """float16 values at least as large as ``values`` (non-negative float32): MaxScore's
+    bounds stay bounds, in half the bytes (and half the private memory of every reader)."""
+    half = np.asarray(values, dtype=np.float32).astype(np.float16)
+    low = half.astype(np.float32) < values
+    half[low] = np.nextafter(half[low], np.float16(np.inf))
+    return half
 
 
 def _write_deletions(directory: Path, name: str, generation: int, docs: np.ndarray) -> dict:
@@ -989,34 +1127,56 @@ def writer_busy(directory: Path) -> bool:
 
 
 class Vocabulary:
-    """Sorted terms in one mmapped blob; ``id_of`` is a binary search (no dict to load)."""
+    """Sorted terms, front-coded in one mmapped blob (``VOCAB_BLOCK`` terms a block);
+    ``id_of`` bisects the blocks' first terms, then reads one block (no dict to load)."""
 
-    def __init__(self, blob: mmap.mmap | bytes, offsets: np.ndarray):
-        self._blob = self.blob = blob
-        self.offsets_array = offsets
-        # The mapped array, not a list: a list of Python ints would cost 36 bytes a term of
-        # private memory in every process (24 MB at 87k); a lookup bisects a few terms.
-        self._offsets = offsets
-        self.size = len(offsets) - 1
+    def __init__(self, blob: mmap.mmap | bytes, shared: np.ndarray, heads: np.ndarray, block: int):
+        self._blob = blob
+        #: Bytes each term shares with the previous one (0 for a block's first term).
+        self._shared = shared
+        #: Where each block starts in the blob, then the blob's end. Mapped arrays, not
+        #: lists: a list of Python ints would cost private memory in every process.
+        self._heads = heads
+        self._block = block
+        self.size = len(shared)
+        self._n_blocks = len(heads) - 1
         self._cache: dict[str, int] = {}
 
-    def term(self, term_id: int) -> str:
-        start, end = self._offsets[term_id], self._offsets[term_id + 1] - 1
-        return self._blob[start:end].decode()
+    def _head(self, block: int) -> bytes:
+        start = int(self._heads[block])
+        return self._blob[start : self._blob.find(b"\n", start)]
 
-    def _key(self, term_id: int) -> bytes:
-        return self._blob[self._offsets[term_id] : self._offsets[term_id + 1] - 1]
+    def _terms_of(self, block: int, upto: int | None = None) -> list[bytes]:
+        """The whole terms of a block (its first ``upto``)."""
+        first = block * self._block
+        count = min(self._block, self.size - first) if upto is None else upto
+        shared = self._shared[first : first + count].tolist()
+        blob, start, out, previous = self._blob, int(self._heads[block]), [], b""
+        for keep in shared:
+            end = blob.find(b"\n", start)
+            previous = previous[:keep] + blob[start:end]
+            out.append(previous)
+            start = end + 1
+        return out
+
+    def term(self, term_id: int) -> str:
+        block, at = divmod(int(term_id), self._block)
+        return self._terms_of(block, at + 1)[at].decode()
 
     def _lower_bound(self, key: bytes) -> int:
-        """The first term id whose term is >= key (bisection over the sorted blob)."""
-        lo, hi = 0, self.size
+        """The first term id whose term is >= key."""
+        lo, hi = 0, self._n_blocks  # the last block whose first term is <= key, by bisection
         while lo < hi:
             mid = (lo + hi) // 2
-            if self._key(mid) < key:
+            if self._head(mid) <= key:
                 lo = mid + 1
             else:
                 hi = mid
-        return lo
+        if lo == 0:
+            return 0
+        block = lo - 1
+        terms = self._terms_of(block)
+        return block * self._block + bisect.bisect_left(terms, key)
 
     def id_of(self, term: str) -> int:
         """The term's id, or -1 when no paper contains it."""
@@ -1030,18 +1190,56 @@ class Vocabulary:
             self._cache[term] = found
         return found
 
+    def _key(self, term_id: int) -> bytes:
+        block, at = divmod(int(term_id), self._block)
+        return self._terms_of(block, at + 1)[at]
+
     def with_prefix(self, prefix: str, limit: int = 5000) -> list[str]:
         """Terms starting with ``prefix`` (for "did you mean" suggestions)."""
         key = prefix.encode()
-        lo = self._lower_bound(key)
-        out = []
-        while lo < self.size and len(out) < limit:
-            term = self._key(lo)
-            if not term.startswith(key):
-                break
-            out.append(term.decode())
-            lo += 1
+        position = self._lower_bound(key)
+        out: list[str] = []
+        block, at = divmod(position, self._block)
+        while block < self._n_blocks and len(out) < limit:
+            for term in self._terms_of(block)[at:]:
+                if not term.startswith(key) or len(out) >= limit:
+                    return out
+                out.append(term.decode())
+            block, at = block + 1, 0
         return out
+
+    def plain(self) -> tuple[bytes, np.ndarray]:
+        """Every term whole, each followed by a newline, and where each starts (int64):
+        decoded in ``VOCAB_BLOCK`` vectorised steps (the writer hashes the main segment's
+        terms so; a reader only a delta's)."""
+        blob = self._blob
+        data = np.frombuffer(blob, dtype=np.uint8) if len(blob) else np.zeros(0, np.uint8)
+        n = self.size
+        ends = np.flatnonzero(data == 10)
+        starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)[:n]
+        shared = np.asarray(self._shared, dtype=np.int64)
+        suffix = ends - starts
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(shared + suffix + 1, out=offsets[1:])
+        # Each term's own bytes (and newline) sit after its shared ones, in order.
+        marks = np.zeros(int(offsets[-1]) + 1, dtype=np.int8)
+        cut = np.flatnonzero(shared > 0)
+        marks[offsets[cut]] = 1
+        marks[offsets[cut] + shared[cut]] = -1
+        own = np.cumsum(marks[:-1], dtype=np.int8) == 0
+        out = np.empty(int(offsets[-1]), dtype=np.uint8)
+        out[own] = data
+        # The shared bytes, copied from the previous term: the second term of every block,
+        # then the third...
+        for step in range(1, self._block):
+            terms = np.arange(step, n, self._block)
+            terms = terms[shared[terms] > 0]
+            count = shared[terms]
+            within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+            out[np.repeat(offsets[terms], count) + within] = out[
+                np.repeat(offsets[terms - 1], count) + within
+            ]
+        return out.tobytes(), offsets
 
 
 class Segment:
@@ -1085,16 +1283,27 @@ class Segment:
             raise IndexDamaged(f"{self.name}/xt_indptr.npy does not match its vocabulary")
         #: Where each term's inverted list starts (and, one further, ends) in ``xt_*``.
         self.list_ptr = self.xt_indptr[:: self.blocks]
-        self.x_counts, self.x_indptr = arrays["x_counts"], arrays["x_indptr"]
-        self.x_gaps, self.x_wide = arrays["x_gaps"], arrays["x_wide"]
-        self.x_wide_indptr = arrays["x_wide_indptr"]
+        #: Each paper's own terms and counts (``_encode_x``).
+        self.x_terms, self.x_codes = arrays["x_terms"], arrays["x_codes"]
+        self.x_indptr, self.x_bytes = arrays["x_indptr"], arrays["x_bytes"]
+        if (
+            len(self.x_indptr) != self.n_docs + 1
+            or len(self.x_bytes) != self.n_docs + 1
+            or len(self.x_codes) != -(-int(self.x_indptr[-1]) // 4)
+            or len(self.x_terms) != int(self.x_bytes[-1])
+        ):
+            raise IndexDamaged(f"{self.name}/x_*.npy do not match its papers")
         self.rowids = arrays["rowids"]
         self.years = arrays["years"]
         self.venue_codes = arrays["venue_codes"]
         self.venues: list[str] = self.meta["venues"]
         with open(self.directory / "vocab.bin", "rb") as handle:
             blob = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if self.n_terms else b""
-        self.vocab = Vocabulary(blob, arrays["vocab_offsets"])
+        vocab_block = int(self.meta["vocab_block"])
+        shared, heads = arrays["vocab_shared"], arrays["vocab_heads"]
+        if len(shared) != self.n_terms or len(heads) != -(-self.n_terms // vocab_block) + 1:
+            raise IndexDamaged(f"{self.name}/vocab_*.npy do not match its vocabulary")
+        self.vocab = Vocabulary(blob, shared, heads, vocab_block)
         self._main_terms = (
             np.load(self.directory / "main_terms.npy", mmap_mode="r") if self.main_name else None
         )
@@ -1187,7 +1396,7 @@ class Segment:
         """(each term's 64-bit hash, the term ids in hash order): computed on first use (only
         a generation with deltas matches vocabularies by hash) and kept with the segment."""
         if self._hashes is None:
-            hashes = term_hashes(self.vocab.blob, np.asarray(self.vocab.offsets_array))
+            hashes = term_hashes(*self.vocab.plain())
             self._hashes = hashes, np.argsort(hashes, kind="stable").astype(np.int32)
         return self._hashes
 
@@ -1215,21 +1424,38 @@ class Segment:
         """(how many terms each, their term ids, their weighted counts) of these documents,
         concatenated in the given order, each document's ids ascending."""
         docs = np.asarray(docs, dtype=np.int64)
-        starts, ends = self.x_indptr[docs], self.x_indptr[docs + 1]
-        wide_starts, wide_ends = self.x_wide_indptr[docs], self.x_wide_indptr[docs + 1]
-        if len(docs) == 1:
-            a, b = int(starts[0]), int(ends[0])
-            gaps, counts = self.x_gaps[a:b], self.x_counts[a:b]
-            wide = self.x_wide[int(wide_starts[0]) : int(wide_ends[0])]
-        else:
-            pairs = zip(starts.tolist(), ends.tolist(), strict=True)
-            spans = [slice(a, b) for a, b in pairs]
-            gaps = np.concatenate([self.x_gaps[span] for span in spans] or [np.zeros(0, np.uint16)])
-            counts = np.concatenate([self.x_counts[span] for span in spans] or [self.x_counts[:0]])
-            pairs = zip(wide_starts.tolist(), wide_ends.tolist(), strict=True)
-            wide = np.concatenate([self.x_wide[a:b] for a, b in pairs] or [self.x_wide[:0]])
-        lengths = np.asarray(ends - starts, dtype=np.int64)
-        return lengths, _ungap(gaps, wide, lengths), np.asarray(counts)
+        if len(docs) == 1:  # "why" and the taste model: one paper at a time, scalars only
+            doc = int(docs[0])
+            a, n = int(self.x_indptr[doc]), int(self.x_indptr[doc + 1])
+            n -= a
+            values = _varint_values(
+                self.x_terms[int(self.x_bytes[doc]) : int(self.x_bytes[doc + 1])]
+            )
+            codes = _CODES[self.x_codes[a >> 2 : (a + n + 3) >> 2]].ravel()[a & 3 : (a & 3) + n]
+            counts = codes.astype(self.xt_data.dtype)
+            if len(values) > n:
+                counts[codes == _ESCAPE] = values[n:]
+            return np.asarray([n]), np.cumsum(values[:n]), counts
+        starts = np.asarray(self.x_indptr[docs], dtype=np.int64)
+        lengths = np.asarray(self.x_indptr[docs + 1], dtype=np.int64) - starts
+        byte_starts, byte_ends = self.x_bytes[docs], self.x_bytes[docs + 1]
+        pairs = zip(byte_starts.tolist(), byte_ends.tolist(), strict=True)
+        data = np.concatenate([self.x_terms[a:b] for a, b in pairs] or [self.x_terms[:0]])
+        before = np.cumsum(lengths) - lengths
+        postings = np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
+        values = _varint_values(data)
+        codes = (self.x_codes[postings >> 2] >> ((postings & 3) * 2).astype(np.uint8)) & 3
+        counts = codes.astype(self.xt_data.dtype)
+        escaped = np.flatnonzero(codes == _ESCAPE)
+        # Per paper: its gaps, then its escaped counts.
+        owner = np.repeat(np.arange(len(docs)), lengths)
+        n_escaped = np.bincount(owner[escaped], minlength=len(docs))
+        first = np.cumsum(lengths + n_escaped) - (lengths + n_escaped)
+        within = np.arange(len(postings)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        gaps = values[np.repeat(first, lengths) + within]
+        rank = np.arange(len(escaped)) - np.repeat(np.cumsum(n_escaped) - n_escaped, n_escaped)
+        counts[escaped] = values[np.repeat(first + lengths, n_escaped) + rank]
+        return lengths, _restart_sums(gaps, lengths), counts
 
     def _check(self, verify: bool) -> list[tuple[int, int, int]]:
         """Each file's (inode, size, mtime), after checking it against the manifest."""
@@ -1273,10 +1499,10 @@ class Segment:
     def bigram_terms(self) -> np.ndarray:
         """Which of the segment's terms are bigrams (contain a space), vectorized."""
         if self._bigram is None:
-            blob = self.vocab.blob
+            blob, offsets = self.vocab.plain()
             data = np.frombuffer(blob, dtype=np.uint8) if len(blob) else np.zeros(0, np.uint8)
             spaces = np.flatnonzero(data == 32)
-            owner = np.searchsorted(np.asarray(self.vocab.offsets_array), spaces, side="right") - 1
+            owner = np.searchsorted(offsets, spaces, side="right") - 1
             flags = np.zeros(self.n_terms, dtype=bool)
             flags[owner] = True
             self._bigram = flags
@@ -1286,7 +1512,7 @@ class Segment:
 class _GenerationVocabulary:
     """The generation's terms: the main segment's, then terms only deltas have (unigrams)."""
 
-    def __init__(self, main: Segment, extra_terms: list[str], live: np.ndarray):
+    def __init__(self, main: Segment, extra_terms: list[str], live: np.ndarray | None):
         self._main = main.vocab
         self._n_main = main.n_terms
         self._extra = extra_terms
@@ -1299,7 +1525,7 @@ class _GenerationVocabulary:
         tid = self._main.id_of(term)
         if tid < 0:
             tid = self._extra_ids.get(term, -1)
-        return tid if tid >= 0 and self._live[tid] else -1
+        return tid if tid >= 0 and (self._live is None or self._live[tid]) else -1
 
     def term(self, term_id: int) -> str:
         if term_id < self._n_main:
@@ -1434,18 +1660,25 @@ class Index:
             self._live_local.append(
                 live[base : base + segment.n_docs].copy() if len(gone) else None
             )
-        rowids = np.concatenate([np.asarray(s.rowids) for s in self.segments])
-        years = np.concatenate([np.asarray(s.years) for s in self.segments])
         self.venues: list[str] = sorted({v for s in self.segments for v in s.venues})
-        code = {v: i for i, v in enumerate(self.venues)}
-        venue_codes = np.concatenate(
-            [
-                np.asarray([code[v] for v in s.venues], dtype=np.int32)[np.asarray(s.venue_codes)]
-                if s.n_docs
-                else np.zeros(0, np.int32)
-                for s in self.segments
-            ]
-        )
+        if len(self.segments) == 1:
+            # One segment: its own mapped arrays (shared pages), not private copies.
+            rowids, years = self.segments[0].rowids, self.segments[0].years
+            venue_codes = self.segments[0].venue_codes
+        else:
+            rowids = np.concatenate([np.asarray(s.rowids) for s in self.segments])
+            years = np.concatenate([np.asarray(s.years) for s in self.segments])
+            code = {v: i for i, v in enumerate(self.venues)}
+            venue_codes = np.concatenate(
+                [
+                    np.asarray([code[v] for v in s.venues], dtype=np.int32)[
+                        np.asarray(s.venue_codes)
+                    ]
+                    if s.n_docs
+                    else np.zeros(0, np.int32)
+                    for s in self.segments
+                ]
+            )
         if len(self.segments) == 1:
             order = None
             self._global: list[np.ndarray] | None = None
@@ -1468,13 +1701,21 @@ class Index:
         self.n_live = int(self.live.sum())
         self.rowids, self.years = arrange(rowids), arrange(years)
         self.venue_codes = arrange(venue_codes)
-        live_docs = np.flatnonzero(self.live)
-        by_rowid = np.argsort(self.rowids[live_docs], kind="stable")
-        self._rowid_sorted = self.rowids[live_docs][by_rowid]
-        self._rowid_docs = live_docs[by_rowid]
-        # Document frequencies summed over the segments, minus deleted documents.
-        df = np.zeros(self.n_terms, dtype=np.int32)
-        df[:n_main] = main.df
+        self._live_docs: np.ndarray | None = None
+        if self.n_live == self.n_docs:
+            # Nothing deleted: ``rowids`` (sorted) finds the documents themselves.
+            self._rowid_sorted, self._rowid_docs = self.rowids, None
+        else:
+            live_docs = self.live_docs()
+            by_rowid = np.argsort(self.rowids[live_docs], kind="stable")
+            self._rowid_sorted = self.rowids[live_docs][by_rowid]
+            self._rowid_docs = live_docs[by_rowid]
+        # Document frequencies summed over the segments, minus deleted documents (the main
+        # segment's own array when there is nothing to add or take away).
+        alone = len(self.segments) == 1 and not any(len(gone) for gone in deleted)
+        df = main.df if alone else np.zeros(self.n_terms, dtype=np.int32)
+        if not alone:
+            df[:n_main] = main.df
         for segment, to_global in zip(self.segments[1:], self._to_global[1:], strict=True):
             ok = to_global >= 0
             df += np.bincount(to_global[ok], weights=segment.df[ok], minlength=self.n_terms).astype(
@@ -1489,10 +1730,17 @@ class Index:
                 df -= np.bincount(terms, minlength=self.n_terms).astype(np.int32)
         self.df = df
         # scikit-learn's smooth idf: ln((1 + n) / (1 + df)) + 1.
-        idf = np.log((1.0 + self.n_live) / (1.0 + df)) + 1.0
+        # (in place: one temporary array, not four)
+        idf = df.astype(np.float64)
+        idf += 1.0
+        np.divide(1.0 + self.n_live, idf, out=idf)
+        np.log(idf, out=idf)
+        idf += 1.0
         idf[df <= 0] = 0.0  # a term only deleted papers had is no term at all
         self.idf = idf.astype(np.float32)
-        self.term_live = df > 0
+        del idf
+        #: Which terms some live paper has (None: all of them, as in a main segment alone).
+        self.term_live = None if alone else df > 0
         self.vocab = _GenerationVocabulary(main, extra_terms, self.term_live)
         # Pivoted length normalization from these idfs: each document's norm, then the mean
         # over the live documents.
@@ -1518,7 +1766,6 @@ class Index:
         #: 1 / pivoted norm of each document (0 for deleted ones).
         self.inverse_pivot = np.asarray(inverse_pivot, dtype=np.float32)
         self._matrix_xt: sp.csr_matrix | None = None
-        self._live_docs = live_docs
 
     # -- freshness ---------------------------------------------------------------------------
 
@@ -1582,7 +1829,9 @@ class Index:
         return int(self.meta["corpus_version"])
 
     def live_docs(self) -> np.ndarray:
-        """Every document that is not deleted, in order."""
+        """Every document that is not deleted, in order (made on first use)."""
+        if self._live_docs is None:
+            self._live_docs = np.flatnonzero(self.live)
         return self._live_docs
 
     # -- queries -----------------------------------------------------------------------------
@@ -1877,13 +2126,31 @@ class Index:
     def contributions(
         self, doc: int, term_ids: np.ndarray, weights: np.ndarray
     ) -> list[tuple[str, float]]:
-        """Which query terms gave this document its score, largest first."""
-        terms, values = self.doc_vector(doc)
+        """Which query terms gave this document its score, largest first.
+
+        Each query term's count in the document is found by bisection in the term's own
+        posting list (which the lookup has just read), not from the paper's vector: a
+        lookup's "why" then never touches ``x`` (its pages stay out of the serving
+        process). The weights are ``doc_vector``'s, to the bit.
+        """
+        i, local = self._segment_of(doc)
+        segment = self.segments[i]
+        at, own = self._local(i, np.asarray(term_ids, dtype=np.int64))
+        present = np.zeros(len(at), dtype=bool)
+        counts = np.zeros(len(at), dtype=segment.xt_data.dtype)
+        needle = np.asarray([local], dtype=np.int64)
+        for k, term in enumerate(own.tolist()):
+            hit, positions = segment.find(term, needle)
+            if hit[0]:
+                present[k], counts[k] = True, segment.xt_data[positions[0]]
+        at, own, counts = at[present], own[present], counts[present]
+        values = term_frequencies(counts) * self._idf_local[i][own]
+        values = values * self.inverse_pivot[doc]
+        weights = np.asarray(weights).tolist()
         out = []
-        for tid, weight in zip(term_ids.tolist(), weights.tolist(), strict=True):
-            pos = int(np.searchsorted(terms, tid))
-            if pos < len(terms) and terms[pos] == tid:
-                out.append((self.vocab.term(tid), float(weight * values[pos])))
+        for k, j in enumerate(at.tolist()):
+            if values[k] > 0:
+                out.append((self.vocab.term(int(term_ids[j])), float(weights[j] * values[k])))
         out.sort(key=lambda item: -item[1])
         return out
 
@@ -1891,7 +2158,7 @@ class Index:
         """The live document of a paper, or None."""
         pos = int(np.searchsorted(self._rowid_sorted, rowid))
         if pos < len(self._rowid_sorted) and int(self._rowid_sorted[pos]) == rowid:
-            return int(self._rowid_docs[pos])
+            return pos if self._rowid_docs is None else int(self._rowid_docs[pos])
         return None
 
     def docs_of_rowids(self, rowids: Iterable[int]) -> np.ndarray:
@@ -1899,7 +2166,7 @@ class Index:
         pos = np.searchsorted(self._rowid_sorted, wanted)
         pos = pos[pos < len(self._rowid_sorted)]
         pos = pos[np.isin(self._rowid_sorted[pos], wanted)]
-        return np.sort(self._rowid_docs[pos])
+        return np.sort(pos if self._rowid_docs is None else self._rowid_docs[pos])
 
     def score_matrix(self, queries: sp.csr_matrix) -> sp.csr_matrix:
         """Many queries at once (rows x terms, weights from ``vectorize``): rows x documents
