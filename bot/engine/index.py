@@ -16,12 +16,16 @@ Each segment holds, for its documents (papers, in ``rowid`` order):
   of ``BLOCK`` documents whose starts ``xt_indptr`` records (a lookup gathers its lists in
   one vectorised copy and adds each block's start: no running sum; MaxScore bisects within
   a block);
-* ``x`` (documents x terms): a paper's own vector, for "why it matched", "similar papers"
-  and deleted papers' document frequencies; only ever read a few papers at a time, so its
-  term ids are stored as gaps (uint16, the rare wider gap kept aside);
-* its own sorted vocabulary (one UTF-8 blob with offsets, searched by bisection); a delta
-  also stores where each of its terms is in the main segment's vocabulary (``main_terms``,
-  matched by 64-bit hashes by its writer), so readers never hash the main vocabulary.
+* ``x`` (documents x terms): a paper's own vector, for "similar papers", the taste model,
+  digests' "why" and deleted papers' document frequencies; only ever read a few papers at a
+  time, so it is packed tight: per paper its term ids as varint gaps, and every count in two
+  bits, the rare larger one after the gaps (``_encode_x``); a lookup's own "why" reads the
+  query's posting lists instead, so lookups never touch ``x``;
+* its own sorted vocabulary, front-coded in blocks of ``VOCAB_BLOCK`` terms (each term as
+  the bytes it shares with the previous one and the rest), searched by bisection over the
+  blocks' first terms; a delta also stores where each of its terms is in the main segment's
+  vocabulary (``main_terms``, matched by 64-bit hashes by its writer), so readers never hash
+  the main vocabulary.
 
 Segments store each term's *weighted count* in a paper (a whole number, in the narrowest
 unsigned type: uint8 at 87k), not a final weight: its sublinear term frequency
@@ -85,7 +89,8 @@ KEYWORD_WEIGHT = 3
 # compressed format tried on a branch and not taken: skipped, so its indexes are rebuilt).
 # 10: the inverted lists' paper numbers as uint16 low halves, ``xt_indptr`` marking where
 # each list's 65,536-paper blocks start; term hashes computed when a delta needs them.
-# 11: the vocabulary front-coded in blocks of ``VOCAB_BLOCK`` terms.
+# 11: the vocabulary front-coded in blocks of ``VOCAB_BLOCK`` terms, ``x`` as varint gaps
+# and two-bit counts (``_encode_x``), each term's best impact in float16 rounded up.
 FORMAT_VERSION = 11
 #: Papers per block of an inverted list: a posting stores its paper number's low 16 bits,
 #: the block (the high bits) is known from where the posting sits (``xt_indptr``).
@@ -1141,6 +1146,7 @@ class Vocabulary:
         self.size = len(shared)
         self._n_blocks = len(heads) - 1
         self._cache: dict[str, int] = {}
+        self._plain: tuple[bytes, np.ndarray] | None = None
 
     def _head(self, block: int) -> bytes:
         start = int(self._heads[block])
@@ -1211,7 +1217,12 @@ class Vocabulary:
     def plain(self) -> tuple[bytes, np.ndarray]:
         """Every term whole, each followed by a newline, and where each starts (int64):
         decoded in ``VOCAB_BLOCK`` vectorised steps (the writer hashes the main segment's
-        terms so; a reader only a delta's)."""
+        terms so; a reader only a delta's, for its hashes and its bigrams: decoded once)."""
+        if self._plain is None:
+            self._plain = self._decode_all()
+        return self._plain
+
+    def _decode_all(self) -> tuple[bytes, np.ndarray]:
         blob = self._blob
         data = np.frombuffer(blob, dtype=np.uint8) if len(blob) else np.zeros(0, np.uint8)
         n = self.size
@@ -2115,9 +2126,11 @@ class Index:
         segment = self.segments[i]
         _, terms, counts = segment.doc_terms(np.asarray([local]))
         values = term_frequencies(counts) * self._idf_local[i][terms]
-        values = values * self.inverse_pivot[doc]
-        if self._to_global[i] is not None:
-            terms = self._to_global[i][terms]
+        values *= self.inverse_pivot[doc]
+        if self._to_global[i] is None:  # the main segment's ids: already ascending
+            keep = values > 0
+            return (terms, values) if keep.all() else (terms[keep], values[keep])
+        terms = self._to_global[i][terms]
         keep = (terms >= 0) & (values > 0)
         terms, values = terms[keep], values[keep].astype(np.float32)
         order = np.argsort(terms, kind="stable")
