@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from bot.engine.index import Index
 from bot.engine.search import Engine
@@ -53,6 +54,7 @@ from .taste import (
     Vector,
     isin,
     recommend,
+    remember_topic_vectors,
     score_all,
     scores_of,
     tastes,
@@ -151,6 +153,30 @@ def _last_digests(engine: Engine, keys: list[MemberKey] | None) -> dict[MemberKe
 # --- choosing -----------------------------------------------------------------------------------
 
 
+class _OneBlasThread:
+    """BLAS on one thread while digests are chosen: their dense products are small (tens of
+    rows), and a second thread only waits for the first (on a loaded 2-core machine, a 👎
+    check took 3x as long with two). Counted, so that overlapping batches (the clock and a
+    ``/papers digest now``) restore the limit once, when the last one ends."""
+
+    _lock = threading.Lock()
+    _depth = 0
+    _limits: threadpool_limits | None = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if _OneBlasThread._depth == 0:
+                _OneBlasThread._limits = threadpool_limits(1, user_api="blas")
+            _OneBlasThread._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            _OneBlasThread._depth -= 1
+            if _OneBlasThread._depth == 0 and _OneBlasThread._limits is not None:
+                _OneBlasThread._limits.restore_original_limits()
+                _OneBlasThread._limits = None
+
+
 def select_digests(
     engine: Engine,
     members: Iterable[MemberKey | str] | None = None,
@@ -164,6 +190,16 @@ def select_digests(
     Members with nothing to send get an empty plan. Nothing here reads the clock: what is
     new is decided by each member's last sent digest.
     """
+    with _OneBlasThread():
+        return _select(engine, members, limit, matcher)
+
+
+def _select(
+    engine: Engine,
+    members: Iterable[MemberKey | str] | None,
+    limit: int,
+    matcher: Matcher,
+) -> dict[MemberKey, DigestPlan]:
     subscriptions = Subscriptions(engine.db)
     ids = None  # a bare user id: the member in their only workspace
     if members is not None:
@@ -174,8 +210,13 @@ def select_digests(
     for topics in topics_by_member.values():
         for topic in topics:
             distinct.setdefault(topic.normalized, topic.query)
+    matched_on = engine.index
     matches = dict(zip(distinct, matcher(engine, list(distinct.values())), strict=True))
     index = engine.index
+    if matcher is match_topics and index is matched_on:  # the topics' vectors: the models' too
+        remember_topic_vectors(
+            index, {m.query: (m.term_ids, m.weights) for m in matches.values() if m.error is None}
+        )
     added = _AddedAt.get(engine, index)
     sent = _sent_docs(engine, index, ids)
     last = _last_digests(engine, ids)

@@ -282,6 +282,14 @@ class _PerGeneration:
             out.append(values[key])
         return out
 
+    def put(self, index: Index, values: dict) -> None:
+        """Values already known (computed elsewhere from the same generation)."""
+        with self._lock:
+            if self._index is not index:
+                self._index, self._values = index, {}
+            if len(self._values) + len(values) < CACHE_VECTORS:
+                self._values.update(values)
+
     def forget(self) -> None:
         with self._lock:
             self._index, self._values = None, {}
@@ -308,6 +316,32 @@ def _stacked(vectors: list[Vector]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return rows, terms, values
 
 
+class _Lookup(threading.local):
+    """Where each of some sorted term ids is, by a table as long as the vocabulary (one per
+    thread, reset after each use): a gather per entry instead of a binary search."""
+
+    table = np.zeros(0, np.int32)
+
+    def positions(
+        self, sorted_terms: np.ndarray, terms: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(position of each of ``terms`` in ``sorted_terms``, whether it is there at all)."""
+        if not len(sorted_terms) or not len(terms):
+            return np.zeros(len(terms), np.int64), np.zeros(len(terms), bool)
+        size = int(max(sorted_terms[-1], terms.max())) + 1
+        if len(self.table) < size:
+            self.table = np.full(max(size, 2 * len(self.table)), -1, np.int32)
+        table = self.table
+        table[sorted_terms] = np.arange(len(sorted_terms), dtype=np.int32)
+        at = table[terms]
+        table[sorted_terms] = -1
+        shared = at >= 0
+        return at, shared
+
+
+_LOOKUP = _Lookup()
+
+
 def _compact(*groups: list[Vector]) -> tuple[np.ndarray, list[np.ndarray]]:
     """The groups' vectors as rows of dense matrices over only the terms they use (a few
     thousand columns: cheaper than any sparse structure as wide as the vocabulary)."""
@@ -317,7 +351,7 @@ def _compact(*groups: list[Vector]) -> tuple[np.ndarray, list[np.ndarray]]:
     matrices = []
     for group, (rows, group_terms, values) in zip(groups, stacked, strict=True):
         dense = np.zeros((len(group), len(terms)), np.float32)
-        dense[rows, np.searchsorted(terms, group_terms)] = values
+        dense[rows, _LOOKUP.positions(terms, group_terms)[0]] = values
         matrices.append(dense)
     return terms, matrices
 
@@ -345,8 +379,7 @@ class _Side:
         if not len(self.terms) or not others:
             return np.zeros((len(others), self.matrix.shape[0]), np.float32)
         rows, terms, values = _stacked(others)
-        at = np.minimum(np.searchsorted(self.terms, terms), len(self.terms) - 1)
-        shared = self.terms[at] == terms
+        at, shared = _LOOKUP.positions(self.terms, terms)
         picked = np.zeros((len(others), len(self.terms)), np.float32)
         picked[rows[shared], at[shared]] = values[shared]
         return picked @ self.matrix.T
@@ -357,8 +390,7 @@ def _first_row_dot(side: _Side, others: list[Vector]) -> np.ndarray:
     if not len(side.terms) or not others:
         return np.zeros(len(others), np.float32)
     rows, terms, values = _stacked(others)
-    at = np.minimum(np.searchsorted(side.terms, terms), len(side.terms) - 1)
-    shared = side.terms[at] == terms
+    at, shared = _LOOKUP.positions(side.terms, terms)
     products = values[shared] * side.matrix[0, at[shared]]
     return np.bincount(rows[shared], weights=products, minlength=len(others)).astype(np.float32)
 
@@ -392,6 +424,18 @@ def _topic_vector(index: Index, text: str) -> Vector | None:
 #: Papers' unit TF-IDF vectors and topics' query vectors (None: not a usable query).
 _UNIT_VECTORS = _PerGeneration(_unit_vector)
 _TOPIC_VECTORS = _PerGeneration(_topic_vector)
+
+
+def remember_topic_vectors(index: Index, vectors: dict[str, Vector]) -> None:
+    """Topics' query vectors the digest's matching already made (``matching.match_topics``
+    vectorizes each topic as ``_topic_vector`` does: the same numbers), so that training a
+    batch's models does not parse and vectorize every topic a second time."""
+    known = {}
+    for text, (term_ids, weights) in vectors.items():
+        if len(term_ids):
+            order = np.argsort(term_ids)
+            known[text] = (term_ids[order].astype(np.int64), weights[order])
+    _TOPIC_VECTORS.put(index, known)
 
 
 def _weighted_sum(parts: list[tuple[float, list[Vector]]]) -> Vector:
@@ -657,13 +701,14 @@ def score_all(index: Index, models: Sequence[Taste]) -> list[Vector]:
             shape=(len(chunk), index.n_terms),
         )
         product = index.score_matrix(queries).tocsr()
+        product.sort_indices()  # each row's documents ascending, in one pass for the chunk
+        keep = product.data >= SCORE_KEEP
+        docs = product.indices[keep].astype(np.int64)
+        values = product.data[keep].astype(np.float32)
+        rows = np.repeat(np.arange(len(chunk)), np.diff(product.indptr))
+        bounds = np.r_[0, np.cumsum(np.bincount(rows[keep], minlength=len(chunk)))].tolist()
         for row in range(len(chunk)):
-            lo, hi = product.indptr[row], product.indptr[row + 1]
-            docs, values = product.indices[lo:hi], product.data[lo:hi]
-            keep = values >= SCORE_KEEP
-            docs, values = docs[keep].astype(np.int64), values[keep].astype(np.float32)
-            order = np.argsort(docs, kind="stable")
-            out.append((docs[order], values[order]))
+            out.append((docs[bounds[row] : bounds[row + 1]], values[bounds[row] : bounds[row + 1]]))
     return out
 
 
