@@ -15,25 +15,38 @@ import bot.engine.search as search_module
 from bot.engine.index import Index, _accumulators
 from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engine fixture)
 
-#: (SHORT_LIST, LONG_LIST, FULL_POOL, EXACT_AT) and the branch each setting must reach.
+#: (SHORT_LIST, LONG_LIST, FULL_POOL, EXACT_AT, EXACT_BY_LISTS) and the branch each
+#: setting must reach.
 SETTINGS = {
-    "bar then lookups": ((0, 10**9, 0, 0), "_add_found"),
-    "whole pool looked up": ((0, 10**9, 10**6, 0), "_add_found"),
-    "hand over to the product": ((0, 0, 0, 0), "exhaustive"),
-    "defaults": ((2048, 8192, 1024, 64), None),
+    "bar then lookups": ((0, 10**9, 0, 0, 64), "_add_found"),
+    "whole pool looked up": ((0, 10**9, 10**6, 0, 64), "_add_found"),
+    "hand over to the product": ((0, 0, 0, 0, 64), "exhaustive"),
+    "exact scores from the papers' vectors": ((0, 10**9, 0, 10**6, 0), "by_vectors"),
+    "exact scores from the lists": ((0, 10**9, 0, 10**6, 10**6), "by_lists"),
+    "defaults": ((2048, 8192, 1024, 64, 64), None),
 }
 
 
 @pytest.mark.parametrize("name", list(SETTINGS))
 def test_every_path_gives_the_exhaustive_top_10(engine, monkeypatch, name):  # noqa: F811
-    (short, long, pool, exact_at), branch = SETTINGS[name]
+    (short, long, pool, exact_at, by_lists), branch = SETTINGS[name]
     monkeypatch.setattr(index_module, "SHORT_LIST", short)
     monkeypatch.setattr(index_module, "LONG_LIST", long)
     monkeypatch.setattr(index_module, "FULL_POOL", pool)
     monkeypatch.setattr(index_module, "EXACT_AT", exact_at)
+    monkeypatch.setattr(index_module, "EXACT_BY_LISTS", by_lists)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
-    reached = {"_add_found": 0, "exhaustive": 0}
+    reached = {"_add_found": 0, "exhaustive": 0, "by_vectors": 0, "by_lists": 0}
     real_add, real_top = Index._add_found, Index.top_candidates
+    real_exact, real_vectors = Index._exact_scores, Index._exact_scores_by_vectors
+
+    def exact_scores(self, docs, *args):
+        reached["by_lists"] += len(docs) <= index_module.EXACT_BY_LISTS
+        return real_exact(self, docs, *args)
+
+    def by_vectors(self, *args):
+        reached["by_vectors"] += 1
+        return real_vectors(self, *args)
 
     def add_found(self, *args):
         reached["_add_found"] += 1
@@ -45,6 +58,8 @@ def test_every_path_gives_the_exhaustive_top_10(engine, monkeypatch, name):  # n
         return found
 
     monkeypatch.setattr(Index, "_add_found", add_found)
+    monkeypatch.setattr(Index, "_exact_scores", exact_scores)
+    monkeypatch.setattr(Index, "_exact_scores_by_vectors", by_vectors)
     monkeypatch.setattr(Index, "top_candidates", top_candidates)
     for query in lookups(engine.papers)[:120]:
         for coordinate in (True, False):
