@@ -216,7 +216,9 @@ class Corpus:
 
     @property
     def version(self) -> int:
-        row = self.db.execute("select value from meta where key = 'corpus_version'").fetchone()
+        # The sqlite3 connection itself: sqlite-utils' ``execute`` wrapper costs more than
+        # this query, which every lookup makes.
+        row = self.db.conn.execute("select value from meta where key = 'corpus_version'").fetchone()
         return int(row[0]) if row else 0
 
     def count(self) -> int:
@@ -377,12 +379,11 @@ class Corpus:
             return []
         placeholders = ",".join("?" * len(rowids))
         found = dict(
-            self.db.execute(
-                f"select rowid, id from papers where rowid in ({placeholders})",
-                [int(r) for r in rowids],
+            self.db.conn.execute(  # every lookup: no sqlite-utils wrapper
+                f"select rowid, id from papers where rowid in ({placeholders})", rowids
             ).fetchall()
         )
-        return [found[int(r)] for r in rowids if int(r) in found]
+        return [found[r] for r in rowids if r in found]
 
     def rowid_of(self, paper_id: str) -> int | None:
         row = self.db.execute("select rowid from papers where id = ?", [paper_id]).fetchone()

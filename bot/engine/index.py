@@ -1940,97 +1940,273 @@ class Index:
         budget: int = 1000,
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """(documents, final scores) among which are the ``want`` best, without walking every
-        posting list: MaxScore (Turtle and Flood, 1995).
+        posting list: MaxScore (Turtle and Flood, 1995), term at a time.
 
         The terms are taken by their best possible contribution (``impacts``), highest
-        first; each new document of a term's posting list is scored exactly (every query
-        term, by bisection in the other lists, added in ``score``'s order, so the score is
-        the same to the bit), kept if it ``passes`` the filters, and coordinated (x the
-        squared share of the query's terms it has). Once the want-th best final score
-        exceeds what the remaining terms together could give, a document only they contain
-        cannot enter the top: their posting lists are never walked. Coordination only lowers
-        a score, so this is exact with it too. None when that would score more than
-        ``budget`` documents one by one: the exhaustive product (``score``) is cheaper then.
+        first, and their lists added into per-thread accumulators (``_accumulators``): a
+        touched document's partial sum x its share of the query's terms so far is a lower
+        bound of its final score (every contribution is positive; coordination, x the
+        squared share of the query's terms a document has, only lowers it), partial sum +
+        the remaining terms' bounds an upper bound. Before a long list (``SHORT_LIST``) the
+        bar (the want-th best lower bound) is raised by looking every document so far up in
+        the remaining lists when there are few (``FULL_POOL``), else with the exact scores
+        of the likeliest ones. Once the bar is above what the remaining terms could give a
+        document not seen yet, no new document can enter the top: the remaining lists are
+        only looked up (bisection) for the documents that still could, which shrink as
+        their bounds tighten. The few left are scored exactly (every query term, added in
+        ``score``'s order, so the score is the same to the bit) and returned.
+
+        None (the exhaustive product is cheaper) when even the likeliest term's lists are
+        long (``LONG_LIST``), when a long list could still lift any document into the top,
+        or for a query of more than ``MAX_PRUNED_TERMS`` terms. ``budget`` is unused (kept
+        for callers).
         """
         term_ids = np.asarray(term_ids, dtype=np.int64)
+        n_query = len(term_ids)
+        if not n_query or n_query > MAX_PRUNED_TERMS or self.impacts is None:
+            return None
         weights = np.asarray(weights, dtype=np.float32) * self.idf[term_ids]
         bound = weights.astype(np.float64) * self.impacts[term_ids]
-        order = np.argsort(-bound, kind="stable")
+        order = np.argsort(-bound, kind="stable").tolist()
         # What the terms from the j-th on could add at most (a margin for float rounding).
-        rest = np.append(np.cumsum(bound[order][::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12
-        # Per segment: (the query positions it has, its own ids of those terms).
-        lists = [self._local(i, term_ids) for i in range(len(self.segments))]
-        n_terms = np.float32(len(term_ids))
-        seen = [np.zeros(0, np.int64) for _ in self.segments]
-        found_docs, found_scores = [], []
-        best = np.zeros(0, np.float32)  # the want best final scores so far
+        rest = (np.append(np.cumsum(bound[order][::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12).tolist()
+        # Per segment, each query position's own term id there (-1: the segment lacks it).
+        own = []
+        for at, local in (self._local(i, term_ids) for i in range(len(self.segments))):
+            ids = [-1] * n_query
+            for position, term in zip(at.tolist(), local.tolist(), strict=True):
+                ids[position] = term
+            own.append(ids)
+        lengths = [self._total_length(own, position) for position in range(n_query)]
+        if lengths[order[0]] > LONG_LIST:
+            return None  # even the likeliest term is common: nothing to skip
+        inverse_pivot = self.inverse_pivot
+        whole = self.n_live == self.n_docs
+        acc, cnt = _accumulators(self.n_docs)
+        touched: list[np.ndarray] = []  # every document added to, to zero them afterwards
+        fresh_ok: list[np.ndarray] = []  # those that are live and pass the filters
 
-        def score_new(positions: list[int]) -> bool:
-            """Score the documents of these terms' lists not scored yet; False: over budget."""
-            nonlocal best
+        def add_list(position: int) -> None:
+            """Add a term's whole lists (every segment) into the accumulators."""
+            weight = weights[position]
             for i, segment in enumerate(self.segments):
-                at, local = lists[i]
-                ks = np.flatnonzero(np.isin(at, positions))
-                if not len(ks):
+                term = own[i][position]
+                if term < 0:
                     continue
-                parts = [segment.docs(t, t + 1) for t in local[ks].tolist()]
-                already = sum(len(s) for s in seen)
-                if max(len(p) for p in parts) - len(seen[i]) + already > budget:
-                    return False  # over budget whatever the lists share: not worth a union
-                new = parts[0] if len(parts) == 1 else unique(np.concatenate(parts))
-                new = np.asarray(new).astype(np.int64)
-                if self._live_local[i] is not None:
-                    new = new[self._live_local[i][new]]
-                if len(seen[i]):
-                    new = new[~_sorted_contains(seen[i], new)]
-                if not len(new):
-                    continue
-                if sum(len(s) for s in seen) + len(new) > budget:
-                    return False
-                seen[i] = unique(np.concatenate([seen[i], new]))
-                total = np.zeros(len(new), dtype=np.float32)
-                matched = np.zeros(len(new), dtype=np.float32)
-                for j in range(len(at)):
-                    hit, pos = segment.find(int(local[j]), new)
-                    if not hit.any():
-                        continue
-                    add = np.zeros(len(new), dtype=np.float32)
-                    add[hit] = weights[at[j]] * segment.tf_at(pos[hit])
-                    total += add
-                    matched += hit
-                docs = self._to_docs(i, new)
-                scores = (total * self.inverse_pivot[docs]).astype(np.float32)
-                keep = (total != 0) & passes(docs)
-                docs, scores = docs[keep], scores[keep]
-                if coordinate:
-                    share = matched[keep] / n_terms
-                    scores = scores * share * share
-                found_docs.append(docs)
-                found_scores.append(scores)
-                best = np.concatenate([best, scores])
-                if len(best) > want:
-                    best = best[np.argpartition(best, len(best) - want)[len(best) - want :]]
-            return True
+                a, b = int(segment.list_ptr[term]), int(segment.list_ptr[term + 1])
+                local = segment.docs(term, term + 1)
+                values = segment.tf(a, b)
+                values *= weight
+                # intp indices: numpy's gathers and scatters convert any other type first.
+                docs = local.astype(np.intp) if self._global is None else self._global[i][local]
+                counts = cnt[docs]
+                fresh = docs[counts == 0]
+                counts += 1
+                cnt[docs] = counts
+                np.add.at(acc, docs, values)
+                if len(fresh):
+                    touched.append(fresh)
+                    keep = passes(fresh)
+                    if not whole:
+                        keep &= self.live[fresh]
+                    fresh_ok.append(fresh[keep])
 
-        # One term at a time until there are ``want`` documents (a bar), then at once every
-        # term that could still lift an unseen document over that bar.
-        step = 0
-        while step < len(order):
-            if len(best) < want:
-                if not score_new([int(order[step])]):
-                    return None
+        def bounds(docs: np.ndarray, remaining: int, rest_bound: float):
+            """(lower, upper) bounds of these documents' final scores."""
+            partial = acc[docs] * inverse_pivot[docs]
+            if not coordinate:
+                return partial * np.float32(1 - 1e-4), partial * (1 + 1e-4) + rest_bound
+            matched = cnt[docs].astype(np.float32)
+            share = matched / np.float32(n_query)
+            lower = partial * share * share * np.float32(1 - 1e-4)
+            most = np.minimum((matched + remaining) / n_query, 1.0)
+            upper = (partial * (1 + 1e-4) + rest_bound) * most * most
+            return lower, upper
+
+        known: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # scored exactly
+
+        def score_exactly(docs: np.ndarray) -> np.ndarray:
+            """Score these documents exactly (once each): every exact score so far."""
+            if known[0]:
+                docs = docs[~np.isin(docs, np.concatenate(known[0]))]
+            found_docs, found_scores = self._exact_scores(docs, own, weights, coordinate)
+            known[0].append(found_docs)
+            known[1].append(found_scores)
+            return np.concatenate(known[1])
+
+        def kth(values: np.ndarray) -> float:
+            if len(values) < want:
+                return -1.0
+            return float(np.partition(values, len(values) - want)[len(values) - want])
+
+        try:
+            # Whole lists, highest bound first, until no unseen document can reach the top.
+            step, bar, candidates = 0, -1.0, None
+            while step < n_query:
+                add_list(order[step])
                 step += 1
+                if len(fresh_ok) > 1:
+                    fresh_ok[:] = [np.concatenate(fresh_ok)]
+                if not fresh_ok or len(fresh_ok[0]) < want:
+                    continue
+                ok = fresh_ok[0]
+                if step < n_query and lengths[order[step]] <= SHORT_LIST:
+                    continue  # the next list is cheaper to add than the bar to raise
+                remaining = n_query - step
+                lower, upper = bounds(ok, remaining, rest[step])
+                bar = max(bar, kth(lower))
+                unseen = rest[step] * (remaining / n_query) ** 2 if coordinate else rest[step]
+                if step < n_query and unseen >= bar and len(ok) > FULL_POOL:
+                    # Raise the bar with the exact scores of the likeliest documents.
+                    pick = min(len(ok), want + want // 2 + 1)
+                    best = ok[np.argpartition(-upper, pick - 1)[:pick]]
+                    bar = max(bar, kth(score_exactly(best)))
+                if step < n_query and unseen >= bar and len(ok) <= FULL_POOL:
+                    # Few documents so far: look the remaining lists up for all of them.
+                    for position in order[step:]:
+                        self._add_found(own, position, weights[position], ok, acc, cnt)
+                    step = n_query
+                    lower, upper = bounds(ok, 0, rest[step])
+                    bar = max(bar, kth(lower))
+                if unseen >= bar and (step == n_query or lengths[order[step]] > LONG_LIST):
+                    raise _Exhaustive  # common terms could still lift anyone
+                if unseen < bar or step == n_query:
+                    candidates = ok[upper >= bar]
+                    break
+            if candidates is None:  # fewer than ``want`` documents pass at all
+                candidates = fresh_ok[0] if fresh_ok else np.zeros(0, np.int64)
+            # The remaining (long) lists: looked up for the candidates left, a term at a
+            # time, dropping those whose upper bound falls below the bar.
+            while step < n_query and len(candidates) > EXACT_AT:
+                position = order[step]
+                if lengths[position] <= 2 * len(candidates):
+                    add_list(position)
+                else:
+                    self._add_found(own, position, weights[position], candidates, acc, cnt)
+                step += 1
+                lower, upper = bounds(candidates, n_query - step, rest[step])
+                bar = max(bar, kth(lower))
+                candidates = candidates[upper >= bar]
+            score_exactly(candidates)
+            found = np.concatenate(known[0]), np.concatenate(known[1])
+        except _Exhaustive:
+            found = None
+        except BaseException:
+            _drop_accumulators()  # perhaps half-added: never reused
+            raise
+        if touched:
+            everything = np.concatenate(touched)
+            acc[everything] = 0
+            cnt[everything] = 0
+        return found
+
+    def _total_length(self, own: list[list[int]], position: int) -> int:
+        """How many postings a query term has over the segments."""
+        total = 0
+        for i, segment in enumerate(self.segments):
+            term = own[i][position]
+            if term >= 0:
+                total += int(segment.list_ptr[term + 1]) - int(segment.list_ptr[term])
+        return total
+
+    def _by_segment(self, docs: np.ndarray):
+        """(segment number, its own document numbers ascending, the generation's) of docs."""
+        if self._global is None:
+            docs = np.sort(np.asarray(docs, dtype=np.int64))
+            return [(0, docs, docs)] if len(docs) else []
+        owner = self._segment_of_doc[docs]
+        out = []
+        for i in np.unique(owner).tolist():
+            local = np.sort(self._local_of_doc[docs[owner == i]])
+            out.append((i, local, self._global[i][local]))
+        return out
+
+    def _add_found(self, own, position: int, weight, docs: np.ndarray, acc, cnt) -> None:
+        """Add one query term's contributions to these documents (bisection in its lists)."""
+        for i, local, glob in self._by_segment(docs):
+            term = own[i][position]
+            if term < 0:
                 continue
-            bar = float(best.min())
-            cut = step
-            while cut < len(order) and rest[cut] >= bar:
-                cut += 1
-            if cut > step and not score_new(order[step:cut].tolist()):
-                return None
-            break
-        if not found_docs:
+            segment = self.segments[i]
+            hit, at = segment.find(term, local)
+            if hit.any():
+                glob = glob[hit]
+                acc[glob] += segment.tf_at(at[hit]) * weight
+                cnt[glob] += 1
+
+    def _exact_scores(
+        self, docs: np.ndarray, own: list[list[int]], weights: np.ndarray, coordinate: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """These documents' final scores, bit for bit those of ``score`` (each query term's
+        weight x tf added in the query's order, as the sparse product adds them), without
+        the documents that score 0: a few found in each query term's lists by bisection,
+        more (``EXACT_BY_LISTS``) read from their own vectors."""
+        if len(docs) > EXACT_BY_LISTS:
+            return self._exact_scores_by_vectors(docs, own, weights, coordinate)
+        out_docs, out_scores = [], []
+        n_query = len(weights)
+        for i, local, glob in self._by_segment(docs):
+            segment = self.segments[i]
+            total = np.zeros(len(local), dtype=np.float32)
+            matched = np.zeros(len(local), dtype=np.float32)
+            for position in range(n_query):
+                term = own[i][position]
+                if term < 0:
+                    continue
+                hit, at = segment.find(term, local)
+                if not hit.any():
+                    continue
+                add = np.zeros(len(local), dtype=np.float32)
+                add[hit] = weights[position] * segment.tf_at(at[hit])
+                total += add
+                matched += hit
+            scores = (total * self.inverse_pivot[glob]).astype(np.float32)
+            keep = total != 0
+            scores = scores[keep]
+            if coordinate:
+                share = matched[keep] / np.float32(n_query)
+                scores = scores * share * share
+            out_docs.append(glob[keep])
+            out_scores.append(scores)
+        if not out_docs:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        return np.concatenate(found_docs), np.concatenate(found_scores)
+        return np.concatenate(out_docs), np.concatenate(out_scores)
+
+    def _exact_scores_by_vectors(
+        self, docs: np.ndarray, own: list[list[int]], weights: np.ndarray, coordinate: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``_exact_scores`` from the documents' own vectors (``doc_terms``, one call for all
+        of them, each query term found there by one bisection): cheaper than a bisection
+        per list for many documents."""
+        out_docs, out_scores = [], []
+        n_query = len(weights)
+        for i, local, glob in self._by_segment(docs):
+            segment = self.segments[i]
+            lengths, terms, counts = segment.doc_terms(local)
+            if not len(terms):
+                continue  # papers without a term score 0
+            # Each document's term ids ascending, documents in order: one sorted key array.
+            width = np.int64(segment.n_terms + 1)
+            keys = np.repeat(np.arange(len(local), dtype=np.int64) * width, lengths) + terms
+            query = np.asarray(own[i], dtype=np.int64)
+            needles = (np.arange(len(local), dtype=np.int64) * width)[:, None] + query[None, :]
+            at = np.minimum(np.searchsorted(keys, needles), len(keys) - 1)
+            hit = (keys[at] == needles) & (query >= 0)[None, :]
+            contributions = np.where(hit, weights[None, :] * sublinear(counts[at]), 0)
+            total = np.zeros(len(local), dtype=np.float32)
+            for position in range(n_query):
+                total += contributions[:, position]
+            scores = (total * self.inverse_pivot[glob]).astype(np.float32)
+            keep = total != 0
+            scores = scores[keep]
+            if coordinate:
+                share = hit.sum(axis=1, dtype=np.float32)[keep] / np.float32(n_query)
+                scores = scores * share * share
+            out_docs.append(glob[keep])
+            out_scores.append(scores)
+        if not out_docs:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return np.concatenate(out_docs), np.concatenate(out_scores)
 
     def score(self, term_ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(documents, scores) of every live document sharing a term with the query, unordered.
@@ -2081,19 +2257,24 @@ class Index:
     def matched_terms(self, term_ids: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """How many of the terms each of ``docs`` contains.
 
-        A few documents: binary-search each term's posting list. Many: one bincount over them.
+        A few documents: bisection in each term's posting lists. Many: one bincount over them.
         """
         if not len(term_ids) or not len(docs):
             return np.zeros(len(docs), dtype=np.float32)
         if len(docs) <= 2_000:
-            counts = np.zeros(len(docs), dtype=np.float32)
-            for term in term_ids.tolist():
-                posting = self.postings(term)[0]  # sorted document numbers
-                if not len(posting):
-                    continue
-                at = np.minimum(np.searchsorted(posting, docs), len(posting) - 1)
-                counts += posting[at] == docs
-            return counts
+            # Bisection in each list's pages (``Segment.find``): no list is decoded.
+            docs = np.asarray(docs, dtype=np.int64)
+            distinct = unique(docs)
+            counts = np.zeros(len(distinct), dtype=np.float32)
+            term_ids = np.asarray(term_ids, dtype=np.int64)
+            for i, local, glob in self._by_segment(distinct):
+                segment = self.segments[i]
+                where = np.searchsorted(distinct, glob)
+                for term in self._local(i, term_ids)[1].tolist():
+                    counts[where] += segment.find(term, local)[0]
+            if self.n_live != self.n_docs:
+                counts[~self.live[distinct]] = 0  # a deleted paper matches nothing
+            return counts[np.searchsorted(distinct, docs)]
         hits = np.concatenate([self.postings(t)[0] for t in term_ids.tolist()])
         return np.bincount(hits, minlength=self.n_docs)[docs].astype(np.float32)
 
@@ -2242,13 +2423,41 @@ class Index:
         return self._matrix_xt
 
 
-def _sorted_contains(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
-    """Which of ``needles`` are in the sorted ``haystack`` (bisection: only touches a few
-    of its pages, however long it is)."""
-    if not len(haystack):
-        return np.zeros(len(needles), dtype=bool)
-    pos = np.minimum(np.searchsorted(haystack, needles), len(haystack) - 1)
-    return haystack[pos] == needles
+#: Longer queries are scored exhaustively: ``top_candidates``' float margins assume fewer.
+MAX_PRUNED_TERMS = 512
+#: ``top_candidates`` adds a list this short whole rather than first raising its bar.
+SHORT_LIST = 2048
+#: ... and leaves the query to the exhaustive product when a list this long could still
+#: lift any document into the top (each posting costs more here than in that product).
+LONG_LIST = 8192
+#: ... unless this few documents are in the lists added so far: the others are then
+#: looked up for them (bisection), and the query left only if that does not settle it.
+FULL_POOL = 1024
+#: ... and scores this few candidates exactly instead of looking up the next list for them.
+EXACT_AT = 64
+#: Up to this many documents are scored exactly by bisection in each query term's lists,
+#: more from their own vectors.
+EXACT_BY_LISTS = 64
+_scratch = threading.local()
+
+
+def _accumulators(n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+    """This thread's (float32 partial sums, uint16 counts) over at least ``n_docs`` documents,
+    all zero: ``top_candidates`` adds into them and zeroes what it touched, so a lookup pays
+    for the documents it touches, not for a fresh array the size of the corpus."""
+    sums = getattr(_scratch, "sums", None)
+    if sums is None or len(sums) < n_docs:
+        sums = _scratch.sums = np.zeros(n_docs, dtype=np.float32)
+        _scratch.counts = np.zeros(n_docs, dtype=np.uint16)
+    return sums, _scratch.counts
+
+
+def _drop_accumulators() -> None:
+    _scratch.sums = _scratch.counts = None
+
+
+class _Exhaustive(Exception):
+    """``top_candidates`` gives up: the exhaustive product is cheaper for this query."""
 
 
 def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:

@@ -61,8 +61,9 @@ PHRASE_CHECK_LIMIT = 2000  # papers whose text is read to confirm a phrase too r
 #: Lookups wanting at most this many results skip the posting lists that cannot change them
 #: (MaxScore, ``Index.top_candidates``); more (a digest's every match) are scored exhaustively.
 PRUNE_MAX_K = 200
-#: Below this many postings over the query's terms the exhaustive product is as cheap.
-PRUNE_MIN_POSTINGS = 5000
+#: Below this many postings over the query's terms the exhaustive product answers. 0: the
+#: term-at-a-time pruning is at least as fast at any length (issue 9, seventh pass).
+PRUNE_MIN_POSTINGS = 0
 
 
 @dataclass
@@ -526,7 +527,7 @@ class Engine:
             prune
             and len(term_ids) > 1
             and 0 < want <= PRUNE_MAX_K
-            and index.df[term_ids].sum() >= PRUNE_MIN_POSTINGS
+            and (PRUNE_MIN_POSTINGS <= 0 or index.df[term_ids].sum() >= PRUNE_MIN_POSTINGS)
         ):
             found = index.top_candidates(term_ids, weights, want, passes, coordinate)
             if found is not None:

@@ -1,0 +1,110 @@
+"""Term-at-a-time MaxScore (``Index.top_candidates``) down every one of its paths gives the
+exhaustive top 10, and its per-thread accumulators never carry one lookup into the next.
+
+The corpus (tests/test_pruning.py's: a main segment + 2 deltas with deleted papers) is small,
+so the list-length thresholds are lowered here to send lookups down each branch: bars raised
+from exact scores, remaining lists looked up for the candidates, the whole pool looked up,
+the hand-over to the exhaustive product.
+"""
+
+import numpy as np
+import pytest
+
+import bot.engine.index as index_module
+import bot.engine.search as search_module
+from bot.engine.index import Index, _accumulators
+from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engine fixture)
+
+#: (SHORT_LIST, LONG_LIST, FULL_POOL, EXACT_AT, EXACT_BY_LISTS) and the branch each
+#: setting must reach.
+SETTINGS = {
+    "bar then lookups": ((0, 10**9, 0, 0, 64), "_add_found"),
+    "whole pool looked up": ((0, 10**9, 10**6, 0, 64), "_add_found"),
+    "hand over to the product": ((0, 0, 0, 0, 64), "exhaustive"),
+    "exact scores from the papers' vectors": ((0, 10**9, 0, 10**6, 0), "by_vectors"),
+    "exact scores from the lists": ((0, 10**9, 0, 10**6, 10**6), "by_lists"),
+    "defaults": ((2048, 8192, 1024, 64, 64), None),
+}
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_every_path_gives_the_exhaustive_top_10(engine, monkeypatch, name):  # noqa: F811
+    (short, long, pool, exact_at, by_lists), branch = SETTINGS[name]
+    monkeypatch.setattr(index_module, "SHORT_LIST", short)
+    monkeypatch.setattr(index_module, "LONG_LIST", long)
+    monkeypatch.setattr(index_module, "FULL_POOL", pool)
+    monkeypatch.setattr(index_module, "EXACT_AT", exact_at)
+    monkeypatch.setattr(index_module, "EXACT_BY_LISTS", by_lists)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    reached = {"_add_found": 0, "exhaustive": 0, "by_vectors": 0, "by_lists": 0}
+    real_add, real_top = Index._add_found, Index.top_candidates
+    real_exact, real_vectors = Index._exact_scores, Index._exact_scores_by_vectors
+
+    def exact_scores(self, docs, *args):
+        reached["by_lists"] += len(docs) <= index_module.EXACT_BY_LISTS
+        return real_exact(self, docs, *args)
+
+    def by_vectors(self, *args):
+        reached["by_vectors"] += 1
+        return real_vectors(self, *args)
+
+    def add_found(self, *args):
+        reached["_add_found"] += 1
+        return real_add(self, *args)
+
+    def top_candidates(self, *args, **kwargs):
+        found = real_top(self, *args, **kwargs)
+        reached["exhaustive"] += found is None
+        return found
+
+    monkeypatch.setattr(Index, "_add_found", add_found)
+    monkeypatch.setattr(Index, "_exact_scores", exact_scores)
+    monkeypatch.setattr(Index, "_exact_scores_by_vectors", by_vectors)
+    monkeypatch.setattr(Index, "top_candidates", top_candidates)
+    for query in lookups(engine.papers)[:120]:
+        for coordinate in (True, False):
+            want = engine.rank(query, k=10, coordinate=coordinate, prune=False)
+            assert engine.rank(query, k=10, coordinate=coordinate, prune=True) == want, query
+    if branch:
+        assert reached[branch] > 10, reached
+
+
+def test_accumulators_are_left_zeroed(engine, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(index_module, "SHORT_LIST", 0)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    for query in lookups(engine.papers)[:40]:
+        engine.rank(query, k=10)
+    sums, counts = _accumulators(engine.index.n_docs)
+    assert not sums.any() and not counts.any()
+
+
+def test_a_lookup_failing_half_way_does_not_spoil_the_next(engine, monkeypatch):  # noqa: F811
+    """An error after some lists were added (here: in a filter) drops this thread's
+    accumulators, so the next lookup starts from zero."""
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    queries = [q for q in lookups(engine.papers) if len(q.split()) >= 3][:30]
+    want = {q: engine.rank(q, k=10, prune=False) for q in queries}
+    real = search_module.Engine._passes
+    failed = 0
+    for query in queries:
+
+        def failing(self, index, parsed):
+            passes = real(self, index, parsed)
+            calls = []
+
+            def passes_once(docs: np.ndarray) -> np.ndarray:
+                calls.append(len(docs))
+                if len(calls) > 1:
+                    raise RuntimeError("a filter failed")
+                return passes(docs)
+
+            return passes_once
+
+        monkeypatch.setattr(search_module.Engine, "_passes", failing)
+        try:
+            engine.rank(query, k=10)
+        except RuntimeError:
+            failed += 1
+        monkeypatch.setattr(search_module.Engine, "_passes", real)
+        assert engine.rank(query, k=10) == want[query], query
+    assert failed >= 10  # not vacuous: most of them failed after adding a list
