@@ -390,16 +390,19 @@ class _SemanticSpace:
         self._lock = threading.Lock()
         self._index: Index | None = None
         self._space: tuple[np.ndarray, np.ndarray] | None = None
+        #: Papers' unit semantic vectors in this generation's space, by document.
+        self.projected: dict[int, np.ndarray] = {}
 
     def get(self, index: Index) -> tuple[np.ndarray, np.ndarray] | None:
         with self._lock:
             if self._index is not index:
                 self._index, self._space = index, _fit_semantic_space(index)
+                self.projected = {}
             return self._space
 
     def forget(self) -> None:
         with self._lock:
-            self._index, self._space = None, None
+            self._index, self._space, self.projected = None, None, {}
 
 
 def _fit_semantic_space(index: Index) -> tuple[np.ndarray, np.ndarray] | None:
@@ -435,14 +438,28 @@ def semantic_vectors(index: Index, docs: np.ndarray) -> np.ndarray:
     document is then its own unit vector over the terms of ``docs``."""
     docs = np.asarray(docs, np.int64)
     space = _SEMANTIC.get(index)
-    vectors = unit_vectors(index, docs)
     if space is None:
         column = np.arange(index.n_terms, dtype=np.int64)
-        return _term_matrix(vectors, column, index.n_terms).toarray()
+        return _term_matrix(unit_vectors(index, docs), column, index.n_terms).toarray()
     column, components = space
-    z = np.asarray(_term_matrix(vectors, column, len(components)) @ components, np.float32)
-    norms = np.linalg.norm(z, axis=1, keepdims=True)
-    return z / np.where(norms > 0, norms, 1.0).astype(np.float32)
+    projected = _SEMANTIC.projected
+    missing = unique(docs[[int(d) not in projected for d in docs]]) if len(docs) else docs
+    if len(projected) + len(missing) > CACHE_VECTORS:
+        # A cap on memory: a new cache (a thread still reading the old one keeps it).
+        _SEMANTIC.projected = projected = {}
+        missing = unique(docs)
+    if len(missing):
+        # Members of one batch share candidates: each paper projected once per generation.
+        z = np.asarray(
+            _term_matrix(unit_vectors(index, missing), column, len(components)) @ components,
+            np.float32,
+        )
+        norms = np.linalg.norm(z, axis=1, keepdims=True)
+        z /= np.where(norms > 0, norms, 1.0).astype(np.float32)
+        projected.update(zip(missing.tolist(), z, strict=True))
+    if not len(docs):
+        return np.zeros((0, components.shape[1]), np.float32)
+    return np.stack([projected[int(d)] for d in docs])
 
 
 _SEMANTIC = _SemanticSpace()
