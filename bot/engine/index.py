@@ -2160,17 +2160,8 @@ class Index:
                 add[hit] = weights[position] * segment.tf_at(at[hit])
                 total += add
                 matched += hit
-            scores = (total * self.inverse_pivot[glob]).astype(np.float32)
-            keep = total != 0
-            scores = scores[keep]
-            if coordinate:
-                share = matched[keep] / np.float32(n_query)
-                scores = scores * share * share
-            out_docs.append(glob[keep])
-            out_scores.append(scores)
-        if not out_docs:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        return np.concatenate(out_docs), np.concatenate(out_scores)
+            self._finish(total, matched, glob, coordinate, n_query, out_docs, out_scores)
+        return _joined(out_docs, out_scores)
 
     def _exact_scores_by_vectors(
         self, docs: np.ndarray, own: list[list[int]], weights: np.ndarray, coordinate: bool
@@ -2196,17 +2187,21 @@ class Index:
             total = np.zeros(len(local), dtype=np.float32)
             for position in range(n_query):
                 total += contributions[:, position]
-            scores = (total * self.inverse_pivot[glob]).astype(np.float32)
-            keep = total != 0
-            scores = scores[keep]
-            if coordinate:
-                share = hit.sum(axis=1, dtype=np.float32)[keep] / np.float32(n_query)
-                scores = scores * share * share
-            out_docs.append(glob[keep])
-            out_scores.append(scores)
-        if not out_docs:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        return np.concatenate(out_docs), np.concatenate(out_scores)
+            matched = hit.sum(axis=1, dtype=np.float32)
+            self._finish(total, matched, glob, coordinate, n_query, out_docs, out_scores)
+        return _joined(out_docs, out_scores)
+
+    def _finish(self, total, matched, glob, coordinate: bool, n_query: int, out_docs, out_scores):
+        """Append the documents that scored (their summed ``total`` not 0) and their final
+        scores: pivoted length normalisation, then the coordination factor if asked."""
+        scores = (total * self.inverse_pivot[glob]).astype(np.float32)
+        keep = total != 0
+        scores = scores[keep]
+        if coordinate:
+            share = matched[keep] / np.float32(n_query)
+            scores = scores * share * share
+        out_docs.append(glob[keep])
+        out_scores.append(scores)
 
     def score(self, term_ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(documents, scores) of every live document sharing a term with the query, unordered.
@@ -2458,6 +2453,13 @@ def _drop_accumulators() -> None:
 
 class _Exhaustive(Exception):
     """``top_candidates`` gives up: the exhaustive product is cheaper for this query."""
+
+
+def _joined(docs: list[np.ndarray], scores: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-segment (documents, scores) pieces as one pair (empty when there are none)."""
+    if not docs:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    return np.concatenate(docs), np.concatenate(scores)
 
 
 def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
