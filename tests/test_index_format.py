@@ -1,5 +1,5 @@
-"""The index's on-disk format 11: weighted counts in one byte in the inverted lists, a
-paper's own term ids as varint gaps and its counts in two bits, the inverted lists' paper
+"""The index's on-disk format: a paper's own term ids as varint gaps and its counts in two
+bits, the inverted lists' counts in four bits (tests/test_index_format12.py), their paper
 numbers as 16-bit halves in blocks (tests/test_index_blocks.py), the vocabulary front-coded
 (tests/test_index_encoding.py); an index of the previous format is rebuilt once, and nothing
 a lookup, "similar", "why" or the taste model reads changes with the encoding.
@@ -16,24 +16,24 @@ from bot.engine.text import analyze
 from tests.test_live_index import make_papers, published, queries_from, write_jsonl
 
 
-def test_an_index_of_format_10_is_rebuilt_once_in_the_new_format(tmp_path, sentences):
+def test_an_index_of_format_11_is_rebuilt_once_in_the_new_format(tmp_path, sentences):
     papers = make_papers(sentences, "f", 80, seed=31)
     db = tmp_path / "f.db"
     engine = Engine.open(db)
     engine.ingest([write_jsonl(tmp_path / "a.jsonl", papers)])
     query = queries_from(papers, 1, seed=32)[0]
     want = engine.rank(query)
-    # What format 10 published: the same CURRENT and segment manifests, with format 10.
+    # What format 11 published: the same CURRENT and segment manifests, with format 11.
     current = read_current(engine.index_dir)
     old_segment = current["segments"][0]["name"]
     for path in (engine.index_dir / "CURRENT", engine.index_dir / old_segment / "meta.json"):
-        path.write_text(json.dumps({**json.loads(path.read_text()), "format": 10}))
+        path.write_text(json.dumps({**json.loads(path.read_text()), "format": 11}))
     assert read_current(engine.index_dir) is None
 
     upgraded = Engine.open(db)
     assert upgraded.rank(query) == want
     current = read_current(upgraded.index_dir)
-    assert current["format"] == FORMAT_VERSION == 11
+    assert current["format"] == FORMAT_VERSION == 12
     assert current["segments"][0]["name"] != old_segment
     assert {p.name for p in upgraded.index_dir.iterdir()} == published(upgraded)
     segment = upgraded.index.segments[0]
@@ -41,6 +41,8 @@ def test_an_index_of_format_10_is_rebuilt_once_in_the_new_format(tmp_path, sente
     assert segment.xt_indices.dtype == np.uint16 and segment.x_codes.dtype == np.uint8
     files = {p.name for p in segment.directory.iterdir()}
     assert {"vocab_shared.npy", "vocab_heads.npy", "x_terms.npy", "x_codes.npy"} <= files
+    assert {"xt_blocks.npy", "xt_escaped.npy"} <= files  # format 12's
+    assert len(np.load(segment.directory / "xt_data.npy")) == -(-len(segment.xt_indices) // 2)
     assert files.isdisjoint(
         {"term_hashes.npy", "hash_order.npy"}  # computed when a delta needs them
         | {"vocab_offsets.npy", "x_gaps.npy", "x_counts.npy", "x_wide.npy"}  # format 10's

@@ -13,9 +13,10 @@ Each segment holds, for its documents (papers, in ``rowid`` order):
 
 * ``xt`` (terms x documents): an inverted index, so a query only touches the posting lists
   of its own terms; each document number's low 16 bits (uint16), every list cut into blocks
-  of ``BLOCK`` documents whose starts ``xt_indptr`` records (a lookup gathers its lists in
-  one vectorised copy and adds each block's start: no running sum; MaxScore bisects within
-  a block);
+  of ``BLOCK`` documents whose posting counts ``xt_blocks`` records (a lookup gathers its
+  lists in one vectorised copy and adds each block's start: no running sum; MaxScore
+  bisects within a block); each posting's count in four bits, the rare larger one beside
+  (``_pack_counts``);
 * ``x`` (documents x terms): a paper's own vector, for "similar papers", the taste model,
   digests' "why" and deleted papers' document frequencies; only ever read a few papers at a
   time, so it is packed tight: per paper its term ids as varint gaps, and every count in two
@@ -28,7 +29,7 @@ Each segment holds, for its documents (papers, in ``rowid`` order):
   the main vocabulary.
 
 Segments store each term's *weighted count* in a paper (a whole number, in the narrowest
-unsigned type: uint8 at 87k), not a final weight: its sublinear term frequency
+unsigned type: uint8 at 87k, four bits in ``xt``), not a final weight: its sublinear term frequency
 ``1 + ln(count)`` is computed when a lookup reads them, the idf and the pivoted length
 normalization from document frequencies summed over all segments (minus deleted
 documents), so a paper scores the same whichever segment holds it. The norms (a pass over
@@ -91,7 +92,10 @@ KEYWORD_WEIGHT = 3
 # each list's 65,536-paper blocks start; term hashes computed when a delta needs them.
 # 11: the vocabulary front-coded in blocks of ``VOCAB_BLOCK`` terms, ``x`` as varint gaps
 # and two-bit counts (``_encode_x``), each term's best impact in float16 rounded up.
-FORMAT_VERSION = 11
+# 12: the inverted lists' counts in four bits (``_pack_counts``), ``xt_indptr`` each list's
+# start only and ``xt_blocks`` the postings in each of its blocks but the last (uint16),
+# years and venue codes in their narrowest integer types.
+FORMAT_VERSION = 12
 #: Papers per block of an inverted list: a posting stores its paper number's low 16 bits,
 #: the block (the high bits) is known from where the posting sits (``xt_indptr``).
 BLOCK = 1 << 16
@@ -113,8 +117,10 @@ MERGE_SHARE = 0.15
 CURRENT = "CURRENT"
 _ARRAYS = (
     "xt_data",
+    "xt_escaped",
     "xt_indices",
     "xt_indptr",
+    "xt_blocks",
     "x_terms",
     "x_codes",
     "x_indptr",
@@ -126,6 +132,8 @@ _ARRAYS = (
     "vocab_heads",
 )
 _FILES = (*(f"{name}.npy" for name in _ARRAYS), "vocab.bin")
+#: Files a reader loads into memory instead of mapping them (a few kilobytes).
+_READ_WHOLE = ("xt_escaped.npy",)
 _SEGMENT = re.compile(r"^seg-(\d{6})$")
 
 log = logging.getLogger(__name__)
@@ -655,24 +663,144 @@ def _blocks_of(n_docs: int, block: int) -> int:
     return max(1, -(-n_docs // block))
 
 
-def _block_starts(indices: np.ndarray, indptr: np.ndarray, blocks: int, block: int) -> np.ndarray:
-    """Where each inverted list's blocks start: entry ``term * blocks + b`` is the position
-    of the list's first posting in block ``b`` (papers ``b * BLOCK`` onwards); the last
-    entry is the number of postings. uint32 while the postings fit (int64 beyond)."""
+def _block_sizes(indices: np.ndarray, indptr: np.ndarray, blocks: int, block: int) -> np.ndarray:
+    """How many postings each inverted list has in each of its blocks but the last (entry
+    ``term * (blocks - 1) + b``: block ``b``, papers ``b * block`` onwards); the last block
+    holds the rest of the list. uint16 while every count fits (uint32 beyond: a term in all
+    65,536 papers of a block)."""
     n_terms = len(indptr) - 1
-    nnz = int(indptr[-1])
-    out = np.zeros(n_terms * blocks + 1, dtype=np.int64)
     if blocks == 1:
-        out[:] = indptr
-    else:
-        for term, end, a, b in _posting_chunks(np.asarray(indptr), n_terms, 1 << 22):
-            rows = np.repeat(np.arange(end - term, dtype=np.int64), np.diff(indptr[term : end + 1]))
-            keys = rows * blocks + np.asarray(indices[a:b]) // block
-            sizes = np.bincount(keys, minlength=(end - term) * blocks)
-            out[term * blocks + 1 : end * blocks + 1] = a + np.cumsum(sizes)
-        # Empty lists (skipped by the chunks) start and end where the previous one ended.
-        np.maximum.accumulate(out, out=out)
-    return out.astype(np.uint32) if nnz < 1 << 32 else out
+        return np.zeros(0, dtype=np.uint16)
+    out = np.zeros(n_terms * (blocks - 1), dtype=np.uint32)
+    for term, end, a, b in _posting_chunks(np.asarray(indptr), n_terms, 1 << 22):
+        rows = np.repeat(np.arange(end - term, dtype=np.int64), np.diff(indptr[term : end + 1]))
+        keys = rows * blocks + np.asarray(indices[a:b]) // block
+        sizes = np.bincount(keys, minlength=(end - term) * blocks).reshape(-1, blocks)
+        out[term * (blocks - 1) : end * (blocks - 1)] = sizes[:, :-1].ravel()
+    return out.astype(np.uint16) if not len(out) or out.max() < 1 << 16 else out
+
+
+#: The largest count four bits hold in ``xt_data``; 0 there marks a larger one, kept in
+#: ``xt_escaped`` (each as its posting number times 2**32 plus its count, ascending).
+_NIBBLE_MAX = 15
+
+
+def _pack_counts(counts: np.ndarray) -> dict:
+    """The inverted lists' counts, two a byte (the even posting's in the low four bits):
+    nine postings in ten have a count of 1 or 2, so a whole byte each is mostly zeros."""
+    counts = np.asarray(counts)
+    nnz = len(counts)
+    if nnz >= 1 << 32 or (nnz and int(counts.max()) >= 1 << 32):
+        raise IndexBuildError("The index cannot hold over 4 billion postings or counts.")
+    codes = np.zeros(nnz + (nnz & 1), dtype=np.uint8)
+    wide = counts > _NIBBLE_MAX
+    codes[:nnz] = np.where(wide, 0, counts)
+    codes[1::2] <<= 4
+    escaped = np.flatnonzero(wide).astype(np.uint64)
+    return {
+        "xt_data": codes[0::2] | codes[1::2],
+        "xt_escaped": (escaped << np.uint64(32)) | counts[wide].astype(np.uint64),
+    }
+
+
+#: Both four-bit halves of every byte value: ``_NIBBLES[byte, posting & 1]``.
+_NIBBLES = np.stack([np.arange(256) & 0x0F, np.arange(256) >> 4], axis=1).astype(np.uint8)
+#: ``sublinear`` of both halves of every byte value (0: an escaped count, computed apart).
+_NIBBLE_TF = np.where(_NIBBLES > 0, sublinear(np.maximum(_NIBBLES, 1)), 0).astype(np.float32)
+#: How far a posting's byte is shifted to bring its half down, by ``posting & 1``.
+_SHIFTS = np.array([0, 4], dtype=np.uint8)
+
+
+class _Counts:
+    """The inverted lists' counts (``_pack_counts``), read like the plain array of counts
+    they replace: ``len``, ``dtype``, and indexing by position, slice or array of positions."""
+
+    def __init__(self, packed: np.ndarray, escaped: np.ndarray, dtype: np.dtype):
+        self._packed = packed
+        self.dtype = np.dtype(dtype)
+        # The postings whose counts four bits do not hold, and those counts: split once
+        # (a few thousand at 87k papers), since query words are often the ones with them.
+        escaped = np.asarray(escaped, dtype=np.uint64)
+        self._wide_at = (escaped >> np.uint64(32)).astype(np.int64)
+        self._wide = (escaped & np.uint64(0xFFFFFFFF)).astype(self.dtype)
+        self._any_escaped = len(escaped) > 0
+        self._wide_type = self.dtype != np.uint8
+        self._n = 0
+        self.shape = (0,)
+
+    def sized(self, n: int) -> _Counts:
+        self._n, self.shape = n, (n,)
+        return self
+
+    def __len__(self) -> int:
+        return self._n
+
+    def span(self, start: int, end: int) -> np.ndarray:
+        """The counts of postings [start, end), a new array: each byte's two halves from
+        a 256 x 2 table, in one ``take``."""
+        first = start & 1
+        pairs = _NIBBLES.take(self._packed[start >> 1 : (end + 1) >> 1], axis=0)
+        counts = pairs.ravel()[first : first + end - start]
+        if self._wide_type:
+            counts = counts.astype(self.dtype)
+        if self._any_escaped and np.count_nonzero(counts) < len(counts):
+            at = self._wide_at
+            i, j = int(at.searchsorted(start)), int(at.searchsorted(end))
+            counts[at[i:j] - start] = self._wide[i:j]
+        return counts
+
+    def at(self, positions: np.ndarray) -> np.ndarray:
+        """The counts of these postings."""
+        positions = np.asarray(positions, dtype=np.int64)
+        counts = self._packed.take(positions >> 1)
+        counts >>= _SHIFTS.take(positions & 1)
+        counts &= 0x0F
+        if self._wide_type:
+            counts = counts.astype(self.dtype)
+        if self._any_escaped and np.count_nonzero(counts) < len(counts):
+            zero = counts == 0
+            counts[zero] = self._wide[self._wide_at.searchsorted(positions[zero])]
+        return counts
+
+    def tf_span(self, start: int, end: int) -> np.ndarray:
+        """``sublinear`` of ``span(start, end)``: each byte's two term frequencies from a
+        256 x 2 float32 table in one ``take`` (the same bits: ``sublinear`` gives a count
+        the same float wherever it sits), the few escaped counts computed."""
+        first = start & 1
+        pairs = _NIBBLE_TF.take(self._packed[start >> 1 : (end + 1) >> 1], axis=0)
+        tf = pairs.ravel()[first : first + end - start]
+        if self._any_escaped and np.count_nonzero(tf) < len(tf):
+            at = self._wide_at
+            i, j = int(at.searchsorted(start)), int(at.searchsorted(end))
+            tf[at[i:j] - start] = sublinear(self._wide[i:j])
+        return tf
+
+    def tf_at(self, positions: np.ndarray) -> np.ndarray:
+        """``sublinear`` of ``at(positions)``, from the same table."""
+        half, odd = np.divmod(np.asarray(positions, dtype=np.int64), 2)
+        tf = _NIBBLE_TF[self._packed.take(half), odd]
+        if self._any_escaped and np.count_nonzero(tf) < len(tf):
+            zero = tf == 0
+            found = self._wide_at.searchsorted(np.asarray(positions, dtype=np.int64)[zero])
+            tf[zero] = sublinear(self._wide[found])
+        return tf
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self._n)
+            if step == 1:
+                return self.span(start, max(start, stop))
+            return self.at(np.arange(start, stop, step))
+        if np.ndim(key) == 0:
+            position = int(key)
+            if not -self._n <= position < self._n:
+                raise IndexError(f"posting {position} of {self._n}")
+            return self.at(np.asarray([position % self._n]))[0]
+        return self.at(np.arange(self._n)[key] if np.asarray(key).dtype == bool else key)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        counts = self.span(0, self._n)
+        return counts if dtype is None else counts.astype(dtype)
 
 
 def _plain_vocabulary(vocabulary: list[str]) -> tuple[bytes, np.ndarray]:
@@ -740,19 +868,23 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     xt.sort_indices()
     block = BLOCK  # read once: recorded in meta.json, which readers go by
     blocks = _blocks_of(x.shape[0], block)
-    xt_indptr = _block_starts(xt.indices, xt.indptr, blocks, block)
     vocabulary = counted.vocabulary
     blob, vocab_shared, vocab_heads = _front_code(*_plain_vocabulary(vocabulary), VOCAB_BLOCK)
     venue_names = sorted(set(counted.venues))
     venue_code = {v: i for i, v in enumerate(venue_names)}
+    nnz = int(xt.indptr[-1])
     arrays = {
-        "xt_data": xt.data,
+        **_pack_counts(xt.data),
         "xt_indices": (np.asarray(xt.indices) % block).astype(np.uint16),
-        "xt_indptr": xt_indptr,
+        "xt_indptr": np.asarray(xt.indptr).astype(np.uint32 if nnz < 1 << 32 else np.int64),
+        "xt_blocks": _block_sizes(xt.indices, xt.indptr, blocks, block),
         **_encode_x(x.indices, x.indptr, x.data),
         "rowids": counted.rowids,
-        "years": counted.years,
-        "venue_codes": np.asarray([venue_code[v] for v in counted.venues], dtype=np.int32),
+        "years": _narrowest_years(counted.years),
+        "venue_codes": np.asarray(
+            [venue_code[v] for v in counted.venues],
+            dtype=np.uint8 if len(venue_names) <= 1 << 8 else np.int32,
+        ),
         "vocab_shared": vocab_shared,
         "vocab_heads": vocab_heads,
     }
@@ -762,6 +894,7 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
         "terms": len(vocabulary),
         "blocks": blocks,
         "block": block,
+        "counts": str(xt.data.dtype),
         "vocab_block": VOCAB_BLOCK,
         "venues": venue_names,
         "title_weight": TITLE_WEIGHT,
@@ -769,6 +902,13 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
         "built_at": time.time(),
     }
     return arrays, blob, meta
+
+
+def _narrowest_years(years: np.ndarray) -> np.ndarray:
+    """Years (0: unknown) in int16 when they fit (they always do), else as they came."""
+    years = np.asarray(years)
+    fits = not len(years) or (int(years.min()) >= -(1 << 15) and int(years.max()) < 1 << 15)
+    return years.astype(np.int16) if fits else years
 
 
 def _write_segment(
@@ -1274,26 +1414,45 @@ class Segment:
         #: against (``main_terms.npy``, -1: not there), so readers need no main hashes.
         self.main_name: str | None = self.meta.get("main")
         self._files = (*_FILES, "main_terms.npy") if self.main_name else _FILES
-        self._stats = self._check(verify)
-        self._paths = [os.path.join(self.directory, name) for name in self._files]
+        stats = self._check(verify)
+        # Files read whole (not mapped) need no check per lookup: a change under them
+        # cannot reach this process.
+        mapped = [i for i, name in enumerate(self._files) if name not in _READ_WHOLE]
+        self._stats = [stats[i] for i in mapped]
+        self._paths = [os.path.join(self.directory, self._files[i]) for i in mapped]
         # Plain ndarray views of the mmaps: numpy.memmap's Python-level __getitem__ costs more
         # than a lookup's own work.
         arrays = {
-            name: np.asarray(np.load(self.directory / f"{name}.npy", mmap_mode="r"))
+            name: np.load(
+                self.directory / f"{name}.npy",
+                mmap_mode=None if f"{name}.npy" in _READ_WHOLE else "r",
+            )
             for name in _ARRAYS
         }
+        arrays = {name: np.asarray(values) for name, values in arrays.items()}
         self.n_docs = int(self.meta["documents"])
         self.n_terms = int(self.meta["terms"])
-        self.xt_data, self.xt_indices = arrays["xt_data"], arrays["xt_indices"]
-        #: Where each inverted list's blocks start (``blocks`` entries a term, then the end).
-        self.xt_indptr = arrays["xt_indptr"]
+        self.xt_indices = arrays["xt_indices"]
+        #: Where each term's inverted list starts (and, one further, ends) in ``xt_*``.
+        self.xt_indptr = self.list_ptr = arrays["xt_indptr"]
+        #: The postings of each list in each of its blocks but the last (``_block_sizes``).
+        self.xt_blocks = arrays["xt_blocks"]
         self.blocks, self.block = int(self.meta["blocks"]), int(self.meta["block"])
         if not 0 < self.block <= 1 << 16 or self.blocks != _blocks_of(self.n_docs, self.block):
             raise IndexDamaged(f"{self.name}/meta.json: its blocks do not match its papers")
-        if len(self.xt_indptr) != int(self.meta["terms"]) * self.blocks + 1:
+        if len(self.xt_indptr) != self.n_terms + 1:
             raise IndexDamaged(f"{self.name}/xt_indptr.npy does not match its vocabulary")
-        #: Where each term's inverted list starts (and, one further, ends) in ``xt_*``.
-        self.list_ptr = self.xt_indptr[:: self.blocks]
+        #: The first paper of each block but the first; whether blocks are 65,536 papers.
+        self._firsts = np.arange(1, self.blocks, dtype=np.int64) * self.block
+        self._wraps = self.block == 1 << 16
+        if len(self.xt_blocks) != self.n_terms * (self.blocks - 1):
+            raise IndexDamaged(f"{self.name}/xt_blocks.npy does not match its vocabulary")
+        nnz = int(self.xt_indptr[-1])
+        if len(self.xt_indices) != nnz or len(arrays["xt_data"]) != -(-nnz // 2):
+            raise IndexDamaged(f"{self.name}/xt_*.npy do not match its postings")
+        #: Each posting's count (``_Counts``: four bits each, the larger ones beside).
+        counts = np.dtype(self.meta["counts"])
+        self.xt_data = _Counts(arrays["xt_data"], arrays["xt_escaped"], counts).sized(nnz)
         #: Each paper's own terms and counts (``_encode_x``).
         self.x_terms, self.x_codes = arrays["x_terms"], arrays["x_codes"]
         self.x_indptr, self.x_bytes = arrays["x_indptr"], arrays["x_bytes"]
@@ -1326,28 +1485,53 @@ class Segment:
 
     def tf(self, start: int, end: int) -> np.ndarray:
         """The term frequencies (float32) of postings [start, end) of ``xt``."""
-        return sublinear(self.xt_data[start:end])
+        return self.xt_data.tf_span(start, end)
 
     def tf_at(self, positions: np.ndarray) -> np.ndarray:
         """The term frequencies (float32) of these postings of ``xt``."""
-        return sublinear(self.xt_data[positions])
+        return self.xt_data.tf_at(positions)
+
+    def _sizes(self, terms: np.ndarray) -> np.ndarray:
+        """How many postings the lists of these terms have in each block: len(terms) x
+        blocks (int64)."""
+        blocks, ptr = self.blocks, self.xt_indptr
+        sizes = np.empty((len(terms), blocks), dtype=np.int64)
+        sizes[:, :-1] = self.xt_blocks[terms[:, None] * (blocks - 1) + np.arange(blocks - 1)]
+        sizes[:, -1] = np.asarray(ptr[terms + 1], dtype=np.int64) - ptr[terms]
+        sizes[:, -1] -= sizes[:, :-1].sum(axis=1)
+        return sizes
+
+    def _list_bounds(self, term: int) -> list[int]:
+        """Where one list's blocks start, then its end, as Python ints (summed in Python:
+        a numpy call per lookup step costs more than the few additions)."""
+        a, b = self.xt_indptr[term : term + 2].tolist()
+        if self.blocks == 1:
+            return [a, b]
+        bounds = [a]
+        for size in self.xt_blocks[
+            term * (self.blocks - 1) : (term + 1) * (self.blocks - 1)
+        ].tolist():
+            a += size
+            bounds.append(a)
+        bounds.append(b)
+        return bounds
 
     def docs(self, term: int, end: int) -> np.ndarray:
         """The document numbers (int32) of the inverted lists of terms [term, end), in order:
-        each posting's low 16 bits plus its block's start, known from ``xt_indptr``."""
+        each posting's low 16 bits plus its block's start, known from ``xt_blocks``."""
         blocks, ptr = self.blocks, self.xt_indptr
         if blocks > 1 and end - term == 1:  # one list: add each block's start to its slice
-            bounds = ptr[term * blocks : end * blocks + 1].tolist()
+            bounds = self._list_bounds(term)
             a = bounds[0]
             docs = self.xt_indices[a : bounds[-1]].astype(np.int32)
             for block in range(1, blocks):
                 if bounds[block + 1] > bounds[block]:
                     docs[bounds[block] - a : bounds[block + 1] - a] += block * self.block
             return docs
-        a, b = int(ptr[term * blocks]), int(ptr[end * blocks])
+        a, b = int(ptr[term]), int(ptr[end])
         docs = self.xt_indices[a:b].astype(np.int32)
         if blocks > 1 and b > a:
-            sizes = np.diff(np.asarray(ptr[term * blocks : end * blocks + 1], dtype=np.int64))
+            sizes = self._sizes(np.arange(term, end, dtype=np.int64)).ravel()
             first = np.tile(np.arange(blocks, dtype=np.int32) * self.block, end - term)
             docs += np.repeat(first, sizes)
         return docs
@@ -1358,16 +1542,12 @@ class Segment:
         if len(terms) == 1:
             return self.docs(int(terms[0]), int(terms[0]) + 1)
         blocks, ptr = self.blocks, self.xt_indptr
-        if blocks == 1:
-            pairs = zip(ptr[terms].tolist(), ptr[terms + 1].tolist(), strict=True)
-            spans = [self.xt_indices[a:b] for a, b in pairs]
-            return np.concatenate(spans or [self.xt_indices[:0]]).astype(np.int32)
-        bounds = np.asarray(ptr[terms[:, None] * blocks + np.arange(blocks + 1)], dtype=np.int64)
-        pairs = zip(bounds[:, 0].tolist(), bounds[:, -1].tolist(), strict=True)
-        docs = np.concatenate([self.xt_indices[a:b] for a, b in pairs] or [self.xt_indices[:0]])
-        docs = docs.astype(np.int32)
-        first = np.tile(np.arange(blocks, dtype=np.int32) * self.block, len(terms))
-        docs += np.repeat(first, np.diff(bounds, axis=1).ravel())
+        pairs = zip(ptr[terms].tolist(), ptr[terms + 1].tolist(), strict=True)
+        spans = [self.xt_indices[a:b] for a, b in pairs]
+        docs = np.concatenate(spans or [self.xt_indices[:0]]).astype(np.int32)
+        if blocks > 1 and len(terms):
+            first = np.tile(np.arange(blocks, dtype=np.int32) * self.block, len(terms))
+            docs += np.repeat(first, self._sizes(terms).ravel())
         return docs
 
     def find(self, term: int, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1375,25 +1555,33 @@ class Segment:
         bisection in the block each document falls in, comparing 16-bit halves, so a long
         list is never decoded (only a few of its pages are touched)."""
         docs = np.asarray(docs, dtype=np.int64)
-        blocks, ptr = self.blocks, self.xt_indptr
-        if blocks == 1:
-            cuts = [0, len(docs)]
-        else:
-            cuts = [0, *np.searchsorted(docs, np.arange(1, blocks) * self.block).tolist()]
-            cuts.append(len(docs))
-        hit = np.zeros(len(docs), dtype=bool)
-        positions = np.zeros(len(docs), dtype=np.int64)
-        bounds = ptr[term * blocks : (term + 1) * blocks + 1].tolist()
-        for block in range(blocks):
+        n = len(docs)
+        bounds = self._list_bounds(term)
+        cuts = [0, n] if self.blocks == 1 else [0, *docs.searchsorted(self._firsts).tolist(), n]
+        hit = positions = None
+        for block in range(self.blocks):
             lo, hi = cuts[block], cuts[block + 1]
             a, b = bounds[block], bounds[block + 1]
             if hi <= lo or b <= a:
                 continue
             lows = self.xt_indices[a:b]
-            needles = (docs[lo:hi] - block * self.block).astype(np.uint16)
-            at = np.minimum(np.searchsorted(lows, needles), b - a - 1)
-            hit[lo:hi] = lows[at] == needles
-            positions[lo:hi] = a + at
+            wanted = docs[lo:hi]
+            # A paper's low half is its number cast to 16 bits when blocks are 65,536 papers.
+            if block and not self._wraps:
+                wanted = wanted - block * self.block
+            needles = wanted.astype(np.uint16)
+            at = lows.searchsorted(needles)
+            np.minimum(at, b - a - 1, out=at)
+            found = lows[at] == needles
+            at += a
+            if lo == 0 and hi == n:  # every paper in this one block
+                return found, at
+            if hit is None:
+                hit, positions = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
+            hit[lo:hi] = found
+            positions[lo:hi] = at
+        if hit is None:
+            return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
         return hit, positions
 
     def main_terms(self, main: Segment) -> np.ndarray:
@@ -1424,10 +1612,10 @@ class Segment:
         np.cumsum(lengths, out=indptr[1:])
         indices = self.gathered_docs(terms)
         if len(terms) == 1:
-            counts = self.xt_data[int(starts[0]) : int(ends[0])]
+            counts = self.xt_data.span(int(starts[0]), int(ends[0]))
         else:
             pairs = zip(starts.tolist(), ends.tolist(), strict=True)
-            counts = np.concatenate([self.xt_data[a:b] for a, b in pairs])
+            counts = np.concatenate([self.xt_data.span(a, b) for a, b in pairs])
         data = sublinear(counts)
         return sp.csr_matrix((data, indices, indptr), shape=(len(terms), self.n_docs), copy=False)
 
