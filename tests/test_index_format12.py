@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import bot.engine.index as index_module
-from bot.engine.index import _block_sizes, _Counts, _pack_counts, sublinear
+from bot.engine.index import _block_sizes, _Counts, _pack_block_sizes, _pack_counts, sublinear
 from bot.engine.search import Engine
 from tests.test_live_index import make_papers, queries_from, write_jsonl
 
@@ -54,15 +54,46 @@ def test_no_counts_and_no_escapes():
     assert np.array_equal(np.asarray(_counts(small)), small)
 
 
-def test_block_sizes_widen_when_a_term_fills_a_whole_block():
-    block, blocks = 1 << 16, 2
+def test_block_sizes_take_a_byte_and_the_larger_ones_are_kept_beside(tmp_path):
+    block, blocks = 1 << 16, 3
     everywhere = np.arange(block + 10, dtype=np.int32)  # every paper of block 0, then 10
     rare = np.asarray([3, block + 4], dtype=np.int32)
-    indices = np.concatenate([everywhere, rare])
-    indptr = np.asarray([0, len(everywhere), len(indices)])
+    some = np.arange(0, 2 * block, 256, dtype=np.int32)  # 256 in each block: one too many
+    indices = np.concatenate([everywhere, rare, some])
+    indptr = np.asarray([0, len(everywhere), len(everywhere) + 2, len(indices)])
     sizes = _block_sizes(indices, indptr, blocks, block)
-    assert sizes.dtype == np.uint32 and sizes.tolist() == [block, 1]
-    assert _block_sizes(rare, np.asarray([0, 2]), blocks, block).dtype == np.uint16
+    assert sizes.tolist() == [block, 10, 1, 1, 256, 256]
+    packed = _pack_block_sizes(sizes)
+    assert packed["xt_blocks"].dtype == np.uint8
+    assert packed["xt_blocks"].tolist() == [255, 10, 1, 1, 255, 255]
+    assert len(packed["xt_wide_blocks"]) == 3
+
+
+def test_lists_with_long_blocks_decode_and_bisect(tmp_path, sentences, monkeypatch):
+    """Blocks of 300 papers and a word in all of them: sizes over a byte, read from beside."""
+    monkeypatch.setattr(index_module, "BLOCK", 300)
+    papers = make_papers(sentences, "w", 700, seed=61)
+    for paper in papers:
+        paper["abstract"] += " Ubiquitous."
+    engine = Engine.open(tmp_path / "w.db")
+    engine.ingest([write_jsonl(tmp_path / "w.jsonl", papers)])
+    segment = engine.index.segments[0]
+    wide = np.flatnonzero(np.asarray(segment.xt_blocks) == 255)
+    assert segment.blocks == 3 and len(wide) >= 2
+    lengths, terms, _ = segment.doc_terms(np.arange(segment.n_docs))
+    docs = np.repeat(np.arange(segment.n_docs), lengths)
+    order = np.lexsort((docs, terms))
+    assert np.array_equal(segment.docs(0, segment.n_terms), docs[order])
+    picked = np.unique(np.concatenate([wide // max(segment.blocks - 1, 1), [0, 1]]))
+    assert np.array_equal(
+        segment.gathered_docs(picked),
+        np.concatenate([segment.docs(t, t + 1) for t in picked.tolist()]),
+    )
+    for term in picked.tolist():
+        hit, positions = segment.find(term, np.arange(segment.n_docs))
+        assert np.array_equal(np.flatnonzero(hit), docs[order][terms[order] == term])
+        a, b = int(segment.list_ptr[term]), int(segment.list_ptr[term + 1])
+        assert np.array_equal(positions[hit], np.arange(a, b))
 
 
 @pytest.mark.parametrize("block", [64, 1 << 16])

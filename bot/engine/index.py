@@ -121,6 +121,7 @@ _ARRAYS = (
     "xt_indices",
     "xt_indptr",
     "xt_blocks",
+    "xt_wide_blocks",
     "x_terms",
     "x_codes",
     "x_indptr",
@@ -133,7 +134,7 @@ _ARRAYS = (
 )
 _FILES = (*(f"{name}.npy" for name in _ARRAYS), "vocab.bin")
 #: Files a reader loads into memory instead of mapping them (a few kilobytes).
-_READ_WHOLE = ("xt_escaped.npy",)
+_READ_WHOLE = ("xt_escaped.npy", "xt_wide_blocks.npy")
 _SEGMENT = re.compile(r"^seg-(\d{6})$")
 
 log = logging.getLogger(__name__)
@@ -665,19 +666,43 @@ def _blocks_of(n_docs: int, block: int) -> int:
 
 def _block_sizes(indices: np.ndarray, indptr: np.ndarray, blocks: int, block: int) -> np.ndarray:
     """How many postings each inverted list has in each of its blocks but the last (entry
-    ``term * (blocks - 1) + b``: block ``b``, papers ``b * block`` onwards); the last block
-    holds the rest of the list. uint16 while every count fits (uint32 beyond: a term in all
-    65,536 papers of a block)."""
+    ``term * (blocks - 1) + b``: block ``b``, papers ``b * block`` onwards; uint32); the
+    last block holds the rest of the list."""
     n_terms = len(indptr) - 1
-    if blocks == 1:
-        return np.zeros(0, dtype=np.uint16)
     out = np.zeros(n_terms * (blocks - 1), dtype=np.uint32)
+    if blocks == 1:
+        return out
     for term, end, a, b in _posting_chunks(np.asarray(indptr), n_terms, 1 << 22):
         rows = np.repeat(np.arange(end - term, dtype=np.int64), np.diff(indptr[term : end + 1]))
         keys = rows * blocks + np.asarray(indices[a:b]) // block
         sizes = np.bincount(keys, minlength=(end - term) * blocks).reshape(-1, blocks)
         out[term * (blocks - 1) : end * (blocks - 1)] = sizes[:, :-1].ravel()
-    return out.astype(np.uint16) if not len(out) or out.max() < 1 << 16 else out
+    return out
+
+
+#: A block size in ``xt_blocks`` that does not fit its byte: the real one is in
+#: ``xt_wide_blocks`` (each as its entry number times 2**32 plus the size, ascending).
+_WIDE_BLOCK = 255
+
+
+def _pack_block_sizes(sizes: np.ndarray) -> dict:
+    """``_block_sizes`` in a byte each: most lists have a few postings a block, and the
+    long ones (0.5% of the sizes at 87k papers) are kept beside."""
+    sizes = np.asarray(sizes)
+    wide = sizes >= _WIDE_BLOCK
+    entries = np.flatnonzero(wide).astype(np.uint64)
+    narrow = sizes.astype(np.uint8)
+    narrow[wide] = _WIDE_BLOCK
+    return {
+        "xt_blocks": narrow,
+        "xt_wide_blocks": (entries << np.uint64(32)) | sizes[wide].astype(np.uint64),
+    }
+
+
+def _split_keys(keys: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(where, value) of escaped values stored as ``where * 2**32 + value`` (uint64)."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    return (keys >> np.uint64(32)).astype(np.int64), (keys & np.uint64(0xFFFFFFFF)).astype(dtype)
 
 
 #: The largest count four bits hold in ``xt_data``; 0 there marks a larger one, kept in
@@ -720,9 +745,7 @@ class _Counts:
         self.dtype = np.dtype(dtype)
         # The postings whose counts four bits do not hold, and those counts: split once
         # (a few thousand at 87k papers), since query words are often the ones with them.
-        escaped = np.asarray(escaped, dtype=np.uint64)
-        self._wide_at = (escaped >> np.uint64(32)).astype(np.int64)
-        self._wide = (escaped & np.uint64(0xFFFFFFFF)).astype(self.dtype)
+        self._wide_at, self._wide = _split_keys(escaped, self.dtype)
         self._any_escaped = len(escaped) > 0
         self._wide_type = self.dtype != np.uint8
         self._n = 0
@@ -877,7 +900,7 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
         **_pack_counts(xt.data),
         "xt_indices": (np.asarray(xt.indices) % block).astype(np.uint16),
         "xt_indptr": np.asarray(xt.indptr).astype(np.uint32 if nnz < 1 << 32 else np.int64),
-        "xt_blocks": _block_sizes(xt.indices, xt.indptr, blocks, block),
+        **_pack_block_sizes(_block_sizes(xt.indices, xt.indptr, blocks, block)),
         **_encode_x(x.indices, x.indptr, x.data),
         "rowids": counted.rowids,
         "years": _narrowest_years(counted.years),
@@ -1435,8 +1458,10 @@ class Segment:
         self.xt_indices = arrays["xt_indices"]
         #: Where each term's inverted list starts (and, one further, ends) in ``xt_*``.
         self.xt_indptr = self.list_ptr = arrays["xt_indptr"]
-        #: The postings of each list in each of its blocks but the last (``_block_sizes``).
+        #: The postings of each list in each of its blocks but the last (``_block_sizes``),
+        #: a byte each, the larger ones beside (``_pack_block_sizes``).
         self.xt_blocks = arrays["xt_blocks"]
+        self._wide_block_at, self._wide_blocks = _split_keys(arrays["xt_wide_blocks"], np.int64)
         self.blocks, self.block = int(self.meta["blocks"]), int(self.meta["block"])
         if not 0 < self.block <= 1 << 16 or self.blocks != _blocks_of(self.n_docs, self.block):
             raise IndexDamaged(f"{self.name}/meta.json: its blocks do not match its papers")
@@ -1496,7 +1521,12 @@ class Segment:
         blocks (int64)."""
         blocks, ptr = self.blocks, self.xt_indptr
         sizes = np.empty((len(terms), blocks), dtype=np.int64)
-        sizes[:, :-1] = self.xt_blocks[terms[:, None] * (blocks - 1) + np.arange(blocks - 1)]
+        entries = terms[:, None] * (blocks - 1) + np.arange(blocks - 1)
+        sizes[:, :-1] = self.xt_blocks[entries]
+        wide = sizes[:, :-1] == _WIDE_BLOCK
+        if wide.any():
+            found = self._wide_block_at.searchsorted(entries[wide])
+            sizes[:, :-1][wide] = self._wide_blocks[found]
         sizes[:, -1] = np.asarray(ptr[terms + 1], dtype=np.int64) - ptr[terms]
         sizes[:, -1] -= sizes[:, :-1].sum(axis=1)
         return sizes
@@ -1508,9 +1538,10 @@ class Segment:
         if self.blocks == 1:
             return [a, b]
         bounds = [a]
-        for size in self.xt_blocks[
-            term * (self.blocks - 1) : (term + 1) * (self.blocks - 1)
-        ].tolist():
+        first = term * (self.blocks - 1)
+        for k, size in enumerate(self.xt_blocks[first : first + self.blocks - 1].tolist()):
+            if size == _WIDE_BLOCK:
+                size = int(self._wide_blocks[self._wide_block_at.searchsorted(first + k)])
             a += size
             bounds.append(a)
         bounds.append(b)
