@@ -1537,6 +1537,11 @@ class Segment:
         a, b = self.xt_indptr[term : term + 2].tolist()
         if self.blocks == 1:
             return [a, b]
+        if self.blocks == 2:  # 65,537 to 131,072 papers: one size
+            size = int(self.xt_blocks[term])
+            if size == _WIDE_BLOCK:
+                size = int(self._wide_blocks[self._wide_block_at.searchsorted(term)])
+            return [a, a + size, b]
         bounds = [a]
         first = term * (self.blocks - 1)
         for k, size in enumerate(self.xt_blocks[first : first + self.blocks - 1].tolist()):
