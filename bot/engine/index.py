@@ -53,6 +53,7 @@ import bisect
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
 import logging
 import mmap
@@ -75,7 +76,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .corpus import Corpus, StorageError, connect
-from .text import words
+from .text import SEPARATOR, norm_token, tokens_of_many, words
 
 #: A title word counts this many times as much as the same word in the abstract.
 TITLE_WEIGHT = 2
@@ -191,6 +192,15 @@ BUILD_PROCESSES = min(2, os.cpu_count() or 1)
 PARALLEL_MIN_DOCS = 20_000
 
 
+#: ``_Field.add_many``'s ids of a raw token that is not indexed, of the separator, and of a
+#: token not seen before.
+_DROPPED = -1
+_SEPARATED = -2
+_NEW = -3
+#: Papers tokenised at a time (``_Field.add_many``): a few megabytes of text.
+TOKENISE_BATCH = 2_000
+
+
 @dataclass
 class _Field:
     """One text field of every document, as a flat array of unigram ids plus offsets."""
@@ -210,6 +220,30 @@ class _Field:
                         term_id = vocabulary[terms[k]] = len(vocabulary)
                     ids[k] = term_id
         self.ids.extend(ids)
+        self.offsets.append(len(self.ids))
+
+    def add_many(self, texts: list[str], vocabulary: dict[str, int], known: dict) -> None:
+        """``add`` of every text, from one ``tokens_of_many`` pass over them all. ``known``
+        caches each raw token's unigram id (``_DROPPED`` when not indexed), so most tokens
+        cost one dict lookup in C, and the texts' ends are found with numpy."""
+        tokens = tokens_of_many(texts) if texts else None
+        if tokens is None:
+            for text in texts:
+                self.add(text, vocabulary)
+            return
+        values = np.array(list(map(known.get, tokens, itertools.repeat(_NEW))), dtype=np.int32)
+        unseen = np.flatnonzero(values == _NEW)
+        if len(unseen):
+            new = [tokens[i] for i in unseen.tolist()]
+            for token in dict.fromkeys(new):  # numbered in order of first use
+                norm = norm_token(token if isinstance(token, str) else token.decode())
+                known[token] = vocabulary.setdefault(norm, len(vocabulary)) if norm else _DROPPED
+            values[unseen] = list(map(known.__getitem__, new))
+        kept = values >= 0
+        ends = np.cumsum(kept)[np.flatnonzero(values == _SEPARATED)]
+        base = len(self.ids)
+        self.ids.frombytes(values[kept].tobytes())
+        self.offsets.frombytes((ends + base).astype(np.int64).tobytes())
         self.offsets.append(len(self.ids))
 
 
@@ -371,15 +405,23 @@ def _tokenise(documents: Iterable[tuple[int, dict]]) -> _Tokens:
     tokens = _Tokens()
     title, keywords, body = tokens.fields
     unigram_ids = tokens.unigram_ids
-    # One pass over the papers, keeping only integer arrays: the texts are never all in memory.
-    for rowid, doc in documents:
-        tokens.rowids.append(rowid)
-        tokens.years.append(doc["year"] or 0)
-        tokens.venues.append(doc["venue"] or "")
-        title.add(doc["title"], unigram_ids)
-        keywords.add(" ; ".join(doc["keywords"]), unigram_ids)
+    known: dict[str | bytes, int] = {SEPARATOR: _SEPARATED, SEPARATOR.encode(): _SEPARATED}
+    documents = iter(documents)
+    # One pass over the papers, ``TOKENISE_BATCH`` at a time, keeping only integer arrays:
+    # the texts are never all in memory.
+    while batch := list(itertools.islice(documents, TOKENISE_BATCH)):
+        for rowid, doc in batch:
+            tokens.rowids.append(rowid)
+            tokens.years.append(doc["year"] or 0)
+            tokens.venues.append(doc["venue"] or "")
+        title.add_many([doc["title"] for _, doc in batch], unigram_ids, known)
+        keywords.add_many([" ; ".join(doc["keywords"]) for _, doc in batch], unigram_ids, known)
         # Authors join the text so that a name typed as plain words still finds the paper.
-        body.add(f"{doc['abstract']}\n{' ; '.join(doc['authors'])}", unigram_ids)
+        body.add_many(
+            [f"{doc['abstract']}\n{' ; '.join(doc['authors'])}" for _, doc in batch],
+            unigram_ids,
+            known,
+        )
     return tokens
 
 
