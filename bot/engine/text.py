@@ -250,8 +250,9 @@ def name_tokens(name: str) -> list[str]:
     Case and accents folded (NFKD, combining marks dropped), every run of letters and digits
     a token, everything else (punctuation, ``%``, ``_``) a separator: what ``author:`` compares.
     """
-    text = name.translate(_UNDECOMPOSABLE)
-    if not text.isascii():
+    text = name
+    if not text.isascii():  # (``translate`` only changes letters that are not ASCII)
+        text = _UNDECOMPOSABLE_CHARS.sub(_undecomposed, text)
         text = "".join(
             c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)
         )
