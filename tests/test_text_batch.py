@@ -89,7 +89,12 @@ def test_the_build_tokeniser_gives_each_field_the_words_of_its_text(monkeypatch)
         )
     docs.append((len(docs) + 1, {**docs[0][1], "abstract": f"null{SEPARATOR}byte"}))
     monkeypatch.setattr(index_module, "TOKENISE_BATCH", 7)
-    tokens = index_module._tokenise(docs)
+    for remembered in (index_module._KNOWN_TOKENS, 0):  # 0: every token looked up again
+        monkeypatch.setattr(index_module, "_KNOWN_TOKENS", remembered)
+        _check_fields(index_module._tokenise(docs), docs)
+
+
+def _check_fields(tokens, docs):
     vocabulary = list(tokens.unigram_ids)
     texts = [
         lambda d: d["title"],

@@ -197,6 +197,8 @@ PARALLEL_MIN_DOCS = 20_000
 _DROPPED = -1
 _SEPARATED = -2
 _NEW = -3
+#: Raw tokens whose unigram id ``_Field.add_many`` remembers (the rest are looked up again).
+_KNOWN_TOKENS = 2_000_000
 #: Papers tokenised at a time (``_Field.add_many``): about a megabyte of text, and its
 #: tokens (500 or 2,000 cost the same CPU at 87k; fewer keeps a delta's memory down).
 TOKENISE_BATCH = 1_000
@@ -236,10 +238,13 @@ class _Field:
         unseen = np.flatnonzero(values == _NEW)
         if len(unseen):
             new = [tokens[i] for i in unseen.tolist()]
+            fresh = {}
             for token in dict.fromkeys(new):  # numbered in order of first use
                 norm = norm_token(token if isinstance(token, str) else token.decode())
-                known[token] = vocabulary.setdefault(norm, len(vocabulary)) if norm else _DROPPED
-            values[unseen] = list(map(known.__getitem__, new))
+                fresh[token] = vocabulary.setdefault(norm, len(vocabulary)) if norm else _DROPPED
+            values[unseen] = list(map(fresh.__getitem__, new))
+            if len(known) < _KNOWN_TOKENS:  # bounded like text's own cache of token forms
+                known.update(fresh)
         kept = values >= 0
         ends = np.cumsum(kept)[np.flatnonzero(values == _SEPARATED)]
         base = len(self.ids)
