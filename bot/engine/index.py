@@ -349,7 +349,13 @@ def count_terms(
         kept = all_keys
     del seen_keys, seen_counts, all_keys
     weights = np.asarray([f.weight for f in fields], dtype=np.float32)
-    # Pass 2: the counts, chunk by chunk, bigram columns after the unigram ones.
+    terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
+    # Column ids in sorted-term order, so the vocabulary can be searched by bisection; known
+    # before pass 2, so each chunk's columns come out sorted (no remapping of the whole).
+    order = sorted(range(len(terms)), key=terms.__getitem__)
+    rank = np.empty(len(terms), dtype=np.int32)
+    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(terms), dtype=np.int32)
+    # Pass 2: the counts, chunk by chunk (unigram columns, then the kept bigrams', by rank).
     width = n_uni + len(kept)
     parts = []
     for a, b in chunks:
@@ -374,7 +380,7 @@ def count_terms(
         rows = np.concatenate(
             [u_docs, (pairs[known] - pair_keys[known] * (b - a)).astype(np.int32)]
         )
-        cols = np.concatenate([u_ids, (n_uni + pos[known]).astype(np.int32)])
+        cols = rank[np.concatenate([u_ids, (n_uni + pos[known]).astype(np.int32)])]
         vals = np.concatenate([u_vals, pair_counts[known]])
         part = sp.csr_matrix((vals, (rows, cols)), shape=(b - a, width), dtype=np.float32)
         part.sum_duplicates()
@@ -384,14 +390,7 @@ def count_terms(
     else:
         counts = sp.csr_matrix((n_docs, width), dtype=np.float32)
     del parts
-    terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
-    # Column ids in sorted-term order, so the vocabulary can be searched by bisection.
-    order = sorted(range(len(terms)), key=terms.__getitem__)
-    rank = np.empty(len(terms), dtype=np.int32)
-    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(terms), dtype=np.int32)
-    counts.indices = rank[counts.indices]
-    counts.has_sorted_indices = False
-    counts.sort_indices()
+    counts.sort_indices()  # sorted already, chunk by chunk; this only checks the flag
     return counts, [terms[i] for i in order]
 
 
