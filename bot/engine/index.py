@@ -54,6 +54,7 @@ import bisect
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
 import logging
 import mmap
@@ -76,7 +77,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .corpus import Corpus, StorageError, connect
-from .text import words
+from .text import SEPARATOR, norm_token, tokens_of_many, words
 
 #: A title word counts this many times as much as the same word in the abstract.
 TITLE_WEIGHT = 2
@@ -190,14 +191,27 @@ class BuildStats:
 #: A bigram must occur in this many papers to enter the vocabulary: hapax bigrams are most of
 #: the vocabulary, carry almost no ranking signal, and would double the index and its build time.
 MIN_BIGRAM_DF = 3
-#: Documents counted at a time while building: bounds the temporary arrays at any corpus size.
-CHUNK_DOCS = 20_000
+#: Documents counted at a time while building: bounds the temporary arrays at any corpus size
+#: (10,000: the build's peak memory below 20,000's, measured at 87k, for the same CPU).
+CHUNK_DOCS = 10_000
 #: A full build tokenises its papers in this many processes (tokenising, in Python, is about
 #: two thirds of a build); the counts and files are the same, byte for byte, as with one.
 BUILD_PROCESSES = min(2, os.cpu_count() or 1)
 #: Fewer papers than this are tokenised in the building process alone (a new process costs
 #: about half a second to start: deltas and small corpora would not gain).
 PARALLEL_MIN_DOCS = 20_000
+
+
+#: ``_Field.add_many``'s ids of a raw token that is not indexed, of the separator, and of a
+#: token not seen before.
+_DROPPED = -1
+_SEPARATED = -2
+_NEW = -3
+#: Raw tokens whose unigram id ``_Field.add_many`` remembers (the rest are looked up again).
+_KNOWN_TOKENS = 2_000_000
+#: Papers tokenised at a time (``_Field.add_many``): about a megabyte of text, and its
+#: tokens (500 or 2,000 cost the same CPU at 87k; fewer keeps a delta's memory down).
+TOKENISE_BATCH = 1_000
 
 
 @dataclass
@@ -221,6 +235,33 @@ class _Field:
         self.ids.extend(ids)
         self.offsets.append(len(self.ids))
 
+    def add_many(self, texts: list[str], vocabulary: dict[str, int], known: dict) -> None:
+        """``add`` of every text, from one ``tokens_of_many`` pass over them all. ``known``
+        caches each raw token's unigram id (``_DROPPED`` when not indexed), so most tokens
+        cost one dict lookup in C, and the texts' ends are found with numpy."""
+        tokens = tokens_of_many(texts) if texts else None
+        if tokens is None:
+            for text in texts:
+                self.add(text, vocabulary)
+            return
+        values = np.array(list(map(known.get, tokens, itertools.repeat(_NEW))), dtype=np.int32)
+        unseen = np.flatnonzero(values == _NEW)
+        if len(unseen):
+            new = [tokens[i] for i in unseen.tolist()]
+            fresh = {}
+            for token in dict.fromkeys(new):  # numbered in order of first use
+                norm = norm_token(token if isinstance(token, str) else token.decode())
+                fresh[token] = vocabulary.setdefault(norm, len(vocabulary)) if norm else _DROPPED
+            values[unseen] = list(map(fresh.__getitem__, new))
+            if len(known) < _KNOWN_TOKENS:  # bounded like text's own cache of token forms
+                known.update(fresh)
+        kept = values >= 0
+        ends = np.cumsum(kept)[np.flatnonzero(values == _SEPARATED)]
+        base = len(self.ids)
+        self.ids.frombytes(values[kept].tobytes())
+        self.offsets.frombytes((ends + base).astype(np.int64).tobytes())
+        self.offsets.append(len(self.ids))
+
 
 def unique(values: np.ndarray) -> np.ndarray:
     """The sorted distinct values of an integer array: ``np.unique`` by a sort.
@@ -239,13 +280,13 @@ def unique(values: np.ndarray) -> np.ndarray:
 
 
 def _pieces(fields: list[_Field], start: int, end: int, n_uni: int):
-    """For documents [start, end): (docs, unigram ids, weights) and (docs, bigram keys, weights).
+    """For documents [start, end): (docs, unigram ids, weights) and (docs, bigram keys, fields).
 
-    Document numbers are local to the chunk; a bigram key is ``first * n_uni + second``, and
-    bigrams never span two fields or two documents.
+    Document numbers are local to the chunk; a bigram key is ``first * n_uni + second``, its
+    field the index in ``fields``; bigrams never span two fields or two documents.
     """
-    uni_docs, uni_ids, uni_vals, bi_docs, bi_keys, bi_vals = [], [], [], [], [], []
-    for text_field in fields:
+    uni_docs, uni_ids, uni_vals, bi_docs, bi_keys, bi_fields = [], [], [], [], [], []
+    for number, text_field in enumerate(fields):
         offsets = np.frombuffer(text_field.offsets, dtype=np.int64)
         ids = np.frombuffer(text_field.ids, dtype=np.int32)[offsets[start] : offsets[end]]
         doc_of = np.repeat(
@@ -257,9 +298,26 @@ def _pieces(fields: list[_Field], start: int, end: int, n_uni: int):
         same_doc = doc_of[1:] == doc_of[:-1]
         bi_docs.append(doc_of[1:][same_doc])
         bi_keys.append(ids[:-1].astype(np.int64)[same_doc] * n_uni + ids[1:][same_doc])
-        bi_vals.append(np.full(int(same_doc.sum()), text_field.weight, dtype=np.float32))
+        bi_fields.append(np.full(int(same_doc.sum()), number, dtype=np.int64))
     cat = np.concatenate
-    return (cat(uni_docs), cat(uni_ids), cat(uni_vals)), (cat(bi_docs), cat(bi_keys), cat(bi_vals))
+    return (cat(uni_docs), cat(uni_ids), cat(uni_vals)), (
+        cat(bi_docs),
+        cat(bi_keys),
+        cat(bi_fields),
+    )
+
+
+def _starts(values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values starts, in a sorted array."""
+    first = np.ones(len(values), dtype=bool)
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return np.flatnonzero(first)
+
+
+def _chunk_docs(n_uni: int, n_fields: int) -> int:
+    """Documents counted at a time: ``CHUNK_DOCS``, fewer when a (bigram, document, field)
+    code would not fit in 63 bits (a vocabulary of millions of words)."""
+    return max(1, min(CHUNK_DOCS, (1 << 62) // ((n_uni * n_uni + 1) * max(n_fields, 1))))
 
 
 def count_terms(
@@ -270,38 +328,70 @@ def count_terms(
     Equivalent to scikit-learn's ``CountVectorizer(analyzer=analyze)`` applied per field and
     summed with the field weights, plus a ``min_df`` for bigrams only; done with numpy on
     integer ids, a chunk of documents at a time, because the vectorizer's per-token Python
-    loop and its dict of every bigram took 66 s and 2 GB for the 87k-paper corpus.
+    loop and its dict of every bigram took 66 s and 2 GB for the 87k-paper corpus. Bigrams
+    are handled as one sorted array of codes per chunk, bigram-major (``key * docs + doc``):
+    one sort gives each bigram's papers (its document frequency) and, in the second pass,
+    each (bigram, paper) pair's weighted count, looked up among the kept bigrams in order.
     """
     n_uni = len(unigrams)
-    chunks = [(a, min(a + CHUNK_DOCS, n_docs)) for a in range(0, n_docs, CHUNK_DOCS)]
+    n_fields = len(fields)
+    step = _chunk_docs(n_uni, n_fields)
+    chunks = [(a, min(a + step, n_docs)) for a in range(0, n_docs, step)]
     # Pass 1: each bigram's document frequency, merged over the chunks.
     seen_keys, seen_counts = [], []
     for a, b in chunks:
         _, (docs, keys, _) = _pieces(fields, a, b, n_uni)
-        per_doc = unique(docs.astype(np.int64) * (n_uni * n_uni) + keys) % (n_uni * n_uni)
-        chunk_keys, chunk_df = np.unique(per_doc, return_counts=True)
-        seen_keys.append(chunk_keys)
-        seen_counts.append(chunk_df)
+        pairs = np.sort(keys * (b - a) + docs)
+        pair_keys = pairs[_starts(pairs)] // (b - a)  # each (bigram, paper) once, by bigram
+        firsts = _starts(pair_keys)
+        seen_keys.append(pair_keys[firsts])
+        seen_counts.append(np.diff(firsts, append=len(pair_keys)))
     all_keys = np.concatenate(seen_keys) if seen_keys else np.zeros(0, np.int64)
-    distinct, where = np.unique(all_keys, return_inverse=True)
-    df = np.bincount(where, weights=np.concatenate(seen_counts) if seen_counts else None)
-    kept = distinct[df >= min_bigram_df] if len(distinct) else distinct
-    del seen_keys, seen_counts, all_keys, distinct, where, df
-    # Pass 2: the counts, chunk by chunk, bigram columns after the unigram ones.
+    if len(all_keys):
+        # Sorted runs, one per chunk: a stable sort (timsort) merges them.
+        order = np.argsort(all_keys, kind="stable")
+        all_keys = all_keys[order]
+        firsts = _starts(all_keys)
+        df = np.add.reduceat(np.concatenate(seen_counts)[order], firsts)
+        kept = all_keys[firsts][df >= min_bigram_df]
+        del order, firsts, df
+    else:
+        kept = all_keys
+    del seen_keys, seen_counts, all_keys
+    weights = np.asarray([f.weight for f in fields], dtype=np.float32)
+    terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
+    # Column ids in sorted-term order, so the vocabulary can be searched by bisection; known
+    # before pass 2, so each chunk's columns come out sorted (no remapping of the whole).
+    order = sorted(range(len(terms)), key=terms.__getitem__)
+    rank = np.empty(len(terms), dtype=np.int32)
+    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(terms), dtype=np.int32)
+    # Pass 2: the counts, chunk by chunk (unigram columns, then the kept bigrams', by rank).
     width = n_uni + len(kept)
     parts = []
     for a, b in chunks:
-        (u_docs, u_ids, u_vals), (b_docs, b_keys, b_vals) = _pieces(fields, a, b, n_uni)
+        (u_docs, u_ids, u_vals), (b_docs, b_keys, b_fields) = _pieces(fields, a, b, n_uni)
+        # (bigram, paper, field) codes sorted: each distinct one's occurrences times its
+        # field's weight, summed over the fields of a (bigram, paper) pair.
+        codes = np.sort((b_keys * (b - a) + b_docs) * n_fields + b_fields)
+        firsts = _starts(codes)
+        counts = np.diff(firsts, append=len(codes)).astype(np.float32)
+        codes = codes[firsts]
+        pairs = codes // n_fields
+        counts *= weights[codes - pairs * n_fields]
+        firsts = _starts(pairs)
+        pair_counts = np.add.reduceat(counts, firsts) if len(firsts) else counts
+        pairs = pairs[firsts]
+        pair_keys = pairs // (b - a)
         # Searched in sorted order: each search starts where the previous one ended (numpy's
-        # bisection keeps its bounds), 40% faster than millions of random ones.
-        order = np.argsort(b_keys)
-        pos = np.empty(len(b_keys), dtype=np.int64)
-        pos[order] = np.searchsorted(kept, b_keys[order])
+        # bisection keeps its bounds), several times faster than random ones.
+        pos = np.searchsorted(kept, pair_keys)
         known = pos < len(kept)
-        known[known] = kept[pos[known]] == b_keys[known]
-        rows = np.concatenate([u_docs, b_docs[known]])
-        cols = np.concatenate([u_ids, (n_uni + pos[known]).astype(np.int32)])
-        vals = np.concatenate([u_vals, b_vals[known]])
+        known[known] = kept[pos[known]] == pair_keys[known]
+        rows = np.concatenate(
+            [u_docs, (pairs[known] - pair_keys[known] * (b - a)).astype(np.int32)]
+        )
+        cols = rank[np.concatenate([u_ids, (n_uni + pos[known]).astype(np.int32)])]
+        vals = np.concatenate([u_vals, pair_counts[known]])
         part = sp.csr_matrix((vals, (rows, cols)), shape=(b - a, width), dtype=np.float32)
         part.sum_duplicates()
         parts.append(part)
@@ -310,14 +400,7 @@ def count_terms(
     else:
         counts = sp.csr_matrix((n_docs, width), dtype=np.float32)
     del parts
-    terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
-    # Column ids in sorted-term order, so the vocabulary can be searched by bisection.
-    order = sorted(range(len(terms)), key=terms.__getitem__)
-    rank = np.empty(len(terms), dtype=np.int32)
-    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(terms), dtype=np.int32)
-    counts.indices = rank[counts.indices]
-    counts.has_sorted_indices = False
-    counts.sort_indices()
+    counts.sort_indices()  # sorted already, chunk by chunk; this only checks the flag
     return counts, [terms[i] for i in order]
 
 
@@ -380,15 +463,23 @@ def _tokenise(documents: Iterable[tuple[int, dict]]) -> _Tokens:
     tokens = _Tokens()
     title, keywords, body = tokens.fields
     unigram_ids = tokens.unigram_ids
-    # One pass over the papers, keeping only integer arrays: the texts are never all in memory.
-    for rowid, doc in documents:
-        tokens.rowids.append(rowid)
-        tokens.years.append(doc["year"] or 0)
-        tokens.venues.append(doc["venue"] or "")
-        title.add(doc["title"], unigram_ids)
-        keywords.add(" ; ".join(doc["keywords"]), unigram_ids)
+    known: dict[str | bytes, int] = {SEPARATOR: _SEPARATED, SEPARATOR.encode(): _SEPARATED}
+    documents = iter(documents)
+    # One pass over the papers, ``TOKENISE_BATCH`` at a time, keeping only integer arrays:
+    # the texts are never all in memory.
+    while batch := list(itertools.islice(documents, TOKENISE_BATCH)):
+        for rowid, doc in batch:
+            tokens.rowids.append(rowid)
+            tokens.years.append(doc["year"] or 0)
+            tokens.venues.append(doc["venue"] or "")
+        title.add_many([doc["title"] for _, doc in batch], unigram_ids, known)
+        keywords.add_many([" ; ".join(doc["keywords"]) for _, doc in batch], unigram_ids, known)
         # Authors join the text so that a name typed as plain words still finds the paper.
-        body.add(f"{doc['abstract']}\n{' ; '.join(doc['authors'])}", unigram_ids)
+        body.add_many(
+            [f"{doc['abstract']}\n{' ; '.join(doc['authors'])}" for _, doc in batch],
+            unigram_ids,
+            known,
+        )
     return tokens
 
 

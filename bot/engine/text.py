@@ -60,7 +60,12 @@ _LATEX = re.compile(r"\\([a-zA-Z]+)|[$\\{}^_~]")
 _UNDECOMPOSABLE = str.maketrans(
     {"ł": "l", "Ł": "L", "ø": "o", "Ø": "O", "ß": "ss", "æ": "ae", "œ": "oe", "đ": "d", "ı": "i"}
 )
+_UNDECOMPOSABLE_CHARS = re.compile(f"[{''.join(map(chr, _UNDECOMPOSABLE))}]")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def _undecomposed(match: re.Match) -> str:
+    return _UNDECOMPOSABLE[ord(match.group())]
 
 
 _checked_chars: set[str] = set()  # characters known to be (or not be) combining marks
@@ -88,7 +93,9 @@ def fold(text: str) -> str:
     """Lowercase, strip accents and LaTeX markup; keeps word boundaries where they were."""
     text = _LATEX.sub(lambda m: f" {m.group(1)} " if m.group(1) else "", text)
     if not text.isascii():
-        text = _strip_combining(unicodedata.normalize("NFKD", text.translate(_UNDECOMPOSABLE)))
+        # ``str.translate`` would look every character up in a dict: slow on long texts.
+        text = _UNDECOMPOSABLE_CHARS.sub(_undecomposed, text)
+        text = _strip_combining(unicodedata.normalize("NFKD", text))
     return text.lower()
 
 
@@ -130,6 +137,88 @@ def words(text: str) -> list[str]:
     return list(filter(None, norms))
 
 
+#: Between two texts of a batch (``tokens_of_many``), spaces around it: a token of its own,
+#: not a word character, untouched by ``fold``, and never in a stored text (ingest drops
+#: control characters; a batch holding one anyway is not taken).
+SEPARATOR = "\x00"
+_BYTES_SEPARATOR = SEPARATOR.encode()
+_JOIN = f" {SEPARATOR} "
+_WORD_OR_SEPARATOR = re.compile(r"[^\W_]+|\x00", re.UNICODE)
+_LATEX_COMMAND = re.compile(rb"\\([a-zA-Z]+)")
+_LATEX_MARKS = b"$\\{}^_~"
+# ASCII bytes -> their folded form: letters lowercased, letters, digits and the separator
+# kept, everything else a space, so ``bytes.split`` gives ``_WORD``'s tokens.
+_ASCII_WORDS = bytes(
+    c + 32 if 65 <= c <= 90 else c if c == 0 or 97 <= c <= 122 or 48 <= c <= 57 else 32
+    for c in range(256)
+)
+
+
+def tokens_of_many(texts: list[str]) -> list[str | bytes] | None:
+    """The raw tokens of every text (before ``norm_token``), ``SEPARATOR`` between two texts.
+
+    Each text's tokens are exactly ``_WORD.findall(fold(text))``, found for a batch at once
+    (a full build tokenises 260,000 texts at 87k papers): the ASCII texts joined, as bytes, by
+    one ``bytes.translate`` and ``split`` (5x faster than the regex; their tokens come back as
+    ASCII bytes), the others joined, folded and split by one regex pass. Folding and
+    splitting act on a character with its neighbours within a word only (and lowercasing a
+    final sigma looks past the next non-letter, which the separator is), so a text's tokens
+    do not depend on the texts beside it. None when a text holds the separator itself.
+    """
+    if SEPARATOR in "".join(texts):
+        return None
+    plain = [text.isascii() for text in texts]
+    ascii_texts = [text for text, ok in zip(texts, plain, strict=True) if ok]
+    others = [text for text, ok in zip(texts, plain, strict=True) if not ok]
+    tokens_a = _ascii_tokens(_JOIN.join(ascii_texts).encode(), latex=True) if ascii_texts else []
+    if not others:
+        return tokens_a
+    folded = fold(_JOIN.join(others))
+    separator: str | bytes = SEPARATOR
+    if folded.isascii():  # accents and the like gone: ASCII after all
+        tokens_b = _ascii_tokens(folded.encode(), latex=False)
+        separator = _BYTES_SEPARATOR
+    else:
+        tokens_b = _WORD_OR_SEPARATOR.findall(folded)
+    if not ascii_texts:
+        return tokens_b
+    return _interleave(plain, (tokens_b, tokens_a), (separator, _BYTES_SEPARATOR))
+
+
+def _ascii_tokens(data: bytes, latex: bool) -> list[bytes]:
+    """``_WORD.findall(fold(text))`` of ASCII text (``latex``: not yet folded), as bytes."""
+    if latex:
+        if b"\\" in data:  # commands first: a backslash before letters is one (see _LATEX)
+            data = _LATEX_COMMAND.sub(rb" \1 ", data)
+        return data.translate(_ASCII_WORDS, _LATEX_MARKS).split()
+    return data.translate(_ASCII_WORDS).split()
+
+
+def _interleave(which_of: list[bool], lists: tuple[list, list], separators: tuple) -> list:
+    """The texts' tokens in text order: text i's are the next ones in ``lists[which_of[i]]``
+    (up to that list's separator)."""
+    out: list = []
+    starts = [0, 0]
+    for which in which_of:
+        tokens = lists[which]
+        start = starts[which]
+        try:
+            end = tokens.index(separators[which], start)
+        except ValueError:
+            end = len(tokens)
+        out += tokens[start:end]
+        out.append(SEPARATOR)
+        starts[which] = end + 1
+    out.pop()
+    return out
+
+
+def norm_token(token: str) -> str:
+    """A raw token's index form, or "" when it is not indexed (a stop word, too short or long)."""
+    norm = _TOKEN_NORMS.get(token)
+    return _norm_token(token) if norm is None else norm
+
+
 def analyze(text: str) -> list[str]:
     """Unigrams and bigrams of the content words: the index's and the query's terms."""
     unigrams = words(text)
@@ -161,8 +250,9 @@ def name_tokens(name: str) -> list[str]:
     Case and accents folded (NFKD, combining marks dropped), every run of letters and digits
     a token, everything else (punctuation, ``%``, ``_``) a separator: what ``author:`` compares.
     """
-    text = name.translate(_UNDECOMPOSABLE)
-    if not text.isascii():
+    text = name
+    if not text.isascii():  # (``translate`` only changes letters that are not ASCII)
+        text = _UNDECOMPOSABLE_CHARS.sub(_undecomposed, text)
         text = "".join(
             c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)
         )

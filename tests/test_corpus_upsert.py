@@ -1,0 +1,52 @@
+"""``Corpus.upsert`` writes new and changed papers with one statement: a changed paper keeps its
+``added_at`` (its place in digests) even in a batch that also adds new papers."""
+
+from bot.engine import corpus as corpus_module
+from bot.engine.corpus import Corpus, open_database
+from bot.engine.paper import Paper
+
+
+def test_a_changed_paper_keeps_when_it_was_added_beside_new_papers(tmp_path, monkeypatch):
+    corpus = Corpus(open_database(tmp_path / "c.db"))
+    monkeypatch.setattr(corpus_module, "utcnow", lambda: "2026-01-01T00:00:00+00:00")
+    corpus.upsert([Paper("a", "First title", "An abstract."), Paper("z", "Z", "Zed.")])
+    monkeypatch.setattr(corpus_module, "utcnow", lambda: "2026-02-02T00:00:00+00:00")
+    counts = corpus.upsert(
+        [
+            Paper("b", "New paper", "Another abstract."),
+            Paper("a", "First title, revised", "An abstract."),
+            Paper("z", "Z", "Zed."),
+            Paper("b", "New paper, again", "Another abstract."),  # a duplicate, changed
+        ]
+    )
+    assert (counts.added, counts.updated, counts.unchanged) == (1, 2, 1)
+    rows = {
+        row[0]: row[1:]
+        for row in corpus.db.execute(
+            "select id, title, added_at, updated_at, changed_at_version from papers"
+        )
+    }
+    assert rows["a"] == (
+        "First title, revised",
+        "2026-01-01T00:00:00+00:00",
+        "2026-02-02T00:00:00+00:00",
+        2,
+    )
+    assert rows["b"] == (
+        "New paper, again",
+        "2026-02-02T00:00:00+00:00",
+        "2026-02-02T00:00:00+00:00",
+        2,
+    )
+    assert rows["z"] == ("Z", "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00", 1)
+    assert corpus.version == 2
+
+
+def test_added_at_from_another_store_is_kept_for_new_papers_only(tmp_path, monkeypatch):
+    corpus = Corpus(open_database(tmp_path / "c.db"))
+    monkeypatch.setattr(corpus_module, "utcnow", lambda: "2026-03-03T00:00:00+00:00")
+    corpus.upsert([Paper("a", "A", "Text.")])
+    stored = {"a": "2025-01-01T00:00:00+00:00", "b": "2025-02-02T00:00:00+00:00"}
+    corpus.upsert([Paper("a", "A changed", "Text."), Paper("b", "B", "Text.")], added_at=stored)
+    rows = dict(corpus.db.execute("select id, added_at from papers"))
+    assert rows == {"a": "2026-03-03T00:00:00+00:00", "b": "2025-02-02T00:00:00+00:00"}

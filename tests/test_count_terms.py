@@ -1,0 +1,45 @@
+"""``count_terms`` (sorted bigram codes, chunk by chunk) against a plain dictionary count."""
+
+from collections import Counter
+
+import numpy as np
+
+from bot.engine import index as index_module
+from bot.engine.index import _Field, count_terms
+
+
+def _reference(texts, weights, min_df):
+    """Weighted unigram and bigram counts per document, bigrams kept in ``min_df`` documents."""
+    docs = []
+    for fields in texts:
+        counts: Counter = Counter()
+        for words, weight in zip(fields, weights, strict=True):
+            for word in words:
+                counts[word] += weight
+            for a, b in zip(words, words[1:], strict=False):
+                counts[f"{a} {b}"] += weight
+        docs.append(counts)
+    df = Counter(term for counts in docs for term in counts if " " in term)
+    return [{t: c for t, c in counts.items() if " " not in t or df[t] >= min_df} for counts in docs]
+
+
+def test_counts_match_a_dictionary_count_whatever_the_chunk(monkeypatch):
+    rng = np.random.default_rng(7)
+    words = [f"w{k}" for k in range(12)]
+    weights = (2.0, 3.0, 1.0)
+    texts = [[list(rng.choice(words, size=rng.integers(0, 9))) for _ in weights] for _ in range(61)]
+    for chunk in (1, 7, 1000):
+        monkeypatch.setattr(index_module, "CHUNK_DOCS", chunk)
+        for min_df in (1, 3):
+            vocabulary: dict[str, int] = {}
+            fields = [_Field(w) for w in weights]
+            for doc in texts:
+                for text_field, doc_words in zip(fields, doc, strict=True):
+                    text_field.add(" ".join(doc_words), vocabulary)
+            matrix, terms = count_terms(fields, len(texts), list(vocabulary), min_df)
+            assert terms == sorted(terms)
+            got = [
+                {terms[j]: float(v) for j, v in zip(row.indices, row.data, strict=True)}
+                for row in matrix
+            ]
+            assert got == _reference(texts, weights, min_df), (chunk, min_df)

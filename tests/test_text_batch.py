@@ -1,0 +1,110 @@
+"""A full build tokenises its texts in batches (``tokens_of_many``: the ASCII ones as bytes, the
+others joined and folded at once); every text must get exactly the terms ``words`` gives it
+alone, whatever texts sit beside it in the batch."""
+
+import itertools
+
+import numpy as np
+
+from bot.engine import index as index_module
+from bot.engine.text import _WORD, SEPARATOR, fold, norm_token, tokens_of_many, words
+
+TRICKY = [
+    "generalized $(L_0,L_1)$-smoothness of \\alpha-divergences",
+    "Polyak-Łojasiewicz condition, Straße, Ørsted, Đorđe",
+    "ΟΔΟΣ ΣΑΣ Σ",  # Greek capital sigma: lowercased to a final sigma at a word's end only
+    "İstanbul İ",
+    "naïve café, Schrödinger",
+    "e\u0301t\u0301e\u0301",  # combining marks written apart
+    "\u0301starts with a combining mark",
+    "ends with a backslash \\",
+    "\\\\double backslash\\beta and \\frac{a}{b} x_i^2 ~ y",
+    "fullwidth ＄money＄ and ｆｕｌｌ letters",
+    "",
+    "   ",
+    "CJK 中文 text and Ελληνικά",
+    "tabs\tand\nnewlines\r\nand\x0bvertical",
+    "under_score snake_case_name",
+    "It’s “quoted” — dashes – and … ellipses",
+    "ALL CAPS TITLE: A STUDY OF NETWORKS",
+    "x" * 40 + " long tokens " + "y" * 33,
+    "the of and a an",  # stop words only
+]
+
+
+def _per_text(tokens: list) -> list[list[str]]:
+    """``tokens_of_many``'s flat list cut back into each text's raw tokens (as str)."""
+    out: list[list[str]] = [[]]
+    for token in tokens:
+        token = token if isinstance(token, str) else token.decode()
+        if token == SEPARATOR:
+            out.append([])
+        else:
+            out[-1].append(token)
+    return out
+
+
+def test_each_text_gets_the_tokens_it_gets_alone_whatever_its_neighbours():
+    for size in (1, 2, 3, len(TRICKY)):
+        for start in range(len(TRICKY)):
+            texts = (TRICKY[start:] + TRICKY[:start])[:size]
+            got = _per_text(tokens_of_many(texts))
+            assert got == [_WORD.findall(fold(text)) for text in texts], texts
+    for texts in itertools.permutations(TRICKY[:5]):
+        got = _per_text(tokens_of_many(list(texts)))
+        assert [[norm_token(t) for t in g if norm_token(t)] for g in got] == [
+            words(t) for t in texts
+        ]
+
+
+def test_only_ascii_and_only_other_texts():
+    ascii_only = [t for t in TRICKY if t.isascii()]
+    others = [t for t in TRICKY if not t.isascii()]
+    assert _per_text(tokens_of_many(ascii_only)) == [_WORD.findall(fold(t)) for t in ascii_only]
+    assert _per_text(tokens_of_many(others)) == [_WORD.findall(fold(t)) for t in others]
+    accents = ["café", "naïve"]  # ASCII once folded
+    assert _per_text(tokens_of_many(accents)) == [["cafe"], ["naive"]]
+
+
+def test_a_text_holding_the_separator_is_not_batched():
+    assert tokens_of_many(["fine", f"a{SEPARATOR}b"]) is None
+
+
+def test_the_build_tokeniser_gives_each_field_the_words_of_its_text(monkeypatch):
+    docs = []
+    for k, text in enumerate(TRICKY * 3):
+        docs.append(
+            (
+                k + 1,
+                {
+                    "title": TRICKY[(k * 7) % len(TRICKY)],
+                    "abstract": text,
+                    "authors": ["José García", "Ada Lovelace"] if k % 2 else [],
+                    "keywords": ["Ørsted", "self-attention"] if k % 3 else [],
+                    "venue": "V",
+                    "year": 2024,
+                    "added_at": None,
+                },
+            )
+        )
+    docs.append((len(docs) + 1, {**docs[0][1], "abstract": f"null{SEPARATOR}byte"}))
+    monkeypatch.setattr(index_module, "TOKENISE_BATCH", 7)
+    for remembered in (index_module._KNOWN_TOKENS, 0):  # 0: every token looked up again
+        monkeypatch.setattr(index_module, "_KNOWN_TOKENS", remembered)
+        _check_fields(index_module._tokenise(docs), docs)
+
+
+def _check_fields(tokens, docs):
+    vocabulary = list(tokens.unigram_ids)
+    texts = [
+        lambda d: d["title"],
+        lambda d: " ; ".join(d["keywords"]),
+        lambda d: f"{d['abstract']}\n{' ; '.join(d['authors'])}",
+    ]
+    for text_field, text_of in zip(tokens.fields, texts, strict=True):
+        offsets = np.frombuffer(text_field.offsets, dtype=np.int64)
+        ids = np.frombuffer(text_field.ids, dtype=np.int32)
+        assert len(offsets) == len(docs) + 1
+        for i, (_, doc) in enumerate(docs):
+            got = [vocabulary[j] for j in ids[offsets[i] : offsets[i + 1]]]
+            assert got == words(text_of(doc)), (i, text_of(doc))
