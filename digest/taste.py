@@ -30,7 +30,7 @@ Meaning, not only words
 TF-IDF vectors of papers that say one thing in other words ("score-based generative
 modelling", "diffusion models") share no terms. The semantic space (latent semantic analysis:
 scikit-learn's ``TruncatedSVD`` of the papers' unit TF-IDF vectors, ``SEMANTIC_COMPONENTS``
-dimensions, fitted once per index generation) puts them near. In it, a member's expected 👍 of a
+dimensions, fitted once per main segment of the index and stored in its folder) puts them near. In it, a member's expected 👍 of a
 paper (``Taste.expected_like``) is a kernel-weighted vote of the papers they rated, with their
 own 👍 rate as the prior: the digest leaves out topic matches expected to be 👍 less often than
 ``TOPIC_MIN_EXPECTED``, and recommendation candidates are ordered by their closeness to the 👍
@@ -54,20 +54,26 @@ one batch share topics, and so candidates. ``forget()`` empties every cache (a r
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
+import zipfile
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.decomposition import TruncatedSVD
+from sklearn.preprocessing import normalize
 from sklearn.svm import LinearSVC
+from threadpoolctl import threadpool_limits
 
-from bot.engine.index import Index
+from bot.engine.index import Index, Segment, term_frequencies
 from bot.engine.query import QueryError, parse_query
 from bot.engine.search import Engine
 from bot.engine.text import analyze
@@ -133,8 +139,8 @@ CHUNK_MODELS = 64
 #: ("score-based generative modelling", "diffusion models"): ``SEMANTIC_COMPONENTS``
 #: dimensions, fitted over the ``SEMANTIC_TERMS`` terms in most papers (in at least
 #: ``SEMANTIC_MIN_DF``) on a fixed random sample of ``SEMANTIC_SAMPLE`` papers, with
-#: ``SEMANTIC_ITERATIONS`` power iterations; lazily, once per index generation and process
-#: (87k papers: about 2 s and 5 MB; bench/README.md).
+#: ``SEMANTIC_ITERATIONS`` power iterations; lazily, once per main segment (stored with it:
+#: a restart or a daily delta reads it) (87k papers: about 0.5 s and 5 MB; bench/README.md).
 SEMANTIC_COMPONENTS = 64
 SEMANTIC_TERMS = 20_000
 SEMANTIC_MIN_DF = 2
@@ -392,7 +398,8 @@ def unit_vectors(index: Index, docs: Iterable[int]) -> list[Vector]:
 class _SemanticSpace:
     """The semantic space of the index generation last asked about: (each term's column, or
     -1 for terms left out; components, columns x dimensions), or None when the corpus is too
-    small for one. Fitted on first use, once per generation (a process serves one)."""
+    small for one. Loaded (``_stored_space``) or fitted on first use, once per generation (a
+    process serves one)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -404,7 +411,13 @@ class _SemanticSpace:
     def get(self, index: Index) -> tuple[np.ndarray, np.ndarray] | None:
         with self._lock:
             if self._index is not index:
-                self._index, self._space = index, _fit_semantic_space(index)
+                space = _stored_space(index)
+                if space is not None:
+                    kept, components = space
+                    column = np.full(index.n_terms, -1, np.int64)
+                    column[kept] = np.arange(len(kept))
+                    space = column, components
+                self._index, self._space = index, space
                 self.projected = {}
             return self._space
 
@@ -413,23 +426,94 @@ class _SemanticSpace:
             self._index, self._space, self.projected = None, None, {}
 
 
-def _fit_semantic_space(index: Index) -> tuple[np.ndarray, np.ndarray] | None:
-    """scikit-learn's ``TruncatedSVD`` of a fixed sample of the papers' unit vectors."""
-    live = index.live_docs()
-    if len(live) > SEMANTIC_SAMPLE:
+def _space_path(index: Index) -> Path | None:
+    """Where the space of this generation's main segment is stored: in that segment's folder
+    (removed with it), named by the settings it was fitted with."""
+    directory = getattr(index.segments[0], "directory", None) if index.segments else None
+    if directory is None:
+        return None
+    settings = (
+        SEMANTIC_COMPONENTS,
+        SEMANTIC_TERMS,
+        SEMANTIC_MIN_DF,
+        SEMANTIC_SAMPLE,
+        SEMANTIC_ITERATIONS,
+    )
+    return Path(directory) / f"taste-space-{'-'.join(map(str, settings))}.npz"
+
+
+def _space_check(n_terms: int, kept: np.ndarray, components: np.ndarray) -> int:
+    """A CRC-32 of a stored space, with the main segment's vocabulary size it belongs to."""
+    crc = zlib.crc32(np.int64(n_terms).tobytes())
+    crc = zlib.crc32(np.ascontiguousarray(kept).tobytes(), crc)
+    return zlib.crc32(np.ascontiguousarray(components).tobytes(), crc)
+
+
+def _stored_space(index: Index) -> tuple[np.ndarray, np.ndarray] | None:
+    """The main segment's semantic space (kept term ids, components): read from its folder
+    when a process stored it there, fitted (and stored, atomically) otherwise. A restarted
+    process, and every generation the daily ingest adds a delta segment to, reuses it: the
+    space is a function of the main segment alone (``_fit_semantic_space``)."""
+    main = index.segments[0]
+    path = _space_path(index)
+    if path is not None:
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                kept, components = stored["kept"], stored["components"]
+                check = int(stored["check"])
+            if (
+                kept.dtype == np.int64
+                and components.dtype == np.float32
+                and kept.ndim == 1
+                and components.ndim == 2
+                and len(kept) == len(components)
+                and check == _space_check(main.n_terms, kept, components)
+            ):
+                return kept, components
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            pass  # none yet, or damaged: fitted again (and stored again)
+    space = _fit_semantic_space(main)
+    if space is not None and path is not None:
+        kept, components = space
+        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+        try:
+            with open(tmp, "wb") as handle:
+                check = np.int64(_space_check(main.n_terms, kept, components))
+                np.savez(handle, kept=kept, components=components, check=check)
+            os.replace(tmp, path)
+        except OSError:  # a read-only index: this process keeps its own
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+    return space
+
+
+def _fit_semantic_space(main: Segment) -> tuple[np.ndarray, np.ndarray] | None:
+    """scikit-learn's ``TruncatedSVD`` of a fixed sample of the main segment's papers' unit
+    vectors (its own idf): the same space for every generation that keeps that segment, so
+    the daily deltas need no new fit (bench/README.md: digests as good). BLAS on one thread:
+    every process fits the very same numbers."""
+    docs = np.arange(main.n_docs)
+    if len(docs) > SEMANTIC_SAMPLE:
         rng = np.random.default_rng(0)
-        live = np.sort(rng.choice(live, SEMANTIC_SAMPLE, replace=False))
-    kept = np.flatnonzero(index.df >= SEMANTIC_MIN_DF)
+        docs = np.sort(rng.choice(docs, SEMANTIC_SAMPLE, replace=False))
+    df = np.asarray(main.df)
+    kept = np.flatnonzero(df >= SEMANTIC_MIN_DF)
     if len(kept) > SEMANTIC_TERMS:
-        kept = np.sort(kept[np.argsort(-index.df[kept], kind="stable")[:SEMANTIC_TERMS]])
-    dimensions = min(SEMANTIC_COMPONENTS, len(live) - 1, len(kept) - 1)
+        kept = np.sort(kept[np.argsort(-df[kept], kind="stable")[:SEMANTIC_TERMS]])
+    dimensions = min(SEMANTIC_COMPONENTS, len(docs) - 1, len(kept) - 1)
     if dimensions < 1:
         return None
-    column = np.full(index.n_terms, -1, np.int64)
-    column[kept] = np.arange(len(kept))
-    svd = TruncatedSVD(dimensions, n_iter=SEMANTIC_ITERATIONS, random_state=0)
-    svd.fit(_term_matrix(unit_vectors(index, live), column, len(kept)))
-    return column, svd.components_.T.astype(np.float32)
+    # scikit-learn's smooth idf, as the index computes it (``Index._assemble``).
+    idf = (np.log((1.0 + main.n_docs) / (1.0 + df.astype(np.float64))) + 1.0).astype(np.float32)
+    lengths, terms, counts = main.doc_terms(docs)
+    rows = np.repeat(np.arange(len(docs)), lengths)
+    values = term_frequencies(counts) * idf[terms]
+    x = sp.csr_matrix((values, (rows, terms)), shape=(len(docs), main.n_terms))
+    x = normalize(x)[:, kept]
+    with threadpool_limits(1, user_api="blas"):
+        svd = TruncatedSVD(dimensions, n_iter=SEMANTIC_ITERATIONS, random_state=0)
+        svd.fit(x)
+    return kept.astype(np.int64), svd.components_.T.astype(np.float32)
 
 
 def _term_matrix(vectors: list[Vector], column: np.ndarray, width: int) -> sp.csr_matrix:
