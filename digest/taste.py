@@ -351,8 +351,13 @@ class _PerGeneration:
     the same papers and topics many times (members share topics, and so candidates), and
     reading one from the index costs more than the arithmetic done with it."""
 
-    def __init__(self, compute: Callable[[Index, Any], Any]) -> None:
+    def __init__(
+        self,
+        compute: Callable[[Index, Any], Any],
+        compute_many: Callable[[Index, list], list] | None = None,
+    ) -> None:
         self._compute = compute
+        self._compute_many = compute_many
         self._lock = threading.Lock()
         self._index: Index | None = None
         self._values: dict = {}
@@ -362,6 +367,11 @@ class _PerGeneration:
             if self._index is not index:
                 self._index, self._values = index, {}
             values = self._values
+        keys = list(keys)
+        if self._compute_many is not None:
+            missing = list(dict.fromkeys(key for key in keys if key not in values))
+            if len(missing) > 1 and len(values) + len(missing) <= CACHE_VECTORS:
+                values.update(zip(missing, self._compute_many(index, missing), strict=True))
         out = []
         for key in keys:
             if key not in values:
@@ -388,6 +398,15 @@ def _unit_vector(index: Index, doc: int) -> Vector:
     terms, values = index.doc_vector(doc)
     norm = float(np.linalg.norm(values)) or 1.0
     return terms, values / np.float32(norm)
+
+
+def _unit_vectors(index: Index, docs: list[int]) -> list[Vector]:
+    """``_unit_vector`` of many documents, read from the index at once (the same numbers)."""
+    out = []
+    for terms, values in index.doc_vectors(np.asarray(docs, np.int64)):
+        norm = float(np.linalg.norm(values)) or 1.0
+        out.append((terms, values / np.float32(norm)))
+    return out
 
 
 def unit_vectors(index: Index, docs: Iterable[int]) -> list[Vector]:
@@ -557,6 +576,16 @@ def semantic_vectors(index: Index, docs: np.ndarray) -> np.ndarray:
 _SEMANTIC = _SemanticSpace()
 
 
+def prefetch(index: Index, docs: np.ndarray) -> None:
+    """Read (unit vectors) and project (semantic vectors) the papers a batch's members will
+    ask about, all at once: each paper's numbers are its own, whoever asks, so computing them
+    in one product instead of one per member changes nothing but the time."""
+    docs = unique(np.asarray(docs, np.int64))
+    if len(docs):
+        unit_vectors(index, docs)
+        semantic_vectors(index, docs)
+
+
 def _stacked(vectors: list[Vector]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The vectors' entries end to end: (row of each entry, term ids, weights)."""
     if not vectors:
@@ -673,7 +702,7 @@ def _topic_vector(index: Index, text: str) -> Vector | None:
 
 
 #: Papers' unit TF-IDF vectors and topics' query vectors (None: not a usable query).
-_UNIT_VECTORS = _PerGeneration(_unit_vector)
+_UNIT_VECTORS = _PerGeneration(_unit_vector, _unit_vectors)
 _TOPIC_VECTORS = _PerGeneration(_topic_vector)
 
 
@@ -910,6 +939,7 @@ def tastes(
         docs = _docs_of_papers(
             engine, index, (c.paper_id for _, recent in missing.values() for c in recent)
         )
+        unit_vectors(index, sorted(set(docs.values())))  # read at once, not member by member
         for user, (key, recent) in missing.items():
             liked = [(docs[c.paper_id], c.paper_id) for c in recent if c.kind == "like"]
             liked = [(d, p) for d, p in liked if p in docs]
@@ -952,12 +982,18 @@ def score_all(index: Index, models: Sequence[Taste]) -> list[Vector]:
             shape=(len(chunk), index.n_terms),
         )
         product = index.score_matrix(queries).tocsr()
-        product.sort_indices()  # each row's documents ascending, in one pass for the chunk
         keep = product.data >= SCORE_KEEP
-        docs = product.indices[keep].astype(np.int64)
-        values = product.data[keep].astype(np.float32)
         rows = np.repeat(np.arange(len(chunk)), np.diff(product.indptr))
-        bounds = np.r_[0, np.cumsum(np.bincount(rows[keep], minlength=len(chunk)))].tolist()
+        bounds = np.r_[0, np.cumsum(np.bincount(rows[keep], minlength=len(chunk)))]
+        # Only the scores kept are sorted (each row's documents ascending, in one pass for
+        # the chunk): a tenth of the product.
+        kept = sp.csr_matrix(
+            (product.data[keep], product.indices[keep], bounds), shape=product.shape
+        )
+        kept.sort_indices()
+        docs = kept.indices.astype(np.int64)
+        values = kept.data.astype(np.float32)
+        bounds = bounds.tolist()
         for row in range(len(chunk)):
             out.append((docs[bounds[row] : bounds[row + 1]], values[bounds[row] : bounds[row + 1]]))
     return out
@@ -985,6 +1021,26 @@ class Recommendation:
     example: str | None  # paper id of the most alike 👍 paper
 
 
+def recommend_pool(
+    taste: Taste,
+    scores: Vector,
+    *,
+    exclude: np.ndarray | None = None,
+    floor: float | None = None,
+) -> Vector:
+    """The candidates ``recommend`` looks among: the model's best ``RECOMMEND_POOL`` papers
+    (``scores``: ``score_all``'s for it) scoring at least ``floor``, neither rated nor in
+    ``exclude``, as (documents, scores), the best first (a tie: the lower document)."""
+    docs, values = scores
+    good = values >= (RECOMMEND_FLOOR if floor is None else floor)
+    docs, values = docs[good], values[good]
+    banned = taste.rated if exclude is None else union(taste.rated, exclude)
+    allowed = ~isin(docs, banned)
+    docs, values = docs[allowed], values[allowed]
+    best = np.lexsort((docs, -values))[:RECOMMEND_POOL]
+    return docs[best], values[best]
+
+
 def recommend(
     index: Index,
     taste: Taste,
@@ -993,22 +1049,20 @@ def recommend(
     limit: int,
     exclude: np.ndarray | None = None,
     floor: float | None = None,
+    pool: Vector | None = None,
 ) -> list[Recommendation]:
     """The model's best papers (``scores``: ``score_all``'s for it), without ``exclude``
     (documents), the rated ones and those the 👎 rule out (``Taste.judge``); only those scoring
     at least ``floor`` and like ``RECOMMEND_MIN_LIKED`` 👍 papers, among the best
-    ``RECOMMEND_POOL``."""
+    ``RECOMMEND_POOL`` (``pool``: ``recommend_pool``'s answer, when the caller has it)."""
     if limit <= 0 or not len(taste.liked):
         return []
-    docs, values = scores
-    good = values >= (RECOMMEND_FLOOR if floor is None else floor)
-    docs, values = docs[good], values[good]
-    banned = taste.rated if exclude is None else union(taste.rated, exclude)
-    allowed = ~isin(docs, banned)
-    docs, values = docs[allowed], values[allowed]
-    if not len(docs):
+    if pool is None:
+        pool = recommend_pool(taste, scores, exclude=exclude, floor=floor)
+    order, values = pool
+    if not len(order):
         return []
-    order = docs[np.lexsort((docs, -values))][:RECOMMEND_POOL]
+    score_of = dict(zip(order.tolist(), values.tolist(), strict=True))
     # Papers near the member's topics first, the others only when those run out (a member
     # whose 👍 lie outside their topics still gets recommendations); within each, by the
     # classifier (``RECOMMEND_RANK``) or the profile's score.
@@ -1022,7 +1076,6 @@ def recommend(
         probability = taste.like_probability(index, order)
         rank = rank if probability is None else -probability
     order = order[np.lexsort((rank, far))]
-    score_of = dict(zip(docs.tolist(), values.tolist(), strict=True))
     found: list[Recommendation] = []
     # Candidates are judged a few at a time, best first, until enough pass.
     start, step = 0, limit + 2
