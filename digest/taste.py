@@ -204,6 +204,10 @@ class Taste:
         return _Side.of(self.disliked_vectors)
 
     @cached_property
+    def _rated_sides(self) -> _Sides:
+        return _Sides([self._liked_side, self._disliked_side])
+
+    @cached_property
     def _topic_side(self) -> _Side:
         return _Side.of(self.topic_vectors)
 
@@ -222,9 +226,7 @@ class Taste:
         unwanted = isin(docs, self.disliked)
         if not n or not (self.liked_vectors or self.disliked_vectors):
             return Verdicts(unwanted, np.zeros(n, np.int64), np.full(n, -1, np.int64))
-        vectors = unit_vectors(index, docs)
-        liked = self._liked_side.cosines(vectors)
-        disliked = self._disliked_side.cosines(vectors)
+        liked, disliked = self._rated_sides.cosines(unit_vectors(index, docs))
         best_liked = liked.max(axis=1) if self.liked_vectors else np.zeros(n, np.float32)
         if self.disliked_vectors:
             worst = disliked.max(axis=1)
@@ -554,7 +556,8 @@ def semantic_vectors(index: Index, docs: np.ndarray) -> np.ndarray:
         return _term_matrix(unit_vectors(index, docs), column, index.n_terms).toarray()
     column, components = space
     projected = _SEMANTIC.projected
-    missing = unique(docs[[int(d) not in projected for d in docs]]) if len(docs) else docs
+    wanted = docs.tolist()
+    missing = unique(docs[[d not in projected for d in wanted]]) if wanted else docs
     if len(projected) + len(missing) > CACHE_VECTORS:
         # A cap on memory: a new cache (a thread still reading the old one keeps it).
         _SEMANTIC.projected = projected = {}
@@ -570,7 +573,7 @@ def semantic_vectors(index: Index, docs: np.ndarray) -> np.ndarray:
         projected.update(zip(missing.tolist(), z, strict=True))
     if not len(docs):
         return np.zeros((0, components.shape[1]), np.float32)
-    return np.stack([projected[int(d)] for d in docs])
+    return np.stack([projected[d] for d in wanted])
 
 
 _SEMANTIC = _SemanticSpace()
@@ -663,6 +666,32 @@ class _Side:
         picked = np.zeros((len(others), len(self.terms)), np.float32)
         picked[rows[shared], at[shared]] = values[shared]
         return picked @ self.matrix.T
+
+
+class _Sides:
+    """Several sides whose cosines with the same documents are wanted: the documents' entries
+    are looked up once among the terms of all of them, and each side gets exactly the dense
+    matrix ``_Side.cosines`` would build for it (its own terms' columns), so the same numbers."""
+
+    def __init__(self, sides: list[_Side]) -> None:
+        self.sides = sides
+        every = [side.terms for side in sides if len(side.terms)]
+        self.terms = unique(np.concatenate(every)) if every else np.zeros(0, np.int64)
+        self.columns = [np.searchsorted(self.terms, side.terms) for side in sides]
+
+    def cosines(self, others: list[Vector]) -> list[np.ndarray]:
+        if not len(self.terms) or not others:
+            return [side.cosines(others) for side in self.sides]
+        rows, terms, values = _stacked(others)
+        at, shared = _LOOKUP.positions(self.terms, terms)
+        picked = np.zeros((len(others), len(self.terms)), np.float32)
+        picked[rows[shared], at[shared]] = values[shared]
+        return [
+            picked[:, columns] @ side.matrix.T
+            if len(side.terms)
+            else np.zeros((len(others), side.matrix.shape[0]), np.float32)
+            for side, columns in zip(self.sides, self.columns, strict=True)
+        ]
 
 
 def _first_row_dot(side: _Side, others: list[Vector]) -> np.ndarray:
