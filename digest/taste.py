@@ -196,16 +196,9 @@ class Taste:
         return union(self.liked, self.disliked)
 
     @cached_property
-    def _liked_side(self) -> _Side:
-        return _Side.of(self.liked_vectors)
-
-    @cached_property
-    def _disliked_side(self) -> _Side:
-        return _Side.of(self.disliked_vectors)
-
-    @cached_property
     def _rated_sides(self) -> _Sides:
-        return _Sides([self._liked_side, self._disliked_side])
+        """The 👍 and 👎 papers as two sides, built together (``_Sides.of``)."""
+        return _Sides.of([self.liked_vectors, self.disliked_vectors])
 
     @cached_property
     def _topic_side(self) -> _Side:
@@ -679,6 +672,20 @@ class _Sides:
         self.terms = unique(np.concatenate(every)) if every else np.zeros(0, np.int64)
         self.columns = [np.searchsorted(self.terms, side.terms) for side in sides]
 
+    @classmethod
+    def of(cls, groups: list[list[Vector]]) -> _Sides:
+        """``_Sides([_Side.of(group) for group in groups])`` from one ``_compact`` of all the
+        groups: each side keeps the columns of the terms its own vectors have (their entries
+        are never 0), so its matrix is the one ``_Side.of`` builds."""
+        terms, matrices = _compact(*groups)
+        sides = cls.__new__(cls)
+        sides.terms, sides.sides, sides.columns = terms, [], []
+        for matrix in matrices:
+            columns = np.flatnonzero(matrix.any(axis=0))
+            sides.sides.append(_Side(terms[columns], np.ascontiguousarray(matrix[:, columns])))
+            sides.columns.append(columns)
+        return sides
+
     def cosines(self, others: list[Vector]) -> list[np.ndarray]:
         if not len(self.terms) or not others:
             return [side.cosines(others) for side in self.sides]
@@ -687,7 +694,8 @@ class _Sides:
         picked = np.zeros((len(others), len(self.terms)), np.float32)
         picked[rows[shared], at[shared]] = values[shared]
         return [
-            picked[:, columns] @ side.matrix.T
+            # Contiguous, as ``_Side.cosines``'s own: BLAS then sums each product alike.
+            np.ascontiguousarray(picked[:, columns]) @ side.matrix.T
             if len(side.terms)
             else np.zeros((len(others), side.matrix.shape[0]), np.float32)
             for side, columns in zip(self.sides, self.columns, strict=True)

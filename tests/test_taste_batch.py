@@ -90,3 +90,21 @@ def test_models_scored_together_score_every_paper_as_one_query_each(engine) -> N
         [(alone_docs, alone_scores)] = taste.score_all(index, [model])
         assert docs.tobytes() == alone_docs.tobytes()
         assert scores.tobytes() == alone_scores.tobytes()
+
+
+def test_sides_built_together_are_the_sides_built_alone(engine) -> None:
+    """``_Sides.of`` builds the 👍 and 👎 sides from one lookup of their terms: each side's
+    terms and matrix are exactly ``_Side.of``'s, and so are the cosines taken with them."""
+    index = engine.index
+    rng = np.random.default_rng(4)
+    docs = rng.permutation(index.live_docs())
+    liked, disliked, others = docs[:4], docs[4:7], docs[7:]
+    groups = [taste.unit_vectors(index, liked), taste.unit_vectors(index, disliked), []]
+    together = taste._Sides.of(groups)
+    vectors = taste.unit_vectors(index, others)
+    for side, group, cosines in zip(together.sides, groups, together.cosines(vectors), strict=True):
+        alone = taste._Side.of(group)
+        assert side.terms.tobytes() == alone.terms.tobytes()
+        assert side.matrix.shape == alone.matrix.shape
+        assert side.matrix.tobytes() == alone.matrix.tobytes()
+        assert cosines.tobytes() == alone.cosines(vectors).tobytes()
