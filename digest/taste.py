@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -165,8 +165,9 @@ SEMANTIC_NEAREST = 3
 METHODS = ("rocchio", "svm")
 
 
-@dataclass(frozen=True)
-class Click:
+class Click(NamedTuple):
+    """A 👍 or 👎 (a tuple: 20,000 of them are made and hashed for a batch's models)."""
+
     paper_id: str
     kind: str  # like | dislike
 
@@ -1074,6 +1075,10 @@ def recommend_pool(
     banned = taste.rated if exclude is None else union(taste.rated, exclude)
     allowed = ~isin(docs, banned)
     docs, values = docs[allowed], values[allowed]
+    if len(docs) > RECOMMEND_POOL:  # only those scoring at least the pool's last (ties too)
+        last = np.partition(values, len(values) - RECOMMEND_POOL)[len(values) - RECOMMEND_POOL]
+        top = values >= last
+        docs, values = docs[top], values[top]
     best = np.lexsort((docs, -values))[:RECOMMEND_POOL]
     return docs[best], values[best]
 

@@ -108,3 +108,19 @@ def test_sides_built_together_are_the_sides_built_alone(engine) -> None:
         assert side.matrix.shape == alone.matrix.shape
         assert side.matrix.tobytes() == alone.matrix.tobytes()
         assert cosines.tobytes() == alone.cosines(vectors).tobytes()
+
+
+def test_the_recommendation_pool_is_the_best_papers_ties_by_document(engine) -> None:
+    """``recommend_pool`` keeps the ``RECOMMEND_POOL`` best scores (a tie: the lower document
+    first), however many papers tie at its last place, without rated or excluded papers."""
+    _members_with_clicks(engine)
+    [model] = list(taste.tastes(engine, {("T1", "U1"): MEMBERS["U1"]}).values())
+    rng = np.random.default_rng(9)
+    docs = np.arange(1000, 1400, dtype=np.int64)
+    values = rng.choice(np.float32([0.2, 0.3, 0.4, 0.5]), size=len(docs))  # many ties
+    exclude = docs[::7]
+    docs_kept, values_kept = taste.recommend_pool(model, (docs, values), exclude=exclude)
+    allowed = ~np.isin(docs, exclude)
+    expected = sorted(zip(-values[allowed], docs[allowed], strict=True))[: taste.RECOMMEND_POOL]
+    assert docs_kept.tolist() == [int(d) for _, d in expected]
+    assert values_kept.tolist() == [float(-v) for v, _ in expected]
