@@ -53,7 +53,9 @@ from .taste import (
     Taste,
     Vector,
     isin,
+    prefetch,
     recommend,
+    recommend_pool,
     remember_topic_vectors,
     score_all,
     scores_of,
@@ -87,8 +89,11 @@ RECOMMEND_MIN_HIT = 0.12
 RECOMMEND_MORE_HIT = 0.4
 RECOMMEND_MORE_FILL = DIGEST_SIZE
 #: Topic matches the member's classifier (``Taste.like_probability``: 👍 and topics against 👎)
-#: gives less than this are left out, as papers they would 👎 (0: off).
-TOPIC_MIN_PROBABILITY = 0.4
+#: gives less than this are left out, as papers they would 👎 (0: off, the default since the
+#: expected 👍 of ``taste.TOPIC_MIN_EXPECTED`` does its work: 345 relevant papers of 1,283
+#: without it, 344 of 1,284 with 0.4, and no classifier to train in every batch;
+#: bench/README.md, stop 20).
+TOPIC_MIN_PROBABILITY = 0.0
 #: Teammates' saves are mentioned from this many on (counts only, never names).
 TEAM_SAVES_SHOWN = 2
 
@@ -228,12 +233,13 @@ def _select(
     scored = dict(zip(models, score_all(index, list(models.values())), strict=True))
     picks: dict[MemberKey, list[_Pick]] = {}
     recommended: dict[MemberKey, list[Recommendation]] = {}
+    prepared: dict[MemberKey, _Prepared] = {}
     for user in users:
         member = members.get(user)
         since = last.get(user) or (member.created_at if member else None)
         topics = topics_by_member.get(user, [])
         if user in models:
-            picks[user], recommended[user] = _pick_with_taste(
+            prepared[user] = _prepare_with_taste(
                 topics,
                 matches,
                 added,
@@ -241,15 +247,27 @@ def _select(
                 since,
                 limit,
                 (models[user], scored[user]),
-                index,
             )
         else:
             picks[user] = _pick(topics, matches, added, sent.get(user, _empty()), since, limit)
+    # The papers every member with a model will be asked about, read and projected at once.
+    wanted = [p.pool[0] for p in prepared.values()]
+    wanted += [p.docs[p.order[: limit + 2]] for p in prepared.values()]
+    wanted += [models[user].rated for user in prepared]
+    if wanted:
+        prefetch(index, np.concatenate(wanted))
+    for user, ready in prepared.items():
+        picks[user], recommended[user] = _pick_with_taste(ready, limit, index)
+    picks = {user: picks[user] for user in users}  # the members' order
     docs = {p.doc for chosen in picks.values() for p in chosen}
     docs |= {r.doc for chosen in recommended.values() for r in chosen}
     paper_ids = _paper_ids(engine, index, docs)
-    # Members share topics and papers: each (paper, topic) explained once for everyone.
+    # Members share topics and papers: each (paper, topic) explained once for everyone, from
+    # the papers' vectors read at once.
     whys: dict[tuple[int, str], list[str]] = {}
+    explained = np.asarray(sorted({p.doc for chosen in picks.values() for p in chosen}), np.int64)
+    vectors = dict(zip(explained.tolist(), index.doc_vectors(explained), strict=True))
+    names: dict[int, str] = {}  # term id -> term: the topics' terms come again and again
     plans = ByMember()
     for user, chosen in picks.items():
         member = members.get(user)
@@ -265,7 +283,8 @@ def _select(
                 if not why:
                     why = whys.get((p.doc, topic.normalized))
                     if why is None:
-                        why = whys[p.doc, topic.normalized] = _why(index, p.doc, match)
+                        why = _why(index, vectors[p.doc], match, names)
+                        whys[p.doc, topic.normalized] = why
                 items.append(DigestItem(paper_ids[p.doc], round(p.score, 4), why, p.new))
             if items:
                 plan.sections.append(DigestSection(topic.id, topic.query, items))
@@ -318,17 +337,26 @@ def _count_team_saves(
                 item.team_saves = others if others >= TEAM_SAVES_SHOWN else 0
 
 
-def _why(index: Index, doc: int, match: TopicMatch) -> list[str]:
-    """The topic's terms that gave the paper most of its score (as ``Index.contributions``
-    ranks them, vectorized: this runs for every paper of every digest)."""
-    terms, values = index.doc_vector(doc)
+def _why(
+    index: Index, vector: Vector, match: TopicMatch, names: dict[int, str] | None = None
+) -> list[str]:
+    """The topic's terms that gave the paper (``vector``: its ``Index.doc_vector``) most of
+    its score (as ``Index.contributions`` ranks them, vectorized: this runs for every paper
+    of every digest)."""
+    terms, values = vector
     if not len(terms) or not len(match.term_ids):
         return []
     pos = np.minimum(np.searchsorted(terms, match.term_ids), len(terms) - 1)
     present = terms[pos] == match.term_ids
     contribution = match.weights[present] * values[pos[present]]
     best = np.argsort(-contribution, kind="stable")[:WHY_TERMS]
-    return [index.vocab.term(int(t)) for t in match.term_ids[present][best]]
+    names = {} if names is None else names
+    out = []
+    for term in match.term_ids[present][best].tolist():
+        if term not in names:
+            names[term] = index.vocab.term(term)
+        out.append(names[term])
+    return out
 
 
 @dataclass(frozen=True)
@@ -377,7 +405,25 @@ def _matched(used: list[tuple[Topic, TopicMatch]]) -> tuple[np.ndarray, np.ndarr
     return docs[first], scores[first], topic_of[first]
 
 
-def _pick_with_taste(
+@dataclass
+class _Prepared:
+    """A member with feedback, before their papers are checked against their clicks: topic
+    matches not sent nor rated (``docs``, ``scores``, ``topic_of``, ``new``) in the model's
+    order (``order``), and the candidates for recommendation (``taste.recommend_pool``)."""
+
+    taste: Taste
+    used: list[tuple[Topic, TopicMatch]]
+    docs: np.ndarray
+    scores: np.ndarray
+    topic_of: np.ndarray
+    new: np.ndarray
+    order: np.ndarray
+    fill: int
+    wanted: int
+    pool: Vector
+
+
+def _prepare_with_taste(
     topics: list[Topic],
     matches: dict[str, TopicMatch],
     added: np.ndarray,
@@ -385,14 +431,8 @@ def _pick_with_taste(
     since: str | None,
     limit: int,
     model: tuple[Taste, Vector],
-    index: Index,
-) -> tuple[list[_Pick], list[Recommendation]]:
-    """A member with feedback: topic matches ranked by the model (new ones first), without
-    rated papers or papers very close to a 👎-ed one; then recommendations that matched none
-    of the topics and were never sent: room for ``RECOMMEND_MAX`` is kept, and they fill what
-    the topics leave, up to ``RECOMMEND_FILL``."""
-    if limit <= 0:
-        return [], []
+) -> _Prepared:
+    """``_pick_with_taste``'s first half: what needs no paper's vector."""
     taste, liked_scores = model
     used = [(t, matches[t.normalized]) for t in topics if matches[t.normalized].count]
     if used:
@@ -408,14 +448,30 @@ def _pick_with_taste(
     clicks = len(taste.liked) + len(taste.disliked)
     if len(taste.liked) < RECOMMEND_MIN_LIKE_RATE * clicks:
         wanted = 0
-    recommendations = recommend(
-        index, taste, liked_scores, limit=wanted, exclude=union(matched, sent)
-    )
-    room = limit - min(RECOMMEND_MAX, len(recommendations))
+    pool = (_empty(), np.zeros(0, np.float32))
+    if limit > 0 and wanted > 0 and len(taste.liked):
+        pool = recommend_pool(taste, liked_scores, exclude=union(matched, sent))
     since_ts = from_iso(since).timestamp() if since else 0.0
     new = added[docs] > since_ts
     # By the model; papers it scores alike (below ``taste.SCORE_KEEP``: 0) by their topic score.
     order = np.lexsort((docs, -scores, -scores_of(liked_scores, docs), ~new))
+    return _Prepared(taste, used, docs, scores, topic_of, new, order, fill, wanted, pool)
+
+
+def _pick_with_taste(
+    ready: _Prepared, limit: int, index: Index
+) -> tuple[list[_Pick], list[Recommendation]]:
+    """A member with feedback: topic matches ranked by the model (new ones first), without
+    rated papers or papers very close to a 👎-ed one; then recommendations that matched none
+    of the topics and were never sent: room for ``RECOMMEND_MAX`` is kept, and they fill what
+    the topics leave, up to ``RECOMMEND_FILL``."""
+    if limit <= 0:
+        return [], []
+    taste, docs, order = ready.taste, ready.docs, ready.order
+    recommendations = recommend(
+        index, taste, (_empty(), np.zeros(0, np.float32)), limit=ready.wanted, pool=ready.pool
+    )
+    room = limit - min(RECOMMEND_MAX, len(recommendations))
     # Checked against the 👎 best first, in blocks that double (most members need one), among
     # the best ``TOPIC_POOL`` only: a member whose clicks rule out that many gets fewer papers.
     chosen: list[int] = []
@@ -430,10 +486,15 @@ def _pick_with_taste(
         chosen += block[~unwanted].tolist()
         start, step = start + len(block), step * 2
     picks = [
-        _Pick(int(docs[c]), float(scores[c]), used[topic_of[c]][0].id, bool(new[c]))
+        _Pick(
+            int(docs[c]),
+            float(ready.scores[c]),
+            ready.used[ready.topic_of[c]][0].id,
+            bool(ready.new[c]),
+        )
         for c in chosen[:room]
     ]
-    return picks, recommendations[: min(fill, limit - len(picks))]
+    return picks, recommendations[: min(ready.fill, limit - len(picks))]
 
 
 def recommendation_record(taste: Taste, matched: np.ndarray) -> tuple[int, int]:

@@ -30,7 +30,7 @@ Meaning, not only words
 TF-IDF vectors of papers that say one thing in other words ("score-based generative
 modelling", "diffusion models") share no terms. The semantic space (latent semantic analysis:
 scikit-learn's ``TruncatedSVD`` of the papers' unit TF-IDF vectors, ``SEMANTIC_COMPONENTS``
-dimensions, fitted once per index generation) puts them near. In it, a member's expected 👍 of a
+dimensions, fitted once per main segment of the index and stored in its folder) puts them near. In it, a member's expected 👍 of a
 paper (``Taste.expected_like``) is a kernel-weighted vote of the papers they rated, with their
 own 👍 rate as the prior: the digest leaves out topic matches expected to be 👍 less often than
 ``TOPIC_MIN_EXPECTED``, and recommendation candidates are ordered by their closeness to the 👍
@@ -54,20 +54,26 @@ one batch share topics, and so candidates. ``forget()`` empties every cache (a r
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
+import zipfile
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.decomposition import TruncatedSVD
+from sklearn.preprocessing import normalize
 from sklearn.svm import LinearSVC
+from threadpoolctl import threadpool_limits
 
-from bot.engine.index import Index
+from bot.engine.index import Index, Segment, term_frequencies
 from bot.engine.query import QueryError, parse_query
 from bot.engine.search import Engine
 from bot.engine.text import analyze
@@ -133,8 +139,8 @@ CHUNK_MODELS = 64
 #: ("score-based generative modelling", "diffusion models"): ``SEMANTIC_COMPONENTS``
 #: dimensions, fitted over the ``SEMANTIC_TERMS`` terms in most papers (in at least
 #: ``SEMANTIC_MIN_DF``) on a fixed random sample of ``SEMANTIC_SAMPLE`` papers, with
-#: ``SEMANTIC_ITERATIONS`` power iterations; lazily, once per index generation and process
-#: (87k papers: about 2 s and 5 MB; bench/README.md).
+#: ``SEMANTIC_ITERATIONS`` power iterations; lazily, once per main segment (stored with it:
+#: a restart or a daily delta reads it) (87k papers: about 0.5 s and 5 MB; bench/README.md).
 SEMANTIC_COMPONENTS = 64
 SEMANTIC_TERMS = 20_000
 SEMANTIC_MIN_DF = 2
@@ -159,8 +165,9 @@ SEMANTIC_NEAREST = 3
 METHODS = ("rocchio", "svm")
 
 
-@dataclass(frozen=True)
-class Click:
+class Click(NamedTuple):
+    """A 👍 or 👎 (a tuple: 20,000 of them are made and hashed for a batch's models)."""
+
     paper_id: str
     kind: str  # like | dislike
 
@@ -190,12 +197,9 @@ class Taste:
         return union(self.liked, self.disliked)
 
     @cached_property
-    def _liked_side(self) -> _Side:
-        return _Side.of(self.liked_vectors)
-
-    @cached_property
-    def _disliked_side(self) -> _Side:
-        return _Side.of(self.disliked_vectors)
+    def _rated_sides(self) -> _Sides:
+        """The 👍 and 👎 papers as two sides, built together (``_Sides.of``)."""
+        return _Sides.of([self.liked_vectors, self.disliked_vectors])
 
     @cached_property
     def _topic_side(self) -> _Side:
@@ -216,9 +220,7 @@ class Taste:
         unwanted = isin(docs, self.disliked)
         if not n or not (self.liked_vectors or self.disliked_vectors):
             return Verdicts(unwanted, np.zeros(n, np.int64), np.full(n, -1, np.int64))
-        vectors = unit_vectors(index, docs)
-        liked = self._liked_side.cosines(vectors)
-        disliked = self._disliked_side.cosines(vectors)
+        liked, disliked = self._rated_sides.cosines(unit_vectors(index, docs))
         best_liked = liked.max(axis=1) if self.liked_vectors else np.zeros(n, np.float32)
         if self.disliked_vectors:
             worst = disliked.max(axis=1)
@@ -345,8 +347,13 @@ class _PerGeneration:
     the same papers and topics many times (members share topics, and so candidates), and
     reading one from the index costs more than the arithmetic done with it."""
 
-    def __init__(self, compute: Callable[[Index, Any], Any]) -> None:
+    def __init__(
+        self,
+        compute: Callable[[Index, Any], Any],
+        compute_many: Callable[[Index, list], list] | None = None,
+    ) -> None:
         self._compute = compute
+        self._compute_many = compute_many
         self._lock = threading.Lock()
         self._index: Index | None = None
         self._values: dict = {}
@@ -356,6 +363,11 @@ class _PerGeneration:
             if self._index is not index:
                 self._index, self._values = index, {}
             values = self._values
+        keys = list(keys)
+        if self._compute_many is not None:
+            missing = list(dict.fromkeys(key for key in keys if key not in values))
+            if len(missing) > 1 and len(values) + len(missing) <= CACHE_VECTORS:
+                values.update(zip(missing, self._compute_many(index, missing), strict=True))
         out = []
         for key in keys:
             if key not in values:
@@ -384,6 +396,15 @@ def _unit_vector(index: Index, doc: int) -> Vector:
     return terms, values / np.float32(norm)
 
 
+def _unit_vectors(index: Index, docs: list[int]) -> list[Vector]:
+    """``_unit_vector`` of many documents, read from the index at once (the same numbers)."""
+    out = []
+    for terms, values in index.doc_vectors(np.asarray(docs, np.int64)):
+        norm = float(np.linalg.norm(values)) or 1.0
+        out.append((terms, values / np.float32(norm)))
+    return out
+
+
 def unit_vectors(index: Index, docs: Iterable[int]) -> list[Vector]:
     """Documents' TF-IDF vectors, unit length (shared, never to be changed in place)."""
     return _UNIT_VECTORS.get(index, (int(doc) for doc in docs))
@@ -392,7 +413,8 @@ def unit_vectors(index: Index, docs: Iterable[int]) -> list[Vector]:
 class _SemanticSpace:
     """The semantic space of the index generation last asked about: (each term's column, or
     -1 for terms left out; components, columns x dimensions), or None when the corpus is too
-    small for one. Fitted on first use, once per generation (a process serves one)."""
+    small for one. Loaded (``_stored_space``) or fitted on first use, once per generation (a
+    process serves one)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -404,7 +426,13 @@ class _SemanticSpace:
     def get(self, index: Index) -> tuple[np.ndarray, np.ndarray] | None:
         with self._lock:
             if self._index is not index:
-                self._index, self._space = index, _fit_semantic_space(index)
+                space = _stored_space(index)
+                if space is not None:
+                    kept, components = space
+                    column = np.full(index.n_terms, -1, np.int64)
+                    column[kept] = np.arange(len(kept))
+                    space = column, components
+                self._index, self._space = index, space
                 self.projected = {}
             return self._space
 
@@ -413,23 +441,94 @@ class _SemanticSpace:
             self._index, self._space, self.projected = None, None, {}
 
 
-def _fit_semantic_space(index: Index) -> tuple[np.ndarray, np.ndarray] | None:
-    """scikit-learn's ``TruncatedSVD`` of a fixed sample of the papers' unit vectors."""
-    live = index.live_docs()
-    if len(live) > SEMANTIC_SAMPLE:
+def _space_path(index: Index) -> Path | None:
+    """Where the space of this generation's main segment is stored: in that segment's folder
+    (removed with it), named by the settings it was fitted with."""
+    directory = getattr(index.segments[0], "directory", None) if index.segments else None
+    if directory is None:
+        return None
+    settings = (
+        SEMANTIC_COMPONENTS,
+        SEMANTIC_TERMS,
+        SEMANTIC_MIN_DF,
+        SEMANTIC_SAMPLE,
+        SEMANTIC_ITERATIONS,
+    )
+    return Path(directory) / f"taste-space-{'-'.join(map(str, settings))}.npz"
+
+
+def _space_check(n_terms: int, kept: np.ndarray, components: np.ndarray) -> int:
+    """A CRC-32 of a stored space, with the main segment's vocabulary size it belongs to."""
+    crc = zlib.crc32(np.int64(n_terms).tobytes())
+    crc = zlib.crc32(np.ascontiguousarray(kept).tobytes(), crc)
+    return zlib.crc32(np.ascontiguousarray(components).tobytes(), crc)
+
+
+def _stored_space(index: Index) -> tuple[np.ndarray, np.ndarray] | None:
+    """The main segment's semantic space (kept term ids, components): read from its folder
+    when a process stored it there, fitted (and stored, atomically) otherwise. A restarted
+    process, and every generation the daily ingest adds a delta segment to, reuses it: the
+    space is a function of the main segment alone (``_fit_semantic_space``)."""
+    main = index.segments[0]
+    path = _space_path(index)
+    if path is not None:
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                kept, components = stored["kept"], stored["components"]
+                check = int(stored["check"])
+            if (
+                kept.dtype == np.int64
+                and components.dtype == np.float32
+                and kept.ndim == 1
+                and components.ndim == 2
+                and len(kept) == len(components)
+                and check == _space_check(main.n_terms, kept, components)
+            ):
+                return kept, components
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            pass  # none yet, or damaged: fitted again (and stored again)
+    space = _fit_semantic_space(main)
+    if space is not None and path is not None:
+        kept, components = space
+        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+        try:
+            with open(tmp, "wb") as handle:
+                check = np.int64(_space_check(main.n_terms, kept, components))
+                np.savez(handle, kept=kept, components=components, check=check)
+            os.replace(tmp, path)
+        except OSError:  # a read-only index: this process keeps its own
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+    return space
+
+
+def _fit_semantic_space(main: Segment) -> tuple[np.ndarray, np.ndarray] | None:
+    """scikit-learn's ``TruncatedSVD`` of a fixed sample of the main segment's papers' unit
+    vectors (its own idf): the same space for every generation that keeps that segment, so
+    the daily deltas need no new fit (bench/README.md: digests as good). BLAS on one thread:
+    every process fits the very same numbers."""
+    docs = np.arange(main.n_docs)
+    if len(docs) > SEMANTIC_SAMPLE:
         rng = np.random.default_rng(0)
-        live = np.sort(rng.choice(live, SEMANTIC_SAMPLE, replace=False))
-    kept = np.flatnonzero(index.df >= SEMANTIC_MIN_DF)
+        docs = np.sort(rng.choice(docs, SEMANTIC_SAMPLE, replace=False))
+    df = np.asarray(main.df)
+    kept = np.flatnonzero(df >= SEMANTIC_MIN_DF)
     if len(kept) > SEMANTIC_TERMS:
-        kept = np.sort(kept[np.argsort(-index.df[kept], kind="stable")[:SEMANTIC_TERMS]])
-    dimensions = min(SEMANTIC_COMPONENTS, len(live) - 1, len(kept) - 1)
+        kept = np.sort(kept[np.argsort(-df[kept], kind="stable")[:SEMANTIC_TERMS]])
+    dimensions = min(SEMANTIC_COMPONENTS, len(docs) - 1, len(kept) - 1)
     if dimensions < 1:
         return None
-    column = np.full(index.n_terms, -1, np.int64)
-    column[kept] = np.arange(len(kept))
-    svd = TruncatedSVD(dimensions, n_iter=SEMANTIC_ITERATIONS, random_state=0)
-    svd.fit(_term_matrix(unit_vectors(index, live), column, len(kept)))
-    return column, svd.components_.T.astype(np.float32)
+    # scikit-learn's smooth idf, as the index computes it (``Index._assemble``).
+    idf = (np.log((1.0 + main.n_docs) / (1.0 + df.astype(np.float64))) + 1.0).astype(np.float32)
+    lengths, terms, counts = main.doc_terms(docs)
+    rows = np.repeat(np.arange(len(docs)), lengths)
+    values = term_frequencies(counts) * idf[terms]
+    x = sp.csr_matrix((values, (rows, terms)), shape=(len(docs), main.n_terms))
+    x = normalize(x)[:, kept]
+    with threadpool_limits(1, user_api="blas"):
+        svd = TruncatedSVD(dimensions, n_iter=SEMANTIC_ITERATIONS, random_state=0)
+        svd.fit(x)
+    return kept.astype(np.int64), svd.components_.T.astype(np.float32)
 
 
 def _term_matrix(vectors: list[Vector], column: np.ndarray, width: int) -> sp.csr_matrix:
@@ -451,7 +550,8 @@ def semantic_vectors(index: Index, docs: np.ndarray) -> np.ndarray:
         return _term_matrix(unit_vectors(index, docs), column, index.n_terms).toarray()
     column, components = space
     projected = _SEMANTIC.projected
-    missing = unique(docs[[int(d) not in projected for d in docs]]) if len(docs) else docs
+    wanted = docs.tolist()
+    missing = unique(docs[[d not in projected for d in wanted]]) if wanted else docs
     if len(projected) + len(missing) > CACHE_VECTORS:
         # A cap on memory: a new cache (a thread still reading the old one keeps it).
         _SEMANTIC.projected = projected = {}
@@ -467,10 +567,20 @@ def semantic_vectors(index: Index, docs: np.ndarray) -> np.ndarray:
         projected.update(zip(missing.tolist(), z, strict=True))
     if not len(docs):
         return np.zeros((0, components.shape[1]), np.float32)
-    return np.stack([projected[int(d)] for d in docs])
+    return np.stack([projected[d] for d in wanted])
 
 
 _SEMANTIC = _SemanticSpace()
+
+
+def prefetch(index: Index, docs: np.ndarray) -> None:
+    """Read (unit vectors) and project (semantic vectors) the papers a batch's members will
+    ask about, all at once: each paper's numbers are its own, whoever asks, so computing them
+    in one product instead of one per member changes nothing but the time."""
+    docs = unique(np.asarray(docs, np.int64))
+    if len(docs):
+        unit_vectors(index, docs)
+        semantic_vectors(index, docs)
 
 
 def _stacked(vectors: list[Vector]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -552,6 +662,47 @@ class _Side:
         return picked @ self.matrix.T
 
 
+class _Sides:
+    """Several sides whose cosines with the same documents are wanted: the documents' entries
+    are looked up once among the terms of all of them, and each side gets exactly the dense
+    matrix ``_Side.cosines`` would build for it (its own terms' columns), so the same numbers."""
+
+    def __init__(self, sides: list[_Side]) -> None:
+        self.sides = sides
+        every = [side.terms for side in sides if len(side.terms)]
+        self.terms = unique(np.concatenate(every)) if every else np.zeros(0, np.int64)
+        self.columns = [np.searchsorted(self.terms, side.terms) for side in sides]
+
+    @classmethod
+    def of(cls, groups: list[list[Vector]]) -> _Sides:
+        """``_Sides([_Side.of(group) for group in groups])`` from one ``_compact`` of all the
+        groups: each side keeps the columns of the terms its own vectors have (their entries
+        are never 0), so its matrix is the one ``_Side.of`` builds."""
+        terms, matrices = _compact(*groups)
+        sides = cls.__new__(cls)
+        sides.terms, sides.sides, sides.columns = terms, [], []
+        for matrix in matrices:
+            columns = np.flatnonzero(matrix.any(axis=0))
+            sides.sides.append(_Side(terms[columns], np.ascontiguousarray(matrix[:, columns])))
+            sides.columns.append(columns)
+        return sides
+
+    def cosines(self, others: list[Vector]) -> list[np.ndarray]:
+        if not len(self.terms) or not others:
+            return [side.cosines(others) for side in self.sides]
+        rows, terms, values = _stacked(others)
+        at, shared = _LOOKUP.positions(self.terms, terms)
+        picked = np.zeros((len(others), len(self.terms)), np.float32)
+        picked[rows[shared], at[shared]] = values[shared]
+        return [
+            # Contiguous, as ``_Side.cosines``'s own: BLAS then sums each product alike.
+            np.ascontiguousarray(picked[:, columns]) @ side.matrix.T
+            if len(side.terms)
+            else np.zeros((len(others), side.matrix.shape[0]), np.float32)
+            for side, columns in zip(self.sides, self.columns, strict=True)
+        ]
+
+
 def _first_row_dot(side: _Side, others: list[Vector]) -> np.ndarray:
     """``side.cosines(others)[:, 0]`` without the dense matrix: a gather and a sum per entry."""
     if not len(side.terms) or not others:
@@ -589,7 +740,7 @@ def _topic_vector(index: Index, text: str) -> Vector | None:
 
 
 #: Papers' unit TF-IDF vectors and topics' query vectors (None: not a usable query).
-_UNIT_VECTORS = _PerGeneration(_unit_vector)
+_UNIT_VECTORS = _PerGeneration(_unit_vector, _unit_vectors)
 _TOPIC_VECTORS = _PerGeneration(_topic_vector)
 
 
@@ -826,6 +977,7 @@ def tastes(
         docs = _docs_of_papers(
             engine, index, (c.paper_id for _, recent in missing.values() for c in recent)
         )
+        unit_vectors(index, sorted(set(docs.values())))  # read at once, not member by member
         for user, (key, recent) in missing.items():
             liked = [(docs[c.paper_id], c.paper_id) for c in recent if c.kind == "like"]
             liked = [(d, p) for d, p in liked if p in docs]
@@ -868,12 +1020,18 @@ def score_all(index: Index, models: Sequence[Taste]) -> list[Vector]:
             shape=(len(chunk), index.n_terms),
         )
         product = index.score_matrix(queries).tocsr()
-        product.sort_indices()  # each row's documents ascending, in one pass for the chunk
         keep = product.data >= SCORE_KEEP
-        docs = product.indices[keep].astype(np.int64)
-        values = product.data[keep].astype(np.float32)
         rows = np.repeat(np.arange(len(chunk)), np.diff(product.indptr))
-        bounds = np.r_[0, np.cumsum(np.bincount(rows[keep], minlength=len(chunk)))].tolist()
+        bounds = np.r_[0, np.cumsum(np.bincount(rows[keep], minlength=len(chunk)))]
+        # Only the scores kept are sorted (each row's documents ascending, in one pass for
+        # the chunk): a tenth of the product.
+        kept = sp.csr_matrix(
+            (product.data[keep], product.indices[keep], bounds), shape=product.shape
+        )
+        kept.sort_indices()
+        docs = kept.indices.astype(np.int64)
+        values = kept.data.astype(np.float32)
+        bounds = bounds.tolist()
         for row in range(len(chunk)):
             out.append((docs[bounds[row] : bounds[row + 1]], values[bounds[row] : bounds[row + 1]]))
     return out
@@ -901,6 +1059,30 @@ class Recommendation:
     example: str | None  # paper id of the most alike 👍 paper
 
 
+def recommend_pool(
+    taste: Taste,
+    scores: Vector,
+    *,
+    exclude: np.ndarray | None = None,
+    floor: float | None = None,
+) -> Vector:
+    """The candidates ``recommend`` looks among: the model's best ``RECOMMEND_POOL`` papers
+    (``scores``: ``score_all``'s for it) scoring at least ``floor``, neither rated nor in
+    ``exclude``, as (documents, scores), the best first (a tie: the lower document)."""
+    docs, values = scores
+    good = values >= (RECOMMEND_FLOOR if floor is None else floor)
+    docs, values = docs[good], values[good]
+    banned = taste.rated if exclude is None else union(taste.rated, exclude)
+    allowed = ~isin(docs, banned)
+    docs, values = docs[allowed], values[allowed]
+    if len(docs) > RECOMMEND_POOL:  # only those scoring at least the pool's last (ties too)
+        last = np.partition(values, len(values) - RECOMMEND_POOL)[len(values) - RECOMMEND_POOL]
+        top = values >= last
+        docs, values = docs[top], values[top]
+    best = np.lexsort((docs, -values))[:RECOMMEND_POOL]
+    return docs[best], values[best]
+
+
 def recommend(
     index: Index,
     taste: Taste,
@@ -909,22 +1091,20 @@ def recommend(
     limit: int,
     exclude: np.ndarray | None = None,
     floor: float | None = None,
+    pool: Vector | None = None,
 ) -> list[Recommendation]:
     """The model's best papers (``scores``: ``score_all``'s for it), without ``exclude``
     (documents), the rated ones and those the 👎 rule out (``Taste.judge``); only those scoring
     at least ``floor`` and like ``RECOMMEND_MIN_LIKED`` 👍 papers, among the best
-    ``RECOMMEND_POOL``."""
+    ``RECOMMEND_POOL`` (``pool``: ``recommend_pool``'s answer, when the caller has it)."""
     if limit <= 0 or not len(taste.liked):
         return []
-    docs, values = scores
-    good = values >= (RECOMMEND_FLOOR if floor is None else floor)
-    docs, values = docs[good], values[good]
-    banned = taste.rated if exclude is None else union(taste.rated, exclude)
-    allowed = ~isin(docs, banned)
-    docs, values = docs[allowed], values[allowed]
-    if not len(docs):
+    if pool is None:
+        pool = recommend_pool(taste, scores, exclude=exclude, floor=floor)
+    order, values = pool
+    if not len(order):
         return []
-    order = docs[np.lexsort((docs, -values))][:RECOMMEND_POOL]
+    score_of = dict(zip(order.tolist(), values.tolist(), strict=True))
     # Papers near the member's topics first, the others only when those run out (a member
     # whose 👍 lie outside their topics still gets recommendations); within each, by the
     # classifier (``RECOMMEND_RANK``) or the profile's score.
@@ -938,7 +1118,6 @@ def recommend(
         probability = taste.like_probability(index, order)
         rank = rank if probability is None else -probability
     order = order[np.lexsort((rank, far))]
-    score_of = dict(zip(docs.tolist(), values.tolist(), strict=True))
     found: list[Recommendation] = []
     # Candidates are judged a few at a time, best first, until enough pass.
     start, step = 0, limit + 2

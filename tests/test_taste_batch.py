@@ -90,3 +90,37 @@ def test_models_scored_together_score_every_paper_as_one_query_each(engine) -> N
         [(alone_docs, alone_scores)] = taste.score_all(index, [model])
         assert docs.tobytes() == alone_docs.tobytes()
         assert scores.tobytes() == alone_scores.tobytes()
+
+
+def test_sides_built_together_are_the_sides_built_alone(engine) -> None:
+    """``_Sides.of`` builds the 👍 and 👎 sides from one lookup of their terms: each side's
+    terms and matrix are exactly ``_Side.of``'s, and so are the cosines taken with them."""
+    index = engine.index
+    rng = np.random.default_rng(4)
+    docs = rng.permutation(index.live_docs())
+    liked, disliked, others = docs[:4], docs[4:7], docs[7:]
+    groups = [taste.unit_vectors(index, liked), taste.unit_vectors(index, disliked), []]
+    together = taste._Sides.of(groups)
+    vectors = taste.unit_vectors(index, others)
+    for side, group, cosines in zip(together.sides, groups, together.cosines(vectors), strict=True):
+        alone = taste._Side.of(group)
+        assert side.terms.tobytes() == alone.terms.tobytes()
+        assert side.matrix.shape == alone.matrix.shape
+        assert side.matrix.tobytes() == alone.matrix.tobytes()
+        assert cosines.tobytes() == alone.cosines(vectors).tobytes()
+
+
+def test_the_recommendation_pool_is_the_best_papers_ties_by_document(engine) -> None:
+    """``recommend_pool`` keeps the ``RECOMMEND_POOL`` best scores (a tie: the lower document
+    first), however many papers tie at its last place, without rated or excluded papers."""
+    _members_with_clicks(engine)
+    [model] = list(taste.tastes(engine, {("T1", "U1"): MEMBERS["U1"]}).values())
+    rng = np.random.default_rng(9)
+    docs = np.arange(1000, 1400, dtype=np.int64)
+    values = rng.choice(np.float32([0.2, 0.3, 0.4, 0.5]), size=len(docs))  # many ties
+    exclude = docs[::7]
+    docs_kept, values_kept = taste.recommend_pool(model, (docs, values), exclude=exclude)
+    allowed = ~np.isin(docs, exclude)
+    expected = sorted(zip(-values[allowed], docs[allowed], strict=True))[: taste.RECOMMEND_POOL]
+    assert docs_kept.tolist() == [int(d) for _, d in expected]
+    assert values_kept.tolist() == [float(-v) for v, _ in expected]

@@ -84,7 +84,7 @@ def test_papers_on_one_subject_are_near_in_the_semantic_space_in_other_words(
     assert vectors[0] @ vectors[2] < 0.3
 
 
-def test_the_semantic_space_is_fitted_once_per_index_generation(
+def test_the_semantic_space_is_fitted_once_per_main_segment(
     generative: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fits = []
@@ -94,7 +94,8 @@ def test_the_semantic_space_is_fitted_once_per_index_generation(
     first = taste.semantic_vectors(generative.index, docs)
     assert np.array_equal(first, taste.semantic_vectors(generative.index, docs))
     assert len(fits) == 1
-    # A new paper is a new generation: fitted again, and the new paper has its place.
+    # A new paper is a new generation, with a delta segment: the main segment's space (not
+    # fitted again), where the new paper has its place.
     new = {
         "id": "score-new",
         "title": "Score-Based Generative Modelling Of Audio",
@@ -104,9 +105,16 @@ def test_the_semantic_space_is_fitted_once_per_index_generation(
         "year": 2024,
     }
     generative.ingest([write_corpus(tmp_path / "new.jsonl", [new])])
+    assert len(generative.index.segments) == 2
     [vector] = taste.semantic_vectors(generative.index, _docs(generative, "score-new"))
-    assert len(fits) == 2
+    assert len(fits) == 1
     assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+    [score] = taste.semantic_vectors(generative.index, _docs(generative, "score-0"))
+    assert vector @ score > 0.9
+    # A new main segment: fitted again.
+    generative.rebuild_index()
+    taste.semantic_vectors(generative.index, _docs(generative, "score-new"))
+    assert len(fits) == 2
 
 
 def test_a_member_is_expected_to_like_papers_near_their_likes_in_other_words(
