@@ -17,6 +17,7 @@ from bot.slack import render
 from bot.slack.render import digest as digest_render
 from bot.slack.render import escaping
 from bot.slack.render.digest import DigestRenderer, digest_message
+from digest.plan import DigestPlan
 from tests.test_digest_render_cache import engine, plans  # noqa: F401 - the fixture
 
 PIECES = ["", "a", "_", "x_i", "_it_", ":", ":fire:", "10:30:45", "@", "@here", "@channel"]
@@ -84,3 +85,53 @@ def test_a_batch_reads_each_abstract_once_and_keeps_none_after(engine, monkeypat
     assert set(read) == abstracts
     assert max(read.values()) == 1  # graph-0 is shown with two sets of terms
     assert not renderer._scanned and not renderer._scans_left
+
+
+class _Recorder:
+    """A Web API client that keeps what was posted."""
+
+    base_url = "http://127.0.0.1:1/api/"
+
+    def __init__(self) -> None:
+        self.posted: list[dict] = []
+
+    def chat_postMessage(self, **message):  # noqa: N802 - slack_sdk's name
+        self.posted.append(message)
+        return {"channel": message["channel"], "ts": f"1.{len(self.posted)}"}
+
+
+def test_a_fitted_message_is_posted_only_for_the_very_plan_it_was_made_for(engine) -> None:  # noqa: F811
+    """``SlackPoster.fit`` keeps each message for ``post_digest``; a plan with the same papers
+    but anything else changed (a score, a why) is rendered afresh, not posted as fitted."""
+    from bot.slack.poster import SlackPoster
+
+    client = _Recorder()
+    poster = SlackPoster(client, engine)  # type: ignore[arg-type]
+    plan = plans()["first"]
+    fitted = poster.fit(plan, "2024-03-04", owner=None)
+    changed = DigestPlan.from_json(fitted.to_json())
+    changed.sections[0].items[0].score = 0.123
+    for sent in (fitted, changed, fitted):
+        assert poster.fit(plan, "2024-03-04", owner=None) == fitted  # kept for post_digest
+        poster.post_digest("D1", sent, "2024-03-04", digest_id="T:U1:x", owner=None)
+        expected, _ = digest_message(engine, sent, "2024-03-04", digest_id="T:U1:x")
+        del client.posted[-1]["channel"], client.posted[-1]["unfurl_links"]
+        del client.posted[-1]["unfurl_media"]
+        assert json.dumps(client.posted[-1]) == json.dumps(expected)
+    assert "score 0.123" in json.dumps(client.posted[1])
+
+
+def test_the_fitted_message_is_posted_without_rendering_again(engine, monkeypatch) -> None:  # noqa: F811
+    from bot.slack.poster import SlackPoster
+
+    poster = SlackPoster(_Recorder(), engine)  # type: ignore[arg-type]
+    rendered = []
+    real = poster.renderer.message
+    monkeypatch.setattr(
+        poster.renderer, "message", lambda *a, **k: rendered.append(1) or real(*a, **k)
+    )
+    for plan in plans().values():
+        fitted = poster.fit(plan, "2024-03-04", owner=None)
+        if fitted.size:
+            poster.post_digest("D1", fitted, "2024-03-04", digest_id="x", owner=None)
+    assert len(rendered) == len(plans())
