@@ -135,3 +135,18 @@ def test_the_fitted_message_is_posted_without_rendering_again(engine, monkeypatc
         if fitted.size:
             poster.post_digest("D1", fitted, "2024-03-04", digest_id="x", owner=None)
     assert len(rendered) == len(plans())
+
+
+def test_words_kept_for_a_paper_are_used_only_for_the_text_they_were_read_from(engine) -> None:  # noqa: F811
+    """Words left by a thread that rendered the paper as it was before the corpus changed
+    are not used for its new text."""
+    renderer = DigestRenderer(engine)
+    renderer.prepare(plans().values())
+    paper = engine.paper("graph-0")
+    renderer._scanned["graph-0"] = (paper["abstract"], snippet_words(paper["abstract"]))
+    changed = {**paper, "abstract": "Entirely new words about graph things."}
+    expected = make_snippet(changed["abstract"], {"graph"})
+    assert renderer.snippet(changed, ["graph"]) == expected
+    assert renderer.snippet({**changed, "id": "graph-0"}, ["graph", "x"]) == make_snippet(
+        changed["abstract"], {"graph", "x"}
+    )

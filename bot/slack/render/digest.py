@@ -321,7 +321,7 @@ class DigestRenderer(_Blocks):
         self._blocks: dict[tuple[str, str], dict[str, Any]] = {}
         self._shapes: dict[bool, tuple[str, list[dict[str, Any]]]] = {}
         self._text_shapes: dict[str, dict[str, Any]] = {}
-        self._scanned: dict[str, tuple[list[tuple[int, int, str]], bool]] = {}
+        self._scanned: dict[str, tuple[str, tuple[list[tuple[int, int, str]], bool]]] = {}
         self._scans_left: dict[str, int] = {}  # snippets of the paper the batch will make
         self._texts: dict[Any, Any] = {}  # render.paper_texts' memo
 
@@ -345,16 +345,19 @@ class DigestRenderer(_Blocks):
     def _scan(self, paper_id: str, text: str) -> tuple[list[tuple[int, int, str]], bool]:
         """The abstract's words (``snippet_words``, most of a snippet's cost), read once for
         all the terms the batch shows the paper with (``prepare`` counts them), and kept only
-        until its last snippet: about 25 kB a paper."""
+        until its last snippet: about 25 kB a paper. Kept with the text it was read from, so
+        a thread that rendered the paper as it was before the corpus changed cannot leave
+        its words for the new text."""
         left = self._scans_left.get(paper_id, 0)
         if left <= 1:
             self._scans_left.pop(paper_id, None)
-            scanned = self._scanned.pop(paper_id, None)
-            return scanned or snippet_words(text)
+            read, scanned = self._scanned.pop(paper_id, (None, None))
+            return scanned if read == text and scanned is not None else snippet_words(text)
         self._scans_left[paper_id] = left - 1
-        scanned = self._scanned.get(paper_id)
-        if scanned is None:
-            scanned = self._scanned[paper_id] = snippet_words(text)
+        read, scanned = self._scanned.get(paper_id, (None, None))
+        if read != text or scanned is None:
+            scanned = snippet_words(text)
+            self._scanned[paper_id] = (text, scanned)
         return scanned
 
     def paper(
