@@ -785,19 +785,33 @@ def _papers_of(stream, file_report: FileReport) -> Iterable[Paper]:
             file_report.rejected.append(item)
 
 
+def snippet_words(text: str) -> tuple[list[tuple[int, int, str]], bool]:
+    """What ``make_snippet`` reads of ``text`` whatever the terms: the words of its first
+    ``SNIPPET_SCAN_CHARS`` (``surface_words``, a half word at the cut dropped), and whether
+    it was cut. Most of a snippet's cost: the digest batch reads each abstract once for all
+    the terms it is shown with (``scanned=``)."""
+    cut = len(text) > SNIPPET_SCAN_CHARS
+    spans = surface_words(text[:SNIPPET_SCAN_CHARS])
+    if cut and spans:
+        spans.pop()  # perhaps half a word
+    return spans, cut
+
+
 def make_snippet(
-    text: str, terms: set[str], max_words: int = SNIPPET_WORDS
+    text: str,
+    terms: set[str],
+    max_words: int = SNIPPET_WORDS,
+    *,
+    scanned: tuple[list[tuple[int, int, str]], bool] | None = None,
 ) -> list[tuple[str, bool]]:
     """The window of ``text`` richest in query terms, as (piece, matched) pairs.
 
     Linear in the text: one pass over its words and one sliding window over the matched
     ones; and only the first ``SNIPPET_SCAN_CHARS`` are read, so a paper stored before the
     ingest size limit, with megabytes of "abstract", costs a lookup no more than a long one.
+    ``scanned``: ``snippet_words(text)`` when already read (it is not changed here).
     """
-    cut = len(text) > SNIPPET_SCAN_CHARS
-    spans = surface_words(text[:SNIPPET_SCAN_CHARS])
-    if cut and spans:
-        spans.pop()  # perhaps half a word
+    spans, cut = snippet_words(text) if scanned is None else scanned
     if not spans:
         return [(text[:300], False)] if text else []
     hits = [i for i, (_, _, norm) in enumerate(spans) if norm and norm in terms]

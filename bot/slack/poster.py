@@ -25,6 +25,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -72,6 +73,12 @@ DM_GONE = frozenset({"channel_not_found", "is_archived"})
 SLACK_TROUBLE = frozenset({"internal_error", "fatal_error", "ratelimited"})
 
 
+def _fitted_key(plan: DigestPlan, local_date: str, owner: str | None) -> tuple[Any, ...]:
+    """Where ``fit`` keeps a plan's message: its member and papers (the plan itself is
+    compared when it is taken)."""
+    return (plan.user_id, tuple(plan.paper_ids), local_date, owner)
+
+
 def post_error(error: Exception) -> Exception:
     """The digest's exception for a Slack failure: ``TokenRefused`` or ``PostError``."""
     if isinstance(error, SlackApiError):
@@ -110,7 +117,7 @@ class SlackPoster:
         # Digests share most of their blocks: made once, reused (see DigestRenderer).
         self.renderer = DigestRenderer(engine)
         # Messages rendered by fit(), reused by post_digest() for the same plan (see fit).
-        self._fitted: OrderedDict[tuple[str, str, str | None], dict] = OrderedDict()
+        self._fitted: OrderedDict[tuple[Any, ...], tuple[DigestPlan, dict]] = OrderedDict()
         self._fitted_lock = threading.Lock()
 
     @classmethod
@@ -269,7 +276,7 @@ class SlackPoster:
         plan cut to it (which renders the same message), only its metadata naming the digest."""
         message, kept = self.renderer.message(plan, local_date, digest_id="fit", owner=owner)
         with self._fitted_lock:
-            self._fitted[(kept.to_json(), local_date, owner)] = message
+            self._fitted[_fitted_key(kept, local_date, owner)] = (kept, message)
             while len(self._fitted) > FITTED_KEPT:
                 self._fitted.popitem(last=False)
         return kept
@@ -278,8 +285,9 @@ class SlackPoster:
         self, plan: DigestPlan, local_date: str, digest_id: str, owner: str | None
     ) -> dict:
         with self._fitted_lock:
-            fitted = self._fitted.pop((plan.to_json(), local_date, owner), None)
-        if fitted is None or "metadata" not in fitted:
+            kept, fitted = self._fitted.pop(_fitted_key(plan, local_date, owner), (None, None))
+        # The same plan, field by field (cheaper than comparing their JSON, as this did).
+        if fitted is None or kept != plan or "metadata" not in fitted:
             message, _ = self.renderer.message(plan, local_date, digest_id=digest_id, owner=owner)
             return message
         metadata = fitted["metadata"]

@@ -33,6 +33,8 @@ from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallation
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from sqlalchemy import (
     Connection,
+    Text,
+    any_,
     bindparam,
     create_engine,
     event,
@@ -663,10 +665,36 @@ class StateStore:
     def digests_among(self, conn: Connection, digest_ids: Iterable[str]) -> dict[str, dict]:
         """The rows of those of these digests that exist, by id."""
         out: dict[str, dict] = {}
-        for batch in _batches(digest_ids):
-            for row in conn.execute(select(digests).where(digests.c.id.in_(batch))).mappings():
+        for batch in self._batches(digest_ids):
+            query = select(digests).where(self._among(digests.c.id, batch))
+            for row in conn.execute(query).mappings():
                 out[row["id"]] = dict(row)
         return out
+
+    def _batches(self, values: Iterable[Any]) -> Iterator[list[Any]]:
+        """``values`` in lists for ``_among``: all at once in PostgreSQL (one array)."""
+        return iter([list(values)]) if self.is_postgres else _batches(values)
+
+    def _among(self, column: Any, values: list[str]) -> Any:
+        """``column IN values``; in PostgreSQL ``column = ANY(array)``: one parameter
+        whatever their number, so the statement stays short and psycopg parses it once (see
+        ``_insert_many``)."""
+        if self.is_postgres:
+            return column == any_(_text_array(values))
+        return column.in_(values)
+
+    def _members_among(self, table: Any, keys: list[MemberKey]) -> Any:
+        """``(team_id, user_id) IN keys``; in PostgreSQL from two arrays (``unnest``), for
+        the same reason as ``_among``."""
+        key = tuple_(table.c.team_id, table.c.user_id)
+        if not self.is_postgres:
+            return key.in_(keys)
+        pairs = (
+            func.unnest(_text_array([t for t, _ in keys]), _text_array([u for _, u in keys]))
+            .table_valued("team_id", "user_id")
+            .render_derived()
+        )
+        return key.in_(select(pairs.c.team_id, pairs.c.user_id))
 
     def in_flight_among(
         self, conn: Connection, keys: Iterable[MemberKey], stale_before: str
@@ -674,10 +702,9 @@ class StateStore:
         """Which of these members (``(team_id, user_id)``) have a digest claimed by a live
         worker."""
         found: set[MemberKey] = set()
-        key = tuple_(digests.c.team_id, digests.c.user_id)
-        for batch in _batches(keys):
+        for batch in self._batches(set(keys)):
             query = select(digests.c.team_id, digests.c.user_id).where(
-                key.in_(batch),
+                self._members_among(digests, batch),
                 digests.c.status == "claimed",
                 digests.c.claimed_at >= stale_before,
             )
@@ -690,28 +717,57 @@ class StateStore:
         """Which (team, user, paper) among these members and papers were sent."""
         users, papers = list(set(keys)), list(set(paper_ids))
         found: set[tuple[str, str, str]] = set()
-        key = tuple_(sent_papers.c.team_id, sent_papers.c.user_id)
-        for user_batch in _batches(users):
-            for paper_batch in _batches(papers):
+        for user_batch in self._batches(users):
+            for paper_batch in self._batches(papers):
                 query = select(
                     sent_papers.c.team_id, sent_papers.c.user_id, sent_papers.c.paper_id
-                ).where(key.in_(user_batch), sent_papers.c.paper_id.in_(paper_batch))
+                ).where(
+                    self._members_among(sent_papers, user_batch),
+                    self._among(sent_papers.c.paper_id, paper_batch),
+                )
                 found.update((t, u, p) for t, u, p in conn.execute(query))
         return found
 
     def insert_digests(self, conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
         """Many digests' rows in one statement; the ids inserted (a row whose id, or member
         and date, exists is left out)."""
-        inserted: set[str] = set()
-        for start in range(0, len(rows), 500):
-            statement = (
-                self._insert(digests)
-                .values(rows[start : start + 500])
-                .on_conflict_do_nothing()
-                .returning(digests.c.id)
-            )
-            inserted.update(conn.execute(statement).scalars())
-        return inserted
+        return set(self._insert_many(conn, digests, rows, digests.c.id))
+
+    def _insert_many(
+        self, conn: Connection, table: Any, rows: list[dict[str, Any]], returning: Any = None
+    ) -> list[Any]:
+        """Rows (dicts with the same keys, all text) inserted, those that conflict left out;
+        ``returning``'s values for the inserted ones.
+
+        PostgreSQL gets one array per column (``unnest``): a short statement whatever the
+        number of rows, where a hundred rows of VALUES (or a thousand from executemany) made
+        a statement of thousands of parameters that psycopg parses afresh each time (most of
+        the batch's client time in its claims and records). SQLite: executemany, or with
+        ``returning`` VALUES, 500 rows a statement (its limit on parameters)."""
+        if not rows:
+            return []
+        if not self.is_postgres and returning is None:
+            conn.execute(self._insert(table).on_conflict_do_nothing(), rows)
+            return []
+        out: list[Any] = []
+        step = len(rows) if self.is_postgres else 500
+        for start in range(0, len(rows), step):
+            batch = rows[start : start + step]
+            if self.is_postgres:
+                names = list(batch[0])
+                arrays = [_text_array([r[name] for r in batch]) for name in names]
+                source = func.unnest(*arrays).table_valued(*names).render_derived()
+                statement = self._insert(table).from_select(
+                    names, select(*(source.c[name] for name in names))
+                )
+            else:
+                statement = self._insert(table).values(batch)
+            statement = statement.on_conflict_do_nothing()
+            if returning is None:
+                conn.execute(statement)
+            else:
+                out += conn.execute(statement.returning(returning)).scalars()
+        return out
 
     def in_flight(
         self, conn: Connection, user_id: str, stale_before: str, team_id: str = ""
@@ -884,10 +940,7 @@ class StateStore:
                 for r in records
                 for p in r["paper_ids"]
             ]
-            for start in range(0, len(papers), 1000):
-                conn.execute(
-                    self._insert(sent_papers).on_conflict_do_nothing(), papers[start : start + 1000]
-                )
+            self._insert_many(conn, sent_papers, papers)
 
     def record_failed(self, digest_id: str, error: str, now: str) -> None:
         with self.write() as conn:
@@ -1334,6 +1387,11 @@ def _mine(table: Any, team_id: str, user_id: str) -> Any:
 def _member_key(user_id: str, team_id: str = "") -> int:
     """The member's advisory lock key in PostgreSQL (fits its int4/bigint)."""
     return zlib.crc32(f"{team_id}:{user_id}".encode()) - 2**31
+
+
+def _text_array(values: list[str | None]) -> Any:
+    """A PostgreSQL ``text[]`` parameter."""
+    return bindparam(None, values, type_=pg_dialect.ARRAY(Text))
 
 
 def _batches(ids: Iterable[Any]) -> Iterator[list[Any]]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import date
 from typing import Any
@@ -39,7 +40,7 @@ from typing import Any
 from slack_sdk.models.blocks import DividerBlock, HeaderBlock
 from slack_sdk.models.blocks.basic_components import MarkdownTextObject, PlainTextObject
 
-from bot.engine.search import Engine, Hit, make_snippet
+from bot.engine.search import Engine, Hit, make_snippet, snippet_words
 from bot.engine.text import words
 from bot.english import count
 from bot.slack import render
@@ -268,6 +269,7 @@ class DigestRenderer(_Blocks):
         """Read the papers of many digests (a batch) in a few queries, not one per digest.
         Optional: ``message`` reads what is missing."""
         self._current()
+        plans = list(plans)
         wanted = {
             paper_id
             for plan in plans
@@ -276,6 +278,18 @@ class DigestRenderer(_Blocks):
             for paper_id in (item.paper_id, item.liked_example)
             if paper_id and paper_id not in self._papers
         }
+        snippets = {
+            (item.paper_id, tuple(item.why))
+            for plan in plans
+            for section in plan.sections
+            for item in section.items
+        }
+        shown = Counter(
+            paper_id for paper_id, why in snippets if (paper_id, why) not in self._snippets
+        )
+        with self._lock:
+            self._scans_left = {p: n for p, n in shown.items() if n > 1}
+            self._scanned = {}
         if len(self._papers) + len(wanted) > self.kept:
             return  # more than is kept: read digest by digest
         missing = sorted(wanted)
@@ -295,7 +309,7 @@ class DigestRenderer(_Blocks):
                 if version != self._version:
                     self._start_afresh(version)
         with self._lock:
-            kept = (self._papers, self._snippets, self._paper_blocks, self._blocks)
+            kept = (self._papers, self._snippets, self._paper_blocks, self._blocks, self._texts)
             if max(map(len, kept)) > self.kept:
                 self._start_afresh(self._version)
 
@@ -307,6 +321,9 @@ class DigestRenderer(_Blocks):
         self._blocks: dict[tuple[str, str], dict[str, Any]] = {}
         self._shapes: dict[bool, tuple[str, list[dict[str, Any]]]] = {}
         self._text_shapes: dict[str, dict[str, Any]] = {}
+        self._scanned: dict[str, tuple[str, tuple[list[tuple[int, int, str]], bool]]] = {}
+        self._scans_left: dict[str, int] = {}  # snippets of the paper the batch will make
+        self._texts: dict[Any, Any] = {}  # render.paper_texts' memo
 
     def papers(self, paper_ids: list[str]) -> dict[str, dict[str, Any]]:
         known = self._papers
@@ -319,8 +336,29 @@ class DigestRenderer(_Blocks):
         key = (paper["id"], tuple(why))
         pieces = self._snippets.get(key)
         if pieces is None:
-            pieces = self._snippets[key] = super().snippet(paper, why)
+            text = paper.get("abstract") or paper.get("title") or ""
+            terms = {w for term in why for w in words(term)}
+            scanned = self._scan(paper["id"], text)
+            pieces = self._snippets[key] = make_snippet(text, terms, scanned=scanned)
         return pieces
+
+    def _scan(self, paper_id: str, text: str) -> tuple[list[tuple[int, int, str]], bool]:
+        """The abstract's words (``snippet_words``, most of a snippet's cost), read once for
+        all the terms the batch shows the paper with (``prepare`` counts them), and kept only
+        until its last snippet: about 25 kB a paper. Kept with the text it was read from, so
+        a thread that rendered the paper as it was before the corpus changed cannot leave
+        its words for the new text."""
+        left = self._scans_left.get(paper_id, 0)
+        if left <= 1:
+            self._scans_left.pop(paper_id, None)
+            read, scanned = self._scanned.pop(paper_id, (None, None))
+            return scanned if read == text and scanned is not None else snippet_words(text)
+        self._scans_left[paper_id] = left - 1
+        read, scanned = self._scanned.get(paper_id, (None, None))
+        if read != text or scanned is None:
+            scanned = snippet_words(text)
+            self._scanned[paper_id] = (text, scanned)
+        return scanned
 
     def paper(
         self, paper: dict[str, Any], item: DigestItem, index: int, elsewhere: bool, notes: list[str]
@@ -346,7 +384,7 @@ class DigestRenderer(_Blocks):
         hit = Hit(
             paper=paper, score=item.score, snippet=self.snippet(paper, item.why), why=item.why
         )
-        text, facts = render.paper_texts(hit, index=index)
+        text, facts = render.paper_texts(hit, index=index, memo=self._texts)
         # Cut as render.section and render.context cut them.
         cut = render.mrkdwn
         return _retargeted(*shape, cut(text).text, cut(facts).text, paper_id, index)

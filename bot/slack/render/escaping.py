@@ -44,7 +44,8 @@ def escape(text: str) -> str:
     text, and a bare ``@channel``/``@here``/``@everyone`` gets an invisible word joiner after
     the ``@`` so no client or setting can turn it into a broadcast."""
     text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _BROADCAST.sub("@\u2060\\1", text)
+    # Each pattern only where its first character is (a scan in C): most text has none.
+    return _BROADCAST.sub("@\u2060\\1", text) if "@" in text else text
 
 
 def escape_plain(text: str) -> str:
@@ -58,9 +59,13 @@ def escape_plain(text: str) -> str:
     not a quote.
     """
     text = escape(text).translate(_LOOKALIKES)
-    text = _STRAY_UNDERSCORE.sub(_LOW_MACRON, text)
-    text = _EMOJI_CODE.sub(":\u2060\\1:", text)
-    return _LEADING_QUOTE.sub("\u00ad", text)
+    if "_" in text:
+        text = _STRAY_UNDERSCORE.sub(_LOW_MACRON, text)
+    if ":" in text:
+        text = _EMOJI_CODE.sub(":\u2060\\1:", text)
+    if "&gt;" in text or "\uff1e" in text:
+        text = _LEADING_QUOTE.sub("\u00ad", text)
+    return text
 
 
 def unescape(text: str) -> str:

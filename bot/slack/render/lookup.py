@@ -92,12 +92,26 @@ def paper_blocks(
     return blocks
 
 
-def paper_texts(hit: Hit, *, index: int, numbered: bool = True) -> tuple[str, str]:
+def paper_texts(
+    hit: Hit, *, index: int, numbered: bool = True, memo: dict[Any, Any] | None = None
+) -> tuple[str, str]:
     """The two texts of :func:`paper_blocks`: its section (title, venue/year/authors,
-    snippet) and its context line (why it matched, score, id), escaped mrkdwn."""
+    snippet) and its context line (why it matched, score, id), escaped mrkdwn.
+
+    ``memo``: a dict kept across many calls (the digest batch, ``DigestRenderer``), where
+    what depends only on the paper (its escaped title, venue, authors and id, by its id) or
+    on one matched term (by the term) is kept: escaped once, not once per digest that shows
+    it. Forget it when papers change."""
     paper = hit.paper
-    head = f"{index}. {paper_title(paper)}" if numbered else paper_title(paper)
-    meta = paper_meta(paper)
+    if memo is None:
+        title, meta, shown_id = _paper_parts(paper)
+    else:
+        key = ("paper", paper.get("id"))  # a tuple: never a term's key
+        known = memo.get(key)
+        if known is None:
+            known = memo[key] = _paper_parts(paper)
+        title, meta, shown_id = known
+    head = f"{index}. {title}" if numbered else title
     lines = [head] + ([meta] if meta else [])
     used = sum(len(line) + 1 for line in lines)
     pieces = hit.snippet or ([(paper.get("abstract") or "", False)])
@@ -107,12 +121,25 @@ def paper_texts(hit: Hit, *, index: int, numbered: bool = True) -> tuple[str, st
 
     facts = []
     if hit.why:
-        matched = ", ".join(f"*{clip_escaped(t, 60)}*" for t in hit.why[:5])
-        facts.append(f"matched {matched}")
+        if memo is None:
+            matched = [_matched_term(t) for t in hit.why[:5]]
+        else:
+            matched = [memo.get(t) or memo.setdefault(t, _matched_term(t)) for t in hit.why[:5]]
+        facts.append(f"matched {', '.join(matched)}")
     if hit.score:
         facts.append(f"score {hit.score:.3f}")
-    facts.append(f"id `{clip_escaped(paper.get('id') or '?', 120)}`")
+    facts.append(shown_id)
     return "\n".join(lines), " · ".join(facts)
+
+
+def _paper_parts(paper: dict[str, Any]) -> tuple[str, str, str]:
+    """A paper's title, venue and authors, and id as ``paper_texts`` shows them."""
+    shown_id = f"id `{clip_escaped(paper.get('id') or '?', 120)}`"
+    return paper_title(paper), paper_meta(paper), shown_id
+
+
+def _matched_term(term: str) -> str:
+    return f"*{clip_escaped(term, 60)}*"
 
 
 def paper_buttons(
