@@ -119,11 +119,11 @@ class _AddedAt:
         rows = engine.db.execute("select rowid, added_at from papers").fetchall()
         if rows:
             rowids = np.fromiter((r for r, _ in rows), np.int64, len(rows))
-            stamps = np.fromiter(
-                (datetime.fromisoformat(a).timestamp() if a else 0.0 for _, a in rows),
-                np.float64,
-                len(rows),
-            )
+            # Papers come in batches: each distinct time is parsed once (87k papers, a few).
+            parsed = {
+                a: datetime.fromisoformat(a).timestamp() if a else 0.0 for a in {a for _, a in rows}
+            }
+            stamps = np.fromiter((parsed[a] for _, a in rows), np.float64, len(rows))
             pos = np.searchsorted(index.rowids, rowids)
             ok = pos < index.n_docs
             ok[ok] = np.asarray(index.rowids)[pos[ok]] == rowids[ok]

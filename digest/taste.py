@@ -364,6 +364,10 @@ class _PerGeneration:
                 self._index, self._values = index, {}
             values = self._values
         keys = list(keys)
+        try:  # the usual case in a batch: every value known already
+            return [values[key] for key in keys]
+        except KeyError:
+            pass
         if self._compute_many is not None:
             missing = list(dict.fromkeys(key for key in keys if key not in values))
             if len(missing) > 1 and len(values) + len(missing) <= CACHE_VECTORS:
@@ -407,6 +411,8 @@ def _unit_vectors(index: Index, docs: list[int]) -> list[Vector]:
 
 def unit_vectors(index: Index, docs: Iterable[int]) -> list[Vector]:
     """Documents' TF-IDF vectors, unit length (shared, never to be changed in place)."""
+    if isinstance(docs, np.ndarray):
+        return _UNIT_VECTORS.get(index, docs.astype(np.int64, copy=False).tolist())
     return _UNIT_VECTORS.get(index, (int(doc) for doc in docs))
 
 
@@ -551,6 +557,11 @@ def semantic_vectors(index: Index, docs: np.ndarray) -> np.ndarray:
     column, components = space
     projected = _SEMANTIC.projected
     wanted = docs.tolist()
+    if wanted:
+        try:  # the usual case in a batch: every paper projected already (``prefetch``)
+            return np.stack([projected[d] for d in wanted])
+        except KeyError:
+            pass
     missing = unique(docs[[d not in projected for d in wanted]]) if wanted else docs
     if len(projected) + len(missing) > CACHE_VECTORS:
         # A cap on memory: a new cache (a thread still reading the old one keeps it).
