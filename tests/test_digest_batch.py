@@ -438,3 +438,23 @@ def test_a_member_whose_fitting_fails_is_left_pending_and_the_others_go(
     # Nothing was claimed for U4: the next tick sends it.
     later = send.run_due(BERLIN_0900 + timedelta(minutes=1))
     assert [(o.user_id, o.status) for o in later] == [("U4", "sent")]
+
+
+def test_inserting_many_digest_rows_names_only_those_inserted(engine) -> None:
+    """``StateStore.insert_digests`` (a batch claim's insert): rows whose id, or member and
+    date, is taken are left out and not among the ids returned (the claim then says busy)."""
+    ledger = Ledger(engine.db, "w")
+    now = BERLIN_0900
+    assert ledger.claim("U1:2024-03-04", "U1", "2024-03-04", plan("U1", "p1"), now) is not None
+    store = state_for(engine.db_path)
+    rows = [
+        ledger._row("U1:2024-03-04", "", "U1", "2024-03-04", plan("U1", "p2"), now),  # id
+        ledger._row("U2:2024-03-04", "", "U2", "2024-03-04", plan("U2", "p2"), now),
+        ledger._row("U1:again", "", "U1", "2024-03-04", plan("U1", "p3"), now),  # member, date
+        ledger._row("U3:2024-03-04", "", "U3", "2024-03-04", plan("U3", "p2"), now),
+    ]
+    with store.write() as conn:
+        inserted = store.insert_digests(conn, rows)
+    assert inserted == {"U2:2024-03-04", "U3:2024-03-04"}
+    assert json.loads(ledger.get("U1:2024-03-04")["paper_ids"]) == ["p1"]
+    assert ledger.get("U1:again") is None
