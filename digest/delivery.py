@@ -222,15 +222,26 @@ class Dispatcher:
         pending: dict[Future[Outcome], Claim] = {}
         waiting: list[tuple[Claim, Member]] = []  # claimed, not yet handed to a worker
         self.poster.prepare(plan for *_, plan in jobs)
+        chunks = [jobs[start : start + CLAIM_BATCH] for start in range(0, len(jobs), CLAIM_BATCH)]
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="digest-post")
+        # One thread fits (renders) the next chunk while this one claims, posts and records
+        # the current: fitting touches no database and claims nothing, so the claims stay
+        # here, in order, one transaction a chunk.
+        fitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="digest-fit")
+        fitting = fitter.submit(self._fit_batch, chunks[0]) if chunks else None
         first = True
         try:
-            for start in range(0, len(jobs), CLAIM_BATCH):
+            for number in range(len(chunks)):
+                assert fitting is not None
+                fitted, failed = fitting.result()
+                outcomes += failed
+                if number + 1 < len(chunks):
+                    fitting = fitter.submit(self._fit_batch, chunks[number + 1])
                 while len(pending) >= CLAIM_BATCH:  # claim no further ahead of the posting
                     self._collect(pending, outcomes, posted, FIRST_COMPLETED)
                 if len(posted) >= CLAIM_BATCH:
                     self._record(posted, now)
-                waiting = self._claim_batch(jobs[start : start + CLAIM_BATCH], now, outcomes)
+                waiting = self._claim_fitted(fitted, now, outcomes)
                 while waiting:
                     claim, member = waiting.pop(0)
                     self._fault("claimed", claim.digest_id)
@@ -250,6 +261,7 @@ class Dispatcher:
             self._record_finished(pending, posted, now)
             raise
         finally:
+            fitter.shutdown(wait=True, cancel_futures=True)
             pool.shutdown(wait=True, cancel_futures=True)
         return outcomes
 
@@ -267,12 +279,13 @@ class Dispatcher:
                     posted.append((claim, outcome.channel or "", outcome.ts or ""))
         self._record(posted, now)
 
-    def _claim_batch(
-        self, jobs: list[tuple[str, Member, str, DigestPlan]], now: datetime, outcomes: list
-    ) -> list[tuple[Claim, Member]]:
-        """Fit each plan to one message, claim them all in one transaction; the claims ours to
-        post, and an outcome in ``outcomes`` for each of the others."""
-        requests, members = [], {}
+    def _fit_batch(
+        self, jobs: list[tuple[str, Member, str, DigestPlan]]
+    ) -> tuple[list[tuple[ClaimRequest, Member]], list[Outcome]]:
+        """Each plan cut to what one message holds, as the request to claim it; and an
+        outcome for each member whose fitting failed. Touches no database (see
+        ``_deliver_batch``: it runs a chunk ahead of the claims)."""
+        fitted, failed = [], []
         for digest_id, member, local_date, plan in jobs:
             try:
                 if plan.size:
@@ -281,17 +294,24 @@ class Dispatcher:
                     plan = self.poster.fit(plan, local_date, owner=owner)
             except Exception as error:  # one member's bug must not hold up the others
                 log.exception("digest %s failed unexpectedly", digest_id)
-                outcomes.append(
+                failed.append(
                     Outcome(digest_id, member.user_id, "pending", error=type(error).__name__)
                 )
                 continue
             channel = member.digest_channel or member.dm_channel
-            requests.append(
-                ClaimRequest(digest_id, member.user_id, local_date, plan, channel, member.team_id)
+            request = ClaimRequest(
+                digest_id, member.user_id, local_date, plan, channel, member.team_id
             )
-            members[digest_id] = member
+            fitted.append((request, member))
+        return fitted, failed
+
+    def _claim_fitted(
+        self, fitted: list[tuple[ClaimRequest, Member]], now: datetime, outcomes: list
+    ) -> list[tuple[Claim, Member]]:
+        """Claim the fitted requests in one transaction (``Ledger.claim_many``)."""
+        members = {request.digest_id: member for request, member in fitted}
         claims = []
-        for result in self.ledger.claim_many(requests, now):
+        for result in self.ledger.claim_many([request for request, _ in fitted], now):
             request = result.request
             if result.claim is None:
                 outcomes.append(Outcome(request.digest_id, request.user_id, result.status))

@@ -380,3 +380,81 @@ def test_each_member_of_a_batch_is_chosen_and_explained_as_if_alone(engine, fake
         assert together[user].to_json() == select_digests(engine, [user])[user].to_json()
         whys |= {tuple(i.why) for s in together[user].sections for i in s.items}
     assert len({w for w in whys if w}) > 2  # papers shared under other terms
+
+
+def test_the_next_chunk_is_fitted_while_this_one_is_claimed(
+    engine, fake, waits, team, monkeypatch
+) -> None:
+    """Rendering overlaps the claims (``_deliver_batch``): the second chunk's fitting has
+    begun, in another thread, before the first chunk's claim returns; every digest still
+    goes once."""
+    send = dispatcher(engine, fake, waits, workers=3)
+    second_chunk = set(team[3:6])
+    fitting_second = threading.Event()
+    fit, claim_many = send.poster.fit, Ledger.claim_many
+    fitted_in: set[int] = set()
+    seen: list[bool] = []
+
+    def watched_fit(plan, *args, **kwargs):
+        fitted_in.add(threading.get_ident())
+        if plan.user_id in second_chunk:
+            fitting_second.set()
+        return fit(plan, *args, **kwargs)
+
+    def watched_claim(self, requests, now):
+        if requests and requests[0].user_id == team[0]:
+            seen.append(fitting_second.wait(timeout=10))
+        return claim_many(self, requests, now)
+
+    send.poster.fit = watched_fit
+    monkeypatch.setattr(Ledger, "claim_many", watched_claim)
+    outcomes = send.run_due(BERLIN_0900)
+    assert seen == [True]
+    assert threading.get_ident() not in fitted_in
+    assert sorted((o.user_id, o.status) for o in outcomes) == [(u, "sent") for u in team]
+    assert_each_sent_once(engine, fake)
+
+
+def test_a_member_whose_fitting_fails_is_left_pending_and_the_others_go(
+    engine, fake, waits, team
+) -> None:
+    """A bug while fitting one member's digest (in the fitting thread, a chunk ahead) is that
+    member's outcome alone: nothing claimed for them, everyone else sent."""
+    send = dispatcher(engine, fake, waits, workers=3)
+    fit = send.poster.fit
+
+    def flaky(plan, *args, **kwargs):
+        if plan.user_id == "U4":
+            raise RuntimeError("boom")
+        return fit(plan, *args, **kwargs)
+
+    send.poster.fit = flaky
+    outcomes = {o.user_id: (o.status, o.error) for o in send.run_due(BERLIN_0900)}
+    assert outcomes == {
+        u: ("pending", "RuntimeError") if u == "U4" else ("sent", None) for u in team
+    }
+    assert Ledger(engine.db).get("U4:2024-03-04") is None
+    send.poster.fit = fit
+    # Nothing was claimed for U4: the next tick sends it.
+    later = send.run_due(BERLIN_0900 + timedelta(minutes=1))
+    assert [(o.user_id, o.status) for o in later] == [("U4", "sent")]
+
+
+def test_inserting_many_digest_rows_names_only_those_inserted(engine) -> None:
+    """``StateStore.insert_digests`` (a batch claim's insert): rows whose id, or member and
+    date, is taken are left out and not among the ids returned (the claim then says busy)."""
+    ledger = Ledger(engine.db, "w")
+    now = BERLIN_0900
+    assert ledger.claim("U1:2024-03-04", "U1", "2024-03-04", plan("U1", "p1"), now) is not None
+    store = state_for(engine.db_path)
+    rows = [
+        ledger._row("U1:2024-03-04", "", "U1", "2024-03-04", plan("U1", "p2"), now),  # id
+        ledger._row("U2:2024-03-04", "", "U2", "2024-03-04", plan("U2", "p2"), now),
+        ledger._row("U1:again", "", "U1", "2024-03-04", plan("U1", "p3"), now),  # member, date
+        ledger._row("U3:2024-03-04", "", "U3", "2024-03-04", plan("U3", "p2"), now),
+    ]
+    with store.write() as conn:
+        inserted = store.insert_digests(conn, rows)
+    assert inserted == {"U2:2024-03-04", "U3:2024-03-04"}
+    assert json.loads(ledger.get("U1:2024-03-04")["paper_ids"]) == ["p1"]
+    assert ledger.get("U1:again") is None

@@ -742,32 +742,31 @@ class StateStore:
         PostgreSQL gets one array per column (``unnest``): a short statement whatever the
         number of rows, where a hundred rows of VALUES (or a thousand from executemany) made
         a statement of thousands of parameters that psycopg parses afresh each time (most of
-        the batch's client time in its claims and records). SQLite: executemany, or with
-        ``returning`` VALUES, 500 rows a statement (its limit on parameters)."""
+        the batch's client time in its claims and records). SQLite: executemany (with
+        ``returning``, SQLAlchemy's insertmanyvalues)."""
         if not rows:
             return []
-        if not self.is_postgres and returning is None:
-            conn.execute(self._insert(table).on_conflict_do_nothing(), rows)
-            return []
-        out: list[Any] = []
-        step = len(rows) if self.is_postgres else 500
-        for start in range(0, len(rows), step):
-            batch = rows[start : start + step]
-            if self.is_postgres:
-                names = list(batch[0])
-                arrays = [_text_array([r[name] for r in batch]) for name in names]
-                source = func.unnest(*arrays).table_valued(*names).render_derived()
-                statement = self._insert(table).from_select(
-                    names, select(*(source.c[name] for name in names))
-                )
-            else:
-                statement = self._insert(table).values(batch)
-            statement = statement.on_conflict_do_nothing()
+        if not self.is_postgres:
+            statement = self._insert(table).on_conflict_do_nothing()
             if returning is None:
-                conn.execute(statement)
-            else:
-                out += conn.execute(statement.returning(returning)).scalars()
-        return out
+                conn.execute(statement, rows)
+                return []
+            # executemany with RETURNING: SQLAlchemy's "insertmanyvalues" batches the rows
+            # into a statement compiled once (cached), where ``values(batch)`` compiled a
+            # 100-row VALUES of 1,100 parameters afresh each claim (0.3 s of a batch's CPU).
+            return list(conn.execute(statement.returning(returning), rows).scalars())
+        names = list(rows[0])
+        arrays = [_text_array([r[name] for r in rows]) for name in names]
+        source = func.unnest(*arrays).table_valued(*names).render_derived()
+        statement = (
+            self._insert(table)
+            .from_select(names, select(*(source.c[name] for name in names)))
+            .on_conflict_do_nothing()
+        )
+        if returning is None:
+            conn.execute(statement)
+            return []
+        return list(conn.execute(statement.returning(returning)).scalars())
 
     def in_flight(
         self, conn: Connection, user_id: str, stale_before: str, team_id: str = ""
