@@ -43,3 +43,40 @@ def test_counts_match_a_dictionary_count_whatever_the_chunk(monkeypatch):
                 for row in matrix
             ]
             assert got == _reference(texts, weights, min_df), (chunk, min_df)
+
+
+def test_chunks_counted_in_threads_give_the_same_matrix(monkeypatch):
+    """Two threads count the chunks (``COUNT_THREADS``); the matrix and vocabulary are the
+    single thread's, bit for bit, whichever chunk finishes first."""
+    import threading
+
+    rng = np.random.default_rng(11)
+    words = [f"w{k}" for k in range(30)]
+    texts = [
+        [list(rng.choice(words, size=rng.integers(0, 20))) for _ in range(3)] for _ in range(97)
+    ]
+    monkeypatch.setattr(index_module, "CHUNK_DOCS", 7)
+    threads = set()
+    pieces = index_module._pieces
+
+    def spying(*args):
+        threads.add(threading.current_thread().name)
+        return pieces(*args)
+
+    monkeypatch.setattr(index_module, "_pieces", spying)
+    results = []
+    for n_threads in (1, 2):
+        monkeypatch.setattr(index_module, "COUNT_THREADS", n_threads)
+        vocabulary: dict[str, int] = {}
+        fields = [_Field(w) for w in (2.0, 3.0, 1.0)]
+        for doc in texts:
+            for text_field, doc_words in zip(fields, doc, strict=True):
+                text_field.add(" ".join(doc_words), vocabulary)
+        results.append(count_terms(fields, len(texts), list(vocabulary), 2))
+    (one, one_terms), (two, two_terms) = results
+    assert any(name.startswith("count") for name in threads)
+    assert one_terms == two_terms
+    for name in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(one, name), getattr(two, name)), name
+    got = [{two_terms[j]: float(v) for j, v in zip(r.indices, r.data, strict=True)} for r in two]
+    assert got == _reference(texts, (2.0, 3.0, 1.0), 2)

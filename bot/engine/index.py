@@ -69,6 +69,7 @@ import time
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -320,6 +321,33 @@ def _chunk_docs(n_uni: int, n_fields: int) -> int:
     return max(1, min(CHUNK_DOCS, (1 << 62) // ((n_uni * n_uni + 1) * max(n_fields, 1))))
 
 
+#: Threads counting a full build's chunks at once: numpy's sorts and searches and scipy's
+#: sparse conversions release the GIL, so two chunks are counted on two cores.
+COUNT_THREADS = BUILD_PROCESSES
+
+
+@contextmanager
+def _chunk_pool(n_chunks: int):
+    """``map`` over the chunks: in ``COUNT_THREADS`` threads when there are several chunks,
+    else in this thread. Results come back in chunk order either way."""
+    if COUNT_THREADS < 2 or n_chunks < 2:
+        yield _SERIAL
+        return
+    with ThreadPoolExecutor(COUNT_THREADS, thread_name_prefix="count") as pool:
+        yield pool
+
+
+class _SerialPool:
+    """``ThreadPoolExecutor.map``'s interface, run in the calling thread."""
+
+    @staticmethod
+    def map(function, items):
+        return map(function, items)
+
+
+_SERIAL = _SerialPool()
+
+
 def count_terms(
     fields: list[_Field], n_docs: int, unigrams: list[str], min_bigram_df: int = MIN_BIGRAM_DF
 ):
@@ -337,64 +365,73 @@ def count_terms(
     n_fields = len(fields)
     step = _chunk_docs(n_uni, n_fields)
     chunks = [(a, min(a + step, n_docs)) for a in range(0, n_docs, step)]
-    # Pass 1: each bigram's document frequency, merged over the chunks.
-    seen_keys, seen_counts = [], []
-    for a, b in chunks:
+
+    def pass_one(chunk: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        a, b = chunk
         _, (docs, keys, _) = _pieces(fields, a, b, n_uni)
         pairs = np.sort(keys * (b - a) + docs)
         pair_keys = pairs[_starts(pairs)] // (b - a)  # each (bigram, paper) once, by bigram
         firsts = _starts(pair_keys)
-        seen_keys.append(pair_keys[firsts])
-        seen_counts.append(np.diff(firsts, append=len(pair_keys)))
-    all_keys = np.concatenate(seen_keys) if seen_keys else np.zeros(0, np.int64)
-    if len(all_keys):
-        # Sorted runs, one per chunk: a stable sort (timsort) merges them.
-        order = np.argsort(all_keys, kind="stable")
-        all_keys = all_keys[order]
-        firsts = _starts(all_keys)
-        df = np.add.reduceat(np.concatenate(seen_counts)[order], firsts)
-        kept = all_keys[firsts][df >= min_bigram_df]
-        del order, firsts, df
-    else:
-        kept = all_keys
-    del seen_keys, seen_counts, all_keys
-    weights = np.asarray([f.weight for f in fields], dtype=np.float32)
-    terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
-    # Column ids in sorted-term order, so the vocabulary can be searched by bisection; known
-    # before pass 2, so each chunk's columns come out sorted (no remapping of the whole).
-    order = sorted(range(len(terms)), key=terms.__getitem__)
-    rank = np.empty(len(terms), dtype=np.int32)
-    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(terms), dtype=np.int32)
-    # Pass 2: the counts, chunk by chunk (unigram columns, then the kept bigrams', by rank).
-    width = n_uni + len(kept)
-    parts = []
-    for a, b in chunks:
-        (u_docs, u_ids, u_vals), (b_docs, b_keys, b_fields) = _pieces(fields, a, b, n_uni)
-        # (bigram, paper, field) codes sorted: each distinct one's occurrences times its
-        # field's weight, summed over the fields of a (bigram, paper) pair.
-        codes = np.sort((b_keys * (b - a) + b_docs) * n_fields + b_fields)
-        firsts = _starts(codes)
-        counts = np.diff(firsts, append=len(codes)).astype(np.float32)
-        codes = codes[firsts]
-        pairs = codes // n_fields
-        counts *= weights[codes - pairs * n_fields]
-        firsts = _starts(pairs)
-        pair_counts = np.add.reduceat(counts, firsts) if len(firsts) else counts
-        pairs = pairs[firsts]
-        pair_keys = pairs // (b - a)
-        # Searched in sorted order: each search starts where the previous one ended (numpy's
-        # bisection keeps its bounds), several times faster than random ones.
-        pos = np.searchsorted(kept, pair_keys)
-        known = pos < len(kept)
-        known[known] = kept[pos[known]] == pair_keys[known]
-        rows = np.concatenate(
-            [u_docs, (pairs[known] - pair_keys[known] * (b - a)).astype(np.int32)]
-        )
-        cols = rank[np.concatenate([u_ids, (n_uni + pos[known]).astype(np.int32)])]
-        vals = np.concatenate([u_vals, pair_counts[known]])
-        part = sp.csr_matrix((vals, (rows, cols)), shape=(b - a, width), dtype=np.float32)
-        part.sum_duplicates()
-        parts.append(part)
+        return pair_keys[firsts], np.diff(firsts, append=len(pair_keys))
+
+    with _chunk_pool(len(chunks)) as pool:
+        # Pass 1: each bigram's document frequency, merged over the chunks (in chunk order).
+        seen = list(pool.map(pass_one, chunks))
+        seen_keys, seen_counts = [k for k, _ in seen], [c for _, c in seen]
+        del seen
+        all_keys = np.concatenate(seen_keys) if seen_keys else np.zeros(0, np.int64)
+        if len(all_keys):
+            # Sorted runs, one per chunk: a stable sort (timsort) merges them.
+            order = np.argsort(all_keys, kind="stable")
+            all_keys = all_keys[order]
+            firsts = _starts(all_keys)
+            df = np.add.reduceat(np.concatenate(seen_counts)[order], firsts)
+            kept = all_keys[firsts][df >= min_bigram_df]
+            del order, firsts, df
+        else:
+            kept = all_keys
+        del seen_keys, seen_counts, all_keys
+        weights = np.asarray([f.weight for f in fields], dtype=np.float32)
+        terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
+        # Column ids in sorted-term order, so the vocabulary can be searched by bisection;
+        # known before pass 2, so each chunk's columns come out sorted (no remapping).
+        order = sorted(range(len(terms)), key=terms.__getitem__)
+        rank = np.empty(len(terms), dtype=np.int32)
+        rank[np.asarray(order, dtype=np.int64)] = np.arange(len(terms), dtype=np.int32)
+        width = n_uni + len(kept)
+
+        def pass_two(chunk: tuple[int, int]) -> sp.csr_matrix:
+            a, b = chunk
+            (u_docs, u_ids, u_vals), (b_docs, b_keys, b_fields) = _pieces(fields, a, b, n_uni)
+            # (bigram, paper, field) codes sorted: each distinct one's occurrences times its
+            # field's weight, summed over the fields of a (bigram, paper) pair.
+            codes = np.sort((b_keys * (b - a) + b_docs) * n_fields + b_fields)
+            firsts = _starts(codes)
+            counts = np.diff(firsts, append=len(codes)).astype(np.float32)
+            codes = codes[firsts]
+            pairs = codes // n_fields
+            counts *= weights[codes - pairs * n_fields]
+            firsts = _starts(pairs)
+            pair_counts = np.add.reduceat(counts, firsts) if len(firsts) else counts
+            pairs = pairs[firsts]
+            pair_keys = pairs // (b - a)
+            # Searched in sorted order: each search starts where the previous one ended
+            # (numpy's bisection keeps its bounds), several times faster than random ones.
+            pos = np.searchsorted(kept, pair_keys)
+            known = pos < len(kept)
+            known[known] = kept[pos[known]] == pair_keys[known]
+            rows = np.concatenate(
+                [u_docs, (pairs[known] - pair_keys[known] * (b - a)).astype(np.int32)]
+            )
+            cols = rank[np.concatenate([u_ids, (n_uni + pos[known]).astype(np.int32)])]
+            vals = np.concatenate([u_vals, pair_counts[known]])
+            part = sp.csr_matrix((vals, (rows, cols)), shape=(b - a, width), dtype=np.float32)
+            part.sum_duplicates()
+            return part
+
+        # Pass 2: the counts, chunk by chunk (unigram columns, then the kept bigrams', by
+        # rank), stacked in chunk order.
+        parts = list(pool.map(pass_two, chunks))
     if parts:
         counts = sp.vstack(parts, format="csr", dtype=np.float32)
     else:
