@@ -316,9 +316,11 @@ def _starts(values: np.ndarray) -> np.ndarray:
 
 
 def _chunk_docs(n_uni: int, n_fields: int) -> int:
-    """Documents counted at a time: ``CHUNK_DOCS``, fewer when a (bigram, document, field)
-    code would not fit in 63 bits (a vocabulary of millions of words)."""
-    return max(1, min(CHUNK_DOCS, (1 << 62) // ((n_uni * n_uni + 1) * max(n_fields, 1))))
+    """Documents counted at a time: ``CHUNK_DOCS`` over the threads counting at once (the
+    same memory in flight), fewer when a (bigram, document, field) code would not fit in
+    63 bits (a vocabulary of millions of words)."""
+    step = CHUNK_DOCS // max(COUNT_THREADS, 1)
+    return max(1, min(step, (1 << 62) // ((n_uni * n_uni + 1) * max(n_fields, 1))))
 
 
 #: Threads counting a full build's chunks at once: numpy's sorts and searches and scipy's
