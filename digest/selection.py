@@ -49,12 +49,14 @@ from .subscriptions import (
     from_iso,
 )
 from .taste import (
+    Batch,
     Recommendation,
     Taste,
     Vector,
+    first_passing,
     isin,
     prefetch,
-    recommend,
+    recommend_many,
     recommend_pool,
     remember_topic_vectors,
     score_all,
@@ -256,8 +258,9 @@ def _select(
     wanted += [models[user].rated for user in prepared]
     if wanted:
         prefetch(index, np.concatenate(wanted))
-    for user, ready in prepared.items():
-        picks[user], recommended[user] = _pick_with_taste(ready, limit, index)
+    chosen = _pick_with_taste(list(prepared.values()), limit, index)
+    for user, (picked, recommendations) in zip(prepared, chosen, strict=True):
+        picks[user], recommended[user] = picked, recommendations
     picks = {user: picks[user] for user in users}  # the members' order
     docs = {p.doc for chosen in picks.values() for p in chosen}
     docs |= {r.doc for chosen in recommended.values() for r in chosen}
@@ -459,42 +462,45 @@ def _prepare_with_taste(
 
 
 def _pick_with_taste(
-    ready: _Prepared, limit: int, index: Index
-) -> tuple[list[_Pick], list[Recommendation]]:
-    """A member with feedback: topic matches ranked by the model (new ones first), without
-    rated papers or papers very close to a 👎-ed one; then recommendations that matched none
-    of the topics and were never sent: room for ``RECOMMEND_MAX`` is kept, and they fill what
-    the topics leave, up to ``RECOMMEND_FILL``."""
+    ready: list[_Prepared], limit: int, index: Index
+) -> list[tuple[list[_Pick], list[Recommendation]]]:
+    """Members with feedback (all at once: ``taste.Batch``): topic matches ranked by the
+    model (new ones first), without rated papers or papers very close to a 👎-ed one; then
+    recommendations that matched none of the topics and were never sent: room for
+    ``RECOMMEND_MAX`` is kept, and they fill what the topics leave, up to ``RECOMMEND_FILL``."""
     if limit <= 0:
-        return [], []
-    taste, docs, order = ready.taste, ready.docs, ready.order
-    recommendations = recommend(
-        index, taste, (_empty(), np.zeros(0, np.float32)), limit=ready.wanted, pool=ready.pool
-    )
-    room = limit - min(RECOMMEND_MAX, len(recommendations))
-    # Checked against the 👎 best first, in blocks that double (most members need one), among
-    # the best ``TOPIC_POOL`` only: a member whose clicks rule out that many gets fewer papers.
-    chosen: list[int] = []
-    start, step = 0, room + 2
-    while start < min(len(order), TOPIC_POOL) and len(chosen) < room:
-        block = order[start : min(start + step, TOPIC_POOL)]
-        unwanted = taste.near_disliked(index, docs[block])
+        return [([], []) for _ in ready]
+    batch = Batch(index, [r.taste for r in ready])
+    recommended = recommend_many(batch, [r.pool for r in ready], [r.wanted for r in ready])
+    rooms = [limit - min(RECOMMEND_MAX, len(found)) for found in recommended]
+
+    def check(which: list[int], blocks: list[np.ndarray]) -> list[np.ndarray]:
+        docs = [ready[k].docs[block] for k, block in zip(which, blocks, strict=True)]
+        unwanted = batch.near_disliked(which, docs)
+        split = np.split(unwanted, np.cumsum([len(d) for d in docs])[:-1])
         if TOPIC_MIN_PROBABILITY > 0:
-            probability = taste.like_probability(index, docs[block])
-            if probability is not None:
-                unwanted |= probability < TOPIC_MIN_PROBABILITY
-        chosen += block[~unwanted].tolist()
-        start, step = start + len(block), step * 2
-    picks = [
-        _Pick(
-            int(docs[c]),
-            float(ready.scores[c]),
-            ready.used[ready.topic_of[c]][0].id,
-            bool(ready.new[c]),
-        )
-        for c in chosen[:room]
-    ]
-    return picks, recommendations[: min(ready.fill, limit - len(picks))]
+            for k, member_docs, out in zip(which, docs, split, strict=True):
+                probability = ready[k].taste.like_probability(index, member_docs)
+                if probability is not None:
+                    out |= probability < TOPIC_MIN_PROBABILITY
+        return [~out for out in split]
+
+    # Checked against the 👎 best first, among the best ``TOPIC_POOL`` only: a member whose
+    # clicks rule out that many gets fewer papers.
+    chosen = first_passing([r.order[:TOPIC_POOL] for r in ready], rooms, check)
+    out = []
+    for r, positions, found in zip(ready, chosen, recommended, strict=True):
+        picks = [
+            _Pick(
+                int(r.docs[c]),
+                float(r.scores[c]),
+                r.used[r.topic_of[c]][0].id,
+                bool(r.new[c]),
+            )
+            for c in r.order[:TOPIC_POOL][positions].tolist()
+        ]
+        out.append((picks, found[: min(r.fill, limit - len(picks))]))
+    return out
 
 
 def recommendation_record(taste: Taste, matched: np.ndarray) -> tuple[int, int]:

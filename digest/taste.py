@@ -189,50 +189,30 @@ class Taste:
     disliked_vectors: list[Vector]  # unit length, for "very close to a 👎-ed paper"
     liked_ids: list[str] = field(default_factory=list)
     topic_vectors: list[Vector] = field(default_factory=list)
-    #: (index, 👍 papers, 👎 papers) in that index's semantic space, once asked for.
-    _semantic_rated: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def rated(self) -> np.ndarray:
         return union(self.liked, self.disliked)
 
     @cached_property
-    def _rated_sides(self) -> _Sides:
-        """The 👍 and 👎 papers as two sides, built together (``_Sides.of``)."""
-        return _Sides.of([self.liked_vectors, self.disliked_vectors])
+    def rated_keyed(self) -> _Keyed:
+        """The 👍 then the 👎 papers' vectors, arranged by term (``Batch.judge``)."""
+        return _Keyed.of(self.liked_vectors + self.disliked_vectors)
 
     @cached_property
-    def _topic_side(self) -> _Side:
-        return _Side.of(self.topic_vectors)
+    def topic_keyed(self) -> _Keyed:
+        """The topics' query vectors, arranged by term (``Batch.topic_closeness``)."""
+        return _Keyed.of(self.topic_vectors)
 
     def topic_closeness(self, index: Index, docs: np.ndarray) -> np.ndarray:
         """Each document's best cosine with one of the member's topics' query vectors."""
-        if not self.topic_vectors or not len(docs):
-            return np.zeros(len(docs), np.float32)
-        return self._topic_side.cosines(unit_vectors(index, docs)).max(axis=1)
+        return Batch(index, [self]).topic_closeness([0], [docs])
 
     def judge(self, index: Index, docs: np.ndarray) -> Verdicts:
         """What the member's clicks say about each of ``docs``: unwanted (👎-ed, very close to
         a 👎-ed paper, or nearer a 👎-ed paper than to every 👍 one by ``DISLIKE_MARGIN``),
         and how many 👍 papers it is like (cosine ``REASON_COSINE``), the most alike first."""
-        docs = np.asarray(docs, np.int64)
-        n = len(docs)
-        unwanted = isin(docs, self.disliked)
-        if not n or not (self.liked_vectors or self.disliked_vectors):
-            return Verdicts(unwanted, np.zeros(n, np.int64), np.full(n, -1, np.int64))
-        liked, disliked = self._rated_sides.cosines(unit_vectors(index, docs))
-        best_liked = liked.max(axis=1) if self.liked_vectors else np.zeros(n, np.float32)
-        if self.disliked_vectors:
-            worst = disliked.max(axis=1)
-            unwanted |= worst >= NEAR_DISLIKED
-            if DISLIKE_MARGIN >= 0:
-                unwanted |= worst > best_liked + DISLIKE_MARGIN
-        if self.liked_vectors:
-            count = (liked >= REASON_COSINE).sum(axis=1).astype(np.int64)
-            example = np.argmax(liked, axis=1).astype(np.int64)
-        else:
-            count, example = np.zeros(n, np.int64), np.full(n, -1, np.int64)
-        return Verdicts(unwanted, count, example)
+        return Batch(index, [self]).judge([0], [docs])
 
     @cached_property
     def classifier(self) -> tuple[_Side, float] | None:
@@ -262,10 +242,7 @@ class Taste:
     def near_disliked(self, index: Index, docs: np.ndarray) -> np.ndarray:
         """Which of ``docs`` the member's clicks rule out: ``judge``'s ``unwanted``, and those
         they are expected to 👍 less often than ``TOPIC_MIN_EXPECTED`` (``expected_like``)."""
-        unwanted = self.judge(index, docs).unwanted
-        if TOPIC_MIN_EXPECTED > 0 and len(docs):
-            unwanted |= self.expected_like(index, docs) < TOPIC_MIN_EXPECTED
-        return unwanted
+        return Batch(index, [self]).near_disliked([0], [docs])
 
     @property
     def like_rate(self) -> float:
@@ -273,32 +250,15 @@ class Taste:
         likes, dislikes = len(self.liked), len(self.disliked)
         return (likes + PRIOR_LIKES) / (likes + dislikes + PRIOR_LIKES + PRIOR_DISLIKES)
 
-    def semantic_cosines(self, index: Index, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each document's semantic cosines with the member's 👍 and with their 👎 papers."""
-        if self._semantic_rated is None or self._semantic_rated[0] is not index:
-            rated = semantic_vectors(index, self.liked), semantic_vectors(index, self.disliked)
-            self._semantic_rated = (index, *rated)
-        _, liked, disliked = self._semantic_rated
-        z = semantic_vectors(index, docs)
-        return z @ liked.T, z @ disliked.T
-
     def expected_like(self, index: Index, docs: np.ndarray) -> np.ndarray:
         """How likely the member is to 👍 each of ``docs``: a kernel-weighted vote of the papers
         they rated, by semantic cosine (Nadaraya-Watson), with their 👍 rate as a prior vote."""
-        liked, disliked = self.semantic_cosines(index, np.asarray(docs, np.int64))
-        votes_liked = np.exp((liked - 1.0) / KERNEL_BANDWIDTH).sum(axis=1)
-        votes_disliked = np.exp((disliked - 1.0) / KERNEL_BANDWIDTH).sum(axis=1)
-        prior = KERNEL_PRIOR * np.exp(-1.0 / KERNEL_BANDWIDTH)
-        return (votes_liked + prior * self.like_rate) / (votes_liked + votes_disliked + prior)
+        return Batch(index, [self]).expected_like([0], [docs])
 
     def semantic_closeness(self, index: Index, docs: np.ndarray) -> np.ndarray:
         """Each document's mean semantic cosine with its ``SEMANTIC_NEAREST`` most alike 👍
         papers (0 without any)."""
-        liked, _ = self.semantic_cosines(index, np.asarray(docs, np.int64))
-        if not liked.shape[1]:
-            return np.zeros(len(liked), np.float32)
-        nearest = min(SEMANTIC_NEAREST, liked.shape[1])
-        return -np.sort(-liked, axis=1)[:, :nearest].mean(axis=1)
+        return Batch(index, [self]).semantic_closeness([0], [docs])
 
     def reasons(self, index: Index, docs: np.ndarray) -> list[tuple[int, str | None]]:
         """Per document: how many 👍 papers it is like (cosine ``REASON_COSINE``, at least
@@ -427,7 +387,7 @@ class _SemanticSpace:
         self._index: Index | None = None
         self._space: tuple[np.ndarray, np.ndarray] | None = None
         #: Papers' unit semantic vectors in this generation's space, by document.
-        self.projected: dict[int, np.ndarray] = {}
+        self.projected = _Projected(0, 0)
 
     def get(self, index: Index) -> tuple[np.ndarray, np.ndarray] | None:
         with self._lock:
@@ -439,12 +399,35 @@ class _SemanticSpace:
                     column[kept] = np.arange(len(kept))
                     space = column, components
                 self._index, self._space = index, space
-                self.projected = {}
+                dimensions = space[1].shape[1] if space is not None else 0
+                self.projected = _Projected(index.n_docs, dimensions)
             return self._space
 
     def forget(self) -> None:
         with self._lock:
-            self._index, self._space, self.projected = None, None, {}
+            self._index, self._space, self.projected = None, None, _Projected(0, 0)
+
+
+class _Projected:
+    """Papers' unit semantic vectors as the rows of one matrix, with each document's row (-1:
+    not projected yet): a batch gathers tens of thousands at once."""
+
+    def __init__(self, n_docs: int, dimensions: int) -> None:
+        self.row = np.full(n_docs, -1, np.int64)
+        self.matrix = np.zeros((0, dimensions), np.float32)
+        self.size = 0
+
+    def add(self, docs: np.ndarray, vectors: np.ndarray) -> None:
+        """Documents not projected yet, and their vectors. The rows are written before any
+        document points at them (a thread reading meanwhile finds them missing, or complete)."""
+        if self.size + len(docs) > len(self.matrix):
+            grown = np.zeros((max(2 * len(self.matrix), self.size + len(docs)), vectors.shape[1]))
+            grown = grown.astype(np.float32)
+            grown[: self.size] = self.matrix[: self.size]
+            self.matrix = grown
+        self.matrix[self.size : self.size + len(docs)] = vectors
+        self.row[docs] = np.arange(self.size, self.size + len(docs))
+        self.size += len(docs)
 
 
 def _space_path(index: Index) -> Path | None:
@@ -556,18 +539,13 @@ def semantic_vectors(index: Index, docs: np.ndarray) -> np.ndarray:
         return _term_matrix(unit_vectors(index, docs), column, index.n_terms).toarray()
     column, components = space
     projected = _SEMANTIC.projected
-    wanted = docs.tolist()
-    if wanted:
-        try:  # the usual case in a batch: every paper projected already (``prefetch``)
-            return np.stack([projected[d] for d in wanted])
-        except KeyError:
-            pass
-    missing = unique(docs[[d not in projected for d in wanted]]) if wanted else docs
-    if len(projected) + len(missing) > CACHE_VECTORS:
-        # A cap on memory: a new cache (a thread still reading the old one keeps it).
-        _SEMANTIC.projected = projected = {}
-        missing = unique(docs)
-    if len(missing):
+    rows = projected.row[docs]
+    if len(docs) and rows.min() < 0:
+        missing = unique(docs[rows < 0])
+        if projected.size + len(missing) > CACHE_VECTORS:
+            # A cap on memory: a new cache (a thread still reading the old one keeps it).
+            _SEMANTIC.projected = projected = _Projected(index.n_docs, components.shape[1])
+            missing = unique(docs)
         # Members of one batch share candidates: each paper projected once per generation.
         z = np.asarray(
             _term_matrix(unit_vectors(index, missing), column, len(components)) @ components,
@@ -575,10 +553,9 @@ def semantic_vectors(index: Index, docs: np.ndarray) -> np.ndarray:
         )
         norms = np.linalg.norm(z, axis=1, keepdims=True)
         z /= np.where(norms > 0, norms, 1.0).astype(np.float32)
-        projected.update(zip(missing.tolist(), z, strict=True))
-    if not len(docs):
-        return np.zeros((0, components.shape[1]), np.float32)
-    return np.stack([projected[d] for d in wanted])
+        projected.add(missing, z)
+        rows = projected.row[docs]
+    return projected.matrix[rows]
 
 
 _SEMANTIC = _SemanticSpace()
@@ -646,8 +623,7 @@ def _compact(*groups: list[Vector]) -> tuple[np.ndarray, list[np.ndarray]]:
 
 @dataclass
 class _Side:
-    """Unit vectors as one dense matrix over the terms they use, to take many documents'
-    cosines with them without building anything per document but a lookup of its terms."""
+    """Vectors as one dense matrix over the terms they use (the classifier's weights)."""
 
     terms: np.ndarray
     matrix: np.ndarray  # vectors x terms
@@ -661,61 +637,9 @@ class _Side:
         """The others' dot products with this side's first vector (a weight vector)."""
         return _first_row_dot(self, others)
 
-    def cosines(self, others: list[Vector]) -> np.ndarray:
-        """``len(others) x vectors`` cosines: the others' entries on terms this side has, as
-        one dense matrix (a few rows), times this side's."""
-        if not len(self.terms) or not others:
-            return np.zeros((len(others), self.matrix.shape[0]), np.float32)
-        rows, terms, values = _stacked(others)
-        at, shared = _LOOKUP.positions(self.terms, terms)
-        picked = np.zeros((len(others), len(self.terms)), np.float32)
-        picked[rows[shared], at[shared]] = values[shared]
-        return picked @ self.matrix.T
-
-
-class _Sides:
-    """Several sides whose cosines with the same documents are wanted: the documents' entries
-    are looked up once among the terms of all of them, and each side gets exactly the dense
-    matrix ``_Side.cosines`` would build for it (its own terms' columns), so the same numbers."""
-
-    def __init__(self, sides: list[_Side]) -> None:
-        self.sides = sides
-        every = [side.terms for side in sides if len(side.terms)]
-        self.terms = unique(np.concatenate(every)) if every else np.zeros(0, np.int64)
-        self.columns = [np.searchsorted(self.terms, side.terms) for side in sides]
-
-    @classmethod
-    def of(cls, groups: list[list[Vector]]) -> _Sides:
-        """``_Sides([_Side.of(group) for group in groups])`` from one ``_compact`` of all the
-        groups: each side keeps the columns of the terms its own vectors have (their entries
-        are never 0), so its matrix is the one ``_Side.of`` builds."""
-        terms, matrices = _compact(*groups)
-        sides = cls.__new__(cls)
-        sides.terms, sides.sides, sides.columns = terms, [], []
-        for matrix in matrices:
-            columns = np.flatnonzero(matrix.any(axis=0))
-            sides.sides.append(_Side(terms[columns], np.ascontiguousarray(matrix[:, columns])))
-            sides.columns.append(columns)
-        return sides
-
-    def cosines(self, others: list[Vector]) -> list[np.ndarray]:
-        if not len(self.terms) or not others:
-            return [side.cosines(others) for side in self.sides]
-        rows, terms, values = _stacked(others)
-        at, shared = _LOOKUP.positions(self.terms, terms)
-        picked = np.zeros((len(others), len(self.terms)), np.float32)
-        picked[rows[shared], at[shared]] = values[shared]
-        return [
-            # Contiguous, as ``_Side.cosines``'s own: BLAS then sums each product alike.
-            np.ascontiguousarray(picked[:, columns]) @ side.matrix.T
-            if len(side.terms)
-            else np.zeros((len(others), side.matrix.shape[0]), np.float32)
-            for side, columns in zip(self.sides, self.columns, strict=True)
-        ]
-
 
 def _first_row_dot(side: _Side, others: list[Vector]) -> np.ndarray:
-    """``side.cosines(others)[:, 0]`` without the dense matrix: a gather and a sum per entry."""
+    """The others' dot products with the side's first row: a gather and a sum per entry."""
     if not len(side.terms) or not others:
         return np.zeros(len(others), np.float32)
     rows, terms, values = _stacked(others)
@@ -730,6 +654,286 @@ def cosines(a: list[Vector], b: list[Vector]) -> np.ndarray:
         return np.zeros((len(a), len(b)), np.float32)
     _, (left, right) = _compact(a, b)
     return left @ right.T
+
+
+# --- many members' candidates at once ---------------------------------------------------------
+#
+# A batch asks every member's model about a few dozen papers each. Each question is answered for
+# all of them in a few array operations over the whole batch (not ~100 small ones a member), and
+# each number a member gets is computed from that member's data alone, in an order fixed by it,
+# whoever else is in the batch: a member's digest is the same chosen in any batch or alone
+# (tests/test_taste_batch.py).
+
+
+class _Rows(NamedTuple):
+    """Documents of some of a batch's members end to end, each member's in their order."""
+
+    member: np.ndarray  # the position of each row's member in the batch
+    docs: np.ndarray
+    start: np.ndarray  # where each member's rows begin; last: how many rows in all
+
+    @classmethod
+    def of(cls, members: Sequence[int], docs: Sequence[np.ndarray]) -> _Rows:
+        counts = np.fromiter((len(d) for d in docs), np.int64, len(docs))
+        start = np.zeros(len(docs) + 1, np.int64)
+        np.cumsum(counts, out=start[1:])
+        every = [np.asarray(d, np.int64) for d in docs]
+        flat = np.concatenate(every) if every else np.zeros(0, np.int64)
+        return cls(np.repeat(np.asarray(members, np.int64), counts), flat, start)
+
+    def split(self, values: np.ndarray) -> list[np.ndarray]:
+        """Per-row values, member by member."""
+        return np.split(values, self.start[1:-1])
+
+
+class _Keyed(NamedTuple):
+    """Vectors arranged by term: each term they use once, ascending, with the (vector, weight)
+    of each of its entries."""
+
+    terms: np.ndarray
+    start: np.ndarray  # terms[i]'s entries: start[i]:start[i + 1]
+    vector: np.ndarray
+    values: np.ndarray
+    count: int  # vectors
+
+    @classmethod
+    def of(cls, vectors: list[Vector]) -> _Keyed:
+        vector, terms, values = _stacked(vectors)
+        order = np.argsort(terms, kind="stable")
+        terms, vector, values = terms[order], vector[order], values[order]
+        new = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]) if len(terms) else terms
+        return cls(terms[new], np.r_[new, len(terms)], vector, values, len(vectors))
+
+
+class _Groups:
+    """Every member's group of vectors (their 👍 and 👎 papers, or their topics) as one sparse
+    matrix, (member, term) x vectors, member after member: built once for a batch."""
+
+    def __init__(self, width: int, groups: Sequence[_Keyed]) -> None:
+        counts = np.fromiter((g.count for g in groups), np.int64, len(groups))
+        self.first = np.zeros(len(groups) + 1, np.int64)  # each member's first vector
+        np.cumsum(counts, out=self.first[1:])
+        sizes = np.fromiter((len(g.terms) for g in groups), np.int64, len(groups))
+        entries = np.fromiter((len(g.vector) for g in groups), np.int64, len(groups))
+        terms = np.concatenate([g.terms for g in groups]) if groups else np.zeros(0, np.int64)
+        # Where each (member, term) is among the matrix's rows, plus 1 (0: the member's group
+        # has no such term): a binary search in the member's own terms (scipy's sampling).
+        self.lookup = sp.csr_array(
+            (np.arange(1, len(terms) + 1), terms, np.r_[0, np.cumsum(sizes)]),
+            shape=(len(groups), width),
+        )
+        self.wanted = np.zeros(width, bool)
+        self.wanted[terms] = True
+        indptr = np.concatenate([g.start[:-1] for g in groups] + [np.zeros(1, np.int64)])
+        indptr += np.repeat(np.r_[0, np.cumsum(entries)], np.r_[sizes, 1])
+        self.matrix = sp.csr_matrix(
+            (
+                np.concatenate([g.values for g in groups] + [np.zeros(0, np.float32)]),
+                np.concatenate([g.vector for g in groups] + [np.zeros(0, np.int64)])
+                + np.repeat(self.first[:-1], entries),
+                indptr,
+            ),
+            shape=(len(terms), int(self.first[-1])),
+        )
+
+    def cosines(self, index: Index, rows: _Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Cosines of each row's document (its unit TF-IDF vector) with each vector of its
+        member's group: (row, position in the group, cosine), those not 0. One sparse product:
+        scipy adds a cosine's products in the order of the row's entries (the terms the
+        document shares with the member's group, ascending) whoever else is in it, so a
+        member's cosines are the same in any batch."""
+        n = len(rows.docs)
+        if not n or not self.lookup.nnz:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        # Each distinct document's entries on terms some group has, read once, then each
+        # row's (its document's), ascending.
+        docs, which = np.unique(rows.docs, return_inverse=True)
+        d_rows, d_terms, d_values = _stacked(unit_vectors(index, docs))
+        keep = self.wanted[d_terms]
+        d_rows, d_terms, d_values = d_rows[keep], d_terms[keep], d_values[keep]
+        d_start = np.searchsorted(d_rows, np.arange(len(docs) + 1))
+        lengths = np.diff(d_start)[which]
+        r_rows = np.repeat(np.arange(n), lengths)
+        entry = np.arange(len(r_rows)) + np.repeat(
+            d_start[:-1][which] - (np.cumsum(lengths) - lengths), lengths
+        )
+        if not len(r_rows):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        at = np.asarray(self.lookup[rows.member[r_rows], d_terms[entry]]) - 1
+        hit = at >= 0
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(r_rows[hit], minlength=n), out=indptr[1:])
+        shape = (n, self.matrix.shape[0])
+        product = sp.csr_matrix((d_values[entry[hit]], at[hit], indptr), shape=shape) @ self.matrix
+        row = np.repeat(np.arange(n), np.diff(product.indptr))
+        col = product.indices.astype(np.int64) - self.first[rows.member[row]]
+        return row, col, product.data.astype(np.float32, copy=False)
+
+
+class Batch:
+    """Members whose models are asked about papers together (``*_many``): what that needs
+    from their models (their clicks and topics arranged by term, their rated papers in the
+    semantic space) is gathered once for all of them."""
+
+    def __init__(self, index: Index, tastes: Sequence[Taste]) -> None:
+        self.index = index
+        self.tastes = list(tastes)
+
+    @cached_property
+    def rated(self) -> _Groups:
+        """The 👍 then the 👎 papers of each member."""
+        return _Groups(self.index.n_terms, [t.rated_keyed for t in self.tastes])
+
+    @cached_property
+    def topics(self) -> _Groups:
+        return _Groups(self.index.n_terms, [t.topic_keyed for t in self.tastes])
+
+    def _semantic(self, which: str) -> tuple[np.ndarray, np.ndarray]:
+        groups = [getattr(t, which) for t in self.tastes]
+        first = np.zeros(len(groups) + 1, np.int64)
+        np.cumsum([len(g) for g in groups], out=first[1:])
+        every = np.concatenate(groups) if groups else np.zeros(0, np.int64)
+        return first, semantic_vectors(self.index, every)
+
+    @cached_property
+    def semantic_liked(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each member's 👍 papers in the semantic space: (first row of each member, rows)."""
+        return self._semantic("liked")
+
+    @cached_property
+    def semantic_disliked(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._semantic("disliked")
+
+    def semantic_cosines(
+        self, rows: _Rows, z: np.ndarray, rated: tuple[np.ndarray, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Semantic cosines of each row's document (``z``: the rows' semantic vectors) with
+        each of its member's ``rated`` papers: (row of each cosine, cosine), row by row. A
+        product per member, of the member's rows and papers: the same numbers in any batch."""
+        first, columns = rated
+        per_row = (first[1:] - first[:-1])[rows.member]
+        out = np.zeros(int(per_row.sum()), np.float32)
+        at = 0
+        starts = rows.start.tolist()
+        for r0, r1 in zip(starts[:-1], starts[1:], strict=True):
+            if r0 == r1:
+                continue
+            member = int(rows.member[r0])
+            c0, c1 = int(first[member]), int(first[member + 1])
+            size = (r1 - r0) * (c1 - c0)
+            if size:
+                out[at : at + size] = (z[r0:r1] @ columns[c0:c1].T).ravel()
+            at += size
+        return np.repeat(np.arange(len(rows.docs)), per_row), out
+
+    # -- the questions ----------------------------------------------------------------------
+
+    def judge(self, members: Sequence[int], docs: Sequence[np.ndarray]) -> Verdicts:
+        """``Taste.judge`` of these members (positions in the batch), each about their
+        ``docs``: end to end."""
+        rows = _Rows.of(members, docs)
+        n = len(rows.docs)
+        liked_n = np.fromiter((len(t.liked_vectors) for t in self.tastes), np.int64)
+        disliked_n = np.fromiter((len(t.disliked_vectors) for t in self.tastes), np.int64)
+        stride = np.int64(self.index.n_docs)
+        disliked = [np.int64(k) * stride + self.tastes[k].disliked for k in members]
+        unwanted = isin(
+            rows.member * stride + rows.docs,
+            np.concatenate(disliked) if disliked else np.zeros(0, np.int64),
+        )
+        row, col, cosine = self.rated.cosines(self.index, rows)
+        liked = col < liked_n[rows.member[row]]
+        best_liked = _row_max(n, row[liked], cosine[liked])
+        worst = _row_max(n, row[~liked], cosine[~liked])
+        has_disliked = disliked_n[rows.member] > 0
+        unwanted |= has_disliked & (worst >= NEAR_DISLIKED)
+        if DISLIKE_MARGIN >= 0:
+            unwanted |= has_disliked & (worst > best_liked + DISLIKE_MARGIN)
+        count = np.bincount(row[liked & (cosine >= REASON_COSINE)], minlength=n).astype(np.int64)
+        # The most alike 👍 paper, the first of equals (numpy's argmax: the first 👍 paper
+        # when none shares a term).
+        none = np.iinfo(np.int64).max
+        first = np.full(n, none, np.int64)
+        top = liked & (cosine == best_liked[row])
+        np.minimum.at(first, row[top], col[top])
+        example = np.where(liked_n[rows.member] > 0, 0, -1).astype(np.int64)
+        return Verdicts(unwanted, count, np.where(first < none, first, example))
+
+    def topic_closeness(self, members: Sequence[int], docs: Sequence[np.ndarray]) -> np.ndarray:
+        """``Taste.topic_closeness``, end to end."""
+        rows = _Rows.of(members, docs)
+        row, _, cosine = self.topics.cosines(self.index, rows)
+        return _row_max(len(rows.docs), row, cosine)
+
+    def expected_like(self, members: Sequence[int], docs: Sequence[np.ndarray]) -> np.ndarray:
+        """``Taste.expected_like``, end to end (each member's votes summed in the order of
+        their rated papers)."""
+        rows = _Rows.of(members, docs)
+        n = len(rows.docs)
+        z = semantic_vectors(self.index, rows.docs)
+        votes = []
+        for rated in (self.semantic_liked, self.semantic_disliked):
+            row, cosine = self.semantic_cosines(rows, z, rated)
+            kernel = np.exp((cosine - 1.0) / KERNEL_BANDWIDTH)
+            votes.append(np.bincount(row, weights=kernel, minlength=n))
+        votes_liked, votes_disliked = votes
+        prior = KERNEL_PRIOR * np.exp(-1.0 / KERNEL_BANDWIDTH)
+        rate = np.fromiter((t.like_rate for t in self.tastes), np.float64)[rows.member]
+        return (votes_liked + prior * rate) / (votes_liked + votes_disliked + prior)
+
+    def semantic_closeness(self, members: Sequence[int], docs: Sequence[np.ndarray]) -> np.ndarray:
+        """``Taste.semantic_closeness``, end to end."""
+        rows = _Rows.of(members, docs)
+        n = len(rows.docs)
+        z = semantic_vectors(self.index, rows.docs)
+        row, cosine = self.semantic_cosines(rows, z, self.semantic_liked)
+        order = np.lexsort((-cosine, row))  # each row's cosines, the largest first
+        per_row = np.bincount(row, minlength=n)
+        rank = np.arange(len(order)) - (np.cumsum(per_row) - per_row)[row[order]]
+        near = order[rank < SEMANTIC_NEAREST]
+        sums = np.bincount(row[near], weights=cosine[near], minlength=n)
+        nearest = np.minimum(per_row, SEMANTIC_NEAREST)
+        return np.where(nearest > 0, sums / np.maximum(nearest, 1), 0.0)
+
+    def near_disliked(self, members: Sequence[int], docs: Sequence[np.ndarray]) -> np.ndarray:
+        """``Taste.near_disliked``, end to end."""
+        unwanted = self.judge(members, docs).unwanted
+        if TOPIC_MIN_EXPECTED > 0 and len(unwanted):
+            unwanted |= self.expected_like(members, docs) < TOPIC_MIN_EXPECTED
+        return unwanted
+
+
+def _row_max(n: int, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each row's largest value, 0 for a row with none (or none above 0)."""
+    out = np.zeros(n, np.float32)
+    np.maximum.at(out, rows, values)
+    return out
+
+
+def first_passing(
+    candidates: Sequence[np.ndarray],
+    wanted: Sequence[int],
+    check: Callable[[list[int], list[np.ndarray]], list[np.ndarray]],
+) -> list[list[int]]:
+    """For each member, the positions of the first ``wanted`` of their ``candidates`` that
+    pass ``check`` (asked about the blocks of many members at once: ``(members, blocks) ->
+    whether each passes``). A member's blocks start at ``wanted + 2`` candidates and double:
+    most need one. A verdict depends on its paper alone, so the blocks change only the time."""
+    found: list[list[int]] = [[] for _ in candidates]
+    start = [0] * len(candidates)
+    step = [w + 2 for w in wanted]
+    while True:
+        active = [
+            k
+            for k, docs in enumerate(candidates)
+            if start[k] < len(docs) and len(found[k]) < wanted[k]
+        ]
+        if not active:
+            return [f[: max(w, 0)] for f, w in zip(found, wanted, strict=True)]
+        blocks = [candidates[k][start[k] : start[k] + step[k]] for k in active]
+        for k, block, passed in zip(active, blocks, check(active, blocks), strict=True):
+            found[k] += (np.flatnonzero(passed) + start[k]).tolist()
+            start[k], step[k] = start[k] + len(block), step[k] * 2
 
 
 def topic_vectors(index: Index, topics: Sequence[str]) -> list[Vector]:
@@ -1112,42 +1316,67 @@ def recommend(
         return []
     if pool is None:
         pool = recommend_pool(taste, scores, exclude=exclude, floor=floor)
-    order, values = pool
-    if not len(order):
-        return []
-    score_of = dict(zip(order.tolist(), values.tolist(), strict=True))
+    return recommend_many(Batch(index, [taste]), [pool], [limit])[0]
+
+
+def recommend_many(
+    batch: Batch, pools: Sequence[Vector], limits: Sequence[int]
+) -> list[list[Recommendation]]:
+    """``recommend`` for every member of ``batch`` at once (each with their
+    ``recommend_pool`` and limit)."""
+    tastes = batch.tastes
+    out: list[list[Recommendation]] = [[] for _ in tastes]
+    active = [
+        k for k, t in enumerate(tastes) if limits[k] > 0 and len(t.liked) and len(pools[k][0])
+    ]
+    if not active:
+        return out
+    docs = [pools[k][0] for k in active]
+    rows = _Rows.of(active, docs)
+    scores = np.concatenate([pools[k][1] for k in active])
     # Papers near the member's topics first, the others only when those run out (a member
     # whose 👍 lie outside their topics still gets recommendations); within each, by the
     # classifier (``RECOMMEND_RANK``) or the profile's score.
-    far = np.zeros(len(order), bool)
-    if RECOMMEND_NEAR_TOPIC >= 0 and taste.topic_vectors:
-        far = taste.topic_closeness(index, order) <= RECOMMEND_NEAR_TOPIC
-    rank = np.arange(len(order), dtype=np.float64)
+    far = np.zeros(len(rows.docs), bool)
+    if RECOMMEND_NEAR_TOPIC >= 0:
+        has_topics = np.fromiter((bool(t.topic_vectors) for t in tastes), bool, len(tastes))
+        closeness = batch.topic_closeness(active, docs)
+        far = has_topics[rows.member] & (closeness <= RECOMMEND_NEAR_TOPIC)
+    rank = np.arange(len(rows.docs), dtype=np.float64)
     if RECOMMEND_RANK == "semantic":
-        rank = -taste.semantic_closeness(index, order)
+        rank = -batch.semantic_closeness(active, docs)
     elif RECOMMEND_RANK == "classifier":
-        probability = taste.like_probability(index, order)
-        rank = rank if probability is None else -probability
-    order = order[np.lexsort((rank, far))]
-    found: list[Recommendation] = []
-    # Candidates are judged a few at a time, best first, until enough pass.
-    start, step = 0, limit + 2
-    while start < len(order) and len(found) < limit:
-        block = order[start : start + step]
-        start, step = start + len(block), step * 2
-        verdicts = taste.judge(index, block)
-        for doc, unwanted, n, example in zip(
-            block.tolist(),
-            verdicts.unwanted,
-            verdicts.liked_count,
-            verdicts.example,
-            strict=True,
+        for j, k in enumerate(active):
+            probability = tastes[k].like_probability(batch.index, docs[j])
+            if probability is not None:
+                rank[rows.start[j] : rows.start[j + 1]] = -probability
+    order = np.lexsort((rank, far, rows.member))
+    ordered, ordered_scores = rows.split(rows.docs[order]), rows.split(scores[order])
+    reasons: list[list[tuple[int, int]]] = [[] for _ in active]  # the passing ones' (n, example)
+
+    def check(which: list[int], blocks: list[np.ndarray]) -> list[np.ndarray]:
+        verdicts = batch.judge([active[j] for j in which], blocks)
+        passed = ~verdicts.unwanted & (verdicts.liked_count >= RECOMMEND_MIN_LIKED)
+        split = _Rows.of(which, blocks).split
+        for j, ok, counts, examples in zip(
+            which, split(passed), split(verdicts.liked_count), split(verdicts.example), strict=True
         ):
-            if unwanted or n < RECOMMEND_MIN_LIKED:
-                continue
-            paper = taste.liked_ids[int(example)] if example >= 0 else None
-            found.append(Recommendation(doc, float(score_of[doc]), max(int(n), 1), paper))
-    return found[:limit]
+            reasons[j] += zip(counts[ok].tolist(), examples[ok].tolist(), strict=True)
+        return split(passed)
+
+    chosen = first_passing(ordered, [limits[k] for k in active], check)
+    for j, k in enumerate(active):
+        liked_ids = tastes[k].liked_ids
+        out[k] = [
+            Recommendation(doc, float(score), max(n, 1), liked_ids[e] if e >= 0 else None)
+            for doc, score, (n, e) in zip(
+                ordered[j][chosen[j]].tolist(),
+                ordered_scores[j][chosen[j]].tolist(),
+                reasons[j],
+                strict=False,  # reasons may hold more: the block's passing ones past the limit
+            )
+        ]
+    return out
 
 
 @dataclass

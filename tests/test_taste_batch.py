@@ -92,22 +92,80 @@ def test_models_scored_together_score_every_paper_as_one_query_each(engine) -> N
         assert scores.tobytes() == alone_scores.tobytes()
 
 
-def test_sides_built_together_are_the_sides_built_alone(engine) -> None:
-    """``_Sides.of`` builds the 👍 and 👎 sides from one lookup of their terms: each side's
-    terms and matrix are exactly ``_Side.of``'s, and so are the cosines taken with them."""
+def _dense_cosines(index, docs, vectors) -> np.ndarray:
+    """The reference: every document's unit vector against every vector, as plain arrays."""
+    rows = taste.unit_vectors(index, docs)
+    width = index.n_terms
+    left, right = np.zeros((len(rows), width)), np.zeros((len(vectors), width))
+    for matrix, group in ((left, rows), (right, vectors)):
+        for i, (terms, values) in enumerate(group):
+            matrix[i, terms] = values
+    return left @ right.T
+
+
+def test_a_batchs_answers_are_each_members_alone_and_the_plain_arithmetic(engine) -> None:
+    """``taste.Batch`` answers every member's questions in a few products over the batch:
+    each member's answers are byte for byte the ones asked alone (a batch of one: what
+    ``Taste.judge`` and the others do), whatever else is in the batch, and they are the
+    plain definitions (cosines of unit vectors, the nearest 👎 and 👍, the semantic vote)."""
+    _members_with_clicks(engine)
     index = engine.index
-    rng = np.random.default_rng(4)
-    docs = rng.permutation(index.live_docs())
-    liked, disliked, others = docs[:4], docs[4:7], docs[7:]
-    groups = [taste.unit_vectors(index, liked), taste.unit_vectors(index, disliked), []]
-    together = taste._Sides.of(groups)
-    vectors = taste.unit_vectors(index, others)
-    for side, group, cosines in zip(together.sides, groups, together.cosines(vectors), strict=True):
-        alone = taste._Side.of(group)
-        assert side.terms.tobytes() == alone.terms.tobytes()
-        assert side.matrix.shape == alone.matrix.shape
-        assert side.matrix.tobytes() == alone.matrix.tobytes()
-        assert cosines.tobytes() == alone.cosines(vectors).tobytes()
+    topics = {("T1", u): t for u, t in MEMBERS.items()}
+    models = list(taste.tastes(engine, topics).values())
+    rng = np.random.default_rng(5)
+    docs = [rng.choice(index.live_docs(), size=12 + 3 * k, replace=False) for k in range(4)]
+    batch = taste.Batch(index, models)
+    members = [2, 0, 3, 1]  # any order, any subset
+    asked = [docs[k] for k in members]
+    together = {
+        "judge": batch.judge(members, asked),
+        "topic": batch.topic_closeness(members, asked),
+        "expected": batch.expected_like(members, asked),
+        "semantic": batch.semantic_closeness(members, asked),
+        "near": batch.near_disliked(members, asked),
+    }
+    bounds = np.cumsum([0] + [len(d) for d in asked])
+    for j, k in enumerate(members):
+        mine = slice(bounds[j], bounds[j + 1])
+        model, alone = models[k], docs[k]
+        verdicts = model.judge(index, alone)
+        for field in ("unwanted", "liked_count", "example"):
+            assert getattr(together["judge"], field)[mine].tobytes() == (
+                getattr(verdicts, field).tobytes()
+            )
+        for name, mine_alone in (
+            ("topic", model.topic_closeness(index, alone)),
+            ("expected", model.expected_like(index, alone)),
+            ("semantic", model.semantic_closeness(index, alone)),
+            ("near", model.near_disliked(index, alone)),
+        ):
+            assert together[name][mine].tobytes() == mine_alone.tobytes(), name
+        # The plain arithmetic.
+        liked = _dense_cosines(index, alone, model.liked_vectors)
+        disliked = _dense_cosines(index, alone, model.disliked_vectors)
+        best = liked.max(axis=1) if len(model.liked_vectors) else np.zeros(len(alone))
+        worst = disliked.max(axis=1) if len(model.disliked_vectors) else np.zeros(len(alone))
+        certain = np.abs(worst - np.maximum(taste.NEAR_DISLIKED, best + 0.1)) > 1e-5
+        expected = np.isin(alone, model.disliked) | (worst >= taste.NEAR_DISLIKED)
+        expected |= worst > best + taste.DISLIKE_MARGIN
+        assert np.array_equal(verdicts.unwanted[certain], expected[certain])
+        assert np.array_equal(verdicts.liked_count, (liked >= taste.REASON_COSINE).sum(axis=1))
+        if len(model.liked_vectors):  # the most alike 👍 paper
+            picked = liked[np.arange(len(alone)), verdicts.example]
+            assert np.allclose(picked, best, atol=1e-6)
+        topic = _dense_cosines(index, alone, model.topic_vectors).max(axis=1)
+        assert np.allclose(model.topic_closeness(index, alone), topic, atol=1e-6)
+        z = taste.semantic_vectors(index, alone)
+        z_liked = taste.semantic_vectors(index, model.liked)
+        z_disliked = taste.semantic_vectors(index, model.disliked)
+        kernel = taste.KERNEL_BANDWIDTH
+        votes_liked = np.exp((z @ z_liked.T - 1) / kernel).sum(axis=1)
+        votes_disliked = np.exp((z @ z_disliked.T - 1) / kernel).sum(axis=1)
+        prior = taste.KERNEL_PRIOR * np.exp(-1 / kernel)
+        vote = (votes_liked + prior * model.like_rate) / (votes_liked + votes_disliked + prior)
+        assert np.allclose(model.expected_like(index, alone), vote, atol=1e-5)
+        nearest = -np.sort(-(z @ z_liked.T), axis=1)[:, : taste.SEMANTIC_NEAREST].mean(axis=1)
+        assert np.allclose(model.semantic_closeness(index, alone), nearest, atol=1e-5)
 
 
 def test_the_recommendation_pool_is_the_best_papers_ties_by_document(engine) -> None:
