@@ -887,13 +887,16 @@ class Batch:
         n = len(rows.docs)
         z = semantic_vectors(self.index, rows.docs)
         row, cosine = self.semantic_cosines(rows, z, self.semantic_liked)
-        order = np.lexsort((-cosine, row))  # each row's cosines, the largest first
         per_row = np.bincount(row, minlength=n)
-        rank = np.arange(len(order)) - (np.cumsum(per_row) - per_row)[row[order]]
-        near = order[rank < SEMANTIC_NEAREST]
-        sums = np.bincount(row[near], weights=cosine[near], minlength=n)
-        nearest = np.minimum(per_row, SEMANTIC_NEAREST)
-        return np.where(nearest > 0, sums / np.maximum(nearest, 1), 0.0)
+        first = np.cumsum(per_row) - per_row
+        out = np.zeros(n, np.float32)
+        # Rows with as many 👍 papers together: each row's cosines a line of one matrix.
+        for count in np.unique(per_row[per_row > 0]).tolist():
+            at = np.flatnonzero(per_row == count)
+            cosines = cosine[first[at, np.newaxis] + np.arange(count)]
+            nearest = -np.sort(-cosines, axis=1)[:, :SEMANTIC_NEAREST]
+            out[at] = nearest.mean(axis=1)
+        return out
 
     def near_disliked(self, members: Sequence[int], docs: Sequence[np.ndarray]) -> np.ndarray:
         """``Taste.near_disliked``, end to end."""
