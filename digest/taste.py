@@ -759,7 +759,12 @@ class _Groups:
         )
         if not len(r_rows):
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
-        at = np.asarray(self.lookup[rows.member[r_rows], d_terms[entry]]) - 1
+        # (scipy searches a row by bisection only for many samples: a few members' rows.)
+        lookup, member = self.lookup, rows.member[r_rows]
+        asked = np.unique(rows.member)
+        if len(asked) < lookup.shape[0]:
+            lookup, member = lookup[asked], np.searchsorted(asked, member)
+        at = np.asarray(lookup[member, d_terms[entry]]) - 1
         hit = at >= 0
         indptr = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(r_rows[hit], minlength=n), out=indptr[1:])
