@@ -190,7 +190,7 @@ class Taste:
     liked_ids: list[str] = field(default_factory=list)
     topic_vectors: list[Vector] = field(default_factory=list)
 
-    @property
+    @cached_property
     def rated(self) -> np.ndarray:
         return union(self.liked, self.disliked)
 
@@ -284,7 +284,16 @@ def unique(values: np.ndarray) -> np.ndarray:
     ordered = np.sort(np.asarray(values))
     if len(ordered) < 2:
         return ordered
-    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]]
+    return ordered[_starts(ordered)]
+
+
+def _starts(ordered: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of a sorted array begins (``np.r_`` costs more than
+    this, per call, on the small arrays of a member)."""
+    first = np.empty(len(ordered), bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return first
 
 
 def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -701,8 +710,8 @@ class _Keyed(NamedTuple):
         vector, terms, values = _stacked(vectors)
         order = np.argsort(terms, kind="stable")
         terms, vector, values = terms[order], vector[order], values[order]
-        new = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]) if len(terms) else terms
-        return cls(terms[new], np.r_[new, len(terms)], vector, values, len(vectors))
+        new = np.flatnonzero(_starts(terms))
+        return cls(terms[new], np.append(new, len(terms)), vector, values, len(vectors))
 
 
 class _Groups:
@@ -992,7 +1001,7 @@ def _weighted_sum(parts: list[tuple[float, list[Vector]]]) -> Vector:
     every, weights = np.concatenate(terms), np.concatenate(values)
     order = np.argsort(every, kind="stable")
     every, weights = every[order], weights[order]
-    first = np.r_[True, every[1:] != every[:-1]]
+    first = _starts(every)
     sums = np.bincount(np.cumsum(first) - 1, weights=weights)
     return every[first], sums.astype(np.float32)
 
