@@ -430,8 +430,8 @@ class _Projected:
         """Documents not projected yet, and their vectors. The rows are written before any
         document points at them (a thread reading meanwhile finds them missing, or complete)."""
         if self.size + len(docs) > len(self.matrix):
-            grown = np.zeros((max(2 * len(self.matrix), self.size + len(docs)), vectors.shape[1]))
-            grown = grown.astype(np.float32)
+            size = max(2 * len(self.matrix), self.size + len(docs))
+            grown = np.zeros((size, vectors.shape[1]), np.float32)
             grown[: self.size] = self.matrix[: self.size]
             self.matrix = grown
         self.matrix[self.size : self.size + len(docs)] = vectors
