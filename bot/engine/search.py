@@ -54,9 +54,9 @@ from .query import Query, QueryError, parse_query
 from .text import analyze, surface_words, words
 
 #: Input files this large (on disk, gzipped or not) start a first ingest's build helpers
-#: beside the SQLite write: about 9,000 papers as JSON Lines.gz, 2,000 uncompressed, below
-#: the 20,000 papers (``index.PARALLEL_MIN_DOCS``) a helper needs, so few are started in vain.
-PRESTART_MIN_BYTES = 4 << 20
+#: beside the SQLite write: about 18,000 papers as JSON Lines.gz (5,700 uncompressed), near
+#: the 20,000 papers (``index.PARALLEL_MIN_DOCS``) a helper needs: few start in vain.
+PRESTART_MIN_BYTES = 8 << 20
 
 SNIPPET_WORDS = 40
 SNIPPET_SCAN_CHARS = 20_000  # a snippet is looked for in this much of the text at most
