@@ -118,11 +118,15 @@ def open_engine(
         )
         seed_dir = None
     try:
-        if shared_state or write:
+        shared = False
+        # Without DATABASE_URL the state is the corpus file: SQLAlchemy (half a second of an
+        # ingest's start) is not imported for nothing, unless a state was configured before.
+        if (shared_state or write) and (settings.database_url or "bot.state" in sys.modules):
             from .state import configure as configure_state  # SQLAlchemy: see above
 
-            configure_state(settings.database_url)  # DATABASE_URL, when set, holds the state
-        if write:  # with DATABASE_URL, seeded from the shared corpus's papers when it has some
+            # DATABASE_URL, when set, holds the state
+            shared = configure_state(settings.database_url) is not None
+        if write and shared:  # seeded from the shared corpus's papers when it has some
             from . import replica
 
             engine = replica.open_engine(db_path, seed_dir, create=write)
@@ -252,6 +256,9 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
 def _share(engine, report) -> None:
     """With DATABASE_URL, the papers go to the shared corpus too (every host follows it); a
     database that does not answer is one sentence and exit 1 (running it again shares them)."""
+    state = sys.modules.get("bot.state")
+    if state is None or state.configured() is None:
+        return  # no DATABASE_URL: nothing to share with
     from .replica import publish
     from .state import StateError
 

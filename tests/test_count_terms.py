@@ -80,3 +80,23 @@ def test_chunks_counted_in_threads_give_the_same_matrix(monkeypatch):
         assert np.array_equal(getattr(one, name), getattr(two, name)), name
     got = [{two_terms[j]: float(v) for j, v in zip(r.indices, r.data, strict=True)} for r in two]
     assert got == _reference(texts, (2.0, 3.0, 1.0), 2)
+
+
+def test_terms_are_ordered_as_sorted_orders_their_strings():
+    """``_sorted_terms`` sorts integer ranks, not strings: the vocabulary must still come out
+    as ``sorted`` puts it, prefixes, digits and accents included ("a b" before "ab", "a")."""
+    unigrams = ["ab", "a", "b", "a1", "é", "z", "abc", "ß", "10", "1", "ab1", "x2y"]
+    n = len(unigrams)
+    rng = np.random.default_rng(3)
+    keys = np.unique(rng.integers(0, n * n, size=90))
+    terms = unigrams + [f"{unigrams[k // n]} {unigrams[k % n]}" for k in keys.tolist()]
+    order = index_module._sorted_terms(unigrams, keys)
+    assert [terms[i] for i in order] == sorted(terms)
+    assert len(index_module._sorted_terms([], np.zeros(0, np.int64))) == 0
+
+
+def test_plain_vocabulary_offsets_are_each_terms_start():
+    blob, offsets = index_module._plain_vocabulary(["a", "é b", "ßx"])
+    assert blob == "a\né b\nßx\n".encode()
+    assert offsets.tolist() == [0, 2, 7, 11]
+    assert index_module._plain_vocabulary([])[1].tolist() == [0]

@@ -397,9 +397,9 @@ def count_terms(
         terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
         # Column ids in sorted-term order, so the vocabulary can be searched by bisection;
         # known before pass 2, so each chunk's columns come out sorted (no remapping).
-        order = sorted(range(len(terms)), key=terms.__getitem__)
+        order = _sorted_terms(unigrams, kept)
         rank = np.empty(len(terms), dtype=np.int32)
-        rank[np.asarray(order, dtype=np.int64)] = np.arange(len(terms), dtype=np.int32)
+        rank[order] = np.arange(len(terms), dtype=np.int32)
         width = n_uni + len(kept)
 
         def pass_two(chunk: tuple[int, int]) -> sp.csr_matrix:
@@ -440,7 +440,24 @@ def count_terms(
         counts = sp.csr_matrix((n_docs, width), dtype=np.float32)
     del parts
     counts.sort_indices()  # sorted already, chunk by chunk; this only checks the flag
-    return counts, [terms[i] for i in order]
+    return counts, [terms[i] for i in order.tolist()]
+
+
+def _sorted_terms(unigrams: list[str], bigrams: np.ndarray) -> np.ndarray:
+    """The order of ``unigrams`` followed by the ``bigrams`` (keys ``first * n + second``,
+    as terms ``"first second"``) that ``sorted`` would give the terms, from a sort of the
+    unigrams only. A word never holds a space nor a character below it, so ``"a b"`` sorts
+    exactly as the pair (a, b) does, and after ``"a"`` itself: the order is by the first
+    word's rank, then the second's (a unigram first), which numpy sorts as integers."""
+    n_uni = len(unigrams)
+    rank = np.empty(n_uni, dtype=np.int64)
+    rank[np.asarray(sorted(range(n_uni), key=unigrams.__getitem__), dtype=np.int64)] = np.arange(
+        n_uni, dtype=np.int64
+    )
+    bigrams = np.asarray(bigrams, dtype=np.int64)
+    first = np.concatenate([rank, rank[bigrams // max(n_uni, 1)]])
+    second = np.concatenate([np.zeros(n_uni, np.int64), 1 + rank[bigrams % max(n_uni, 1)]])
+    return np.lexsort((second, first))
 
 
 def term_hashes(blob: bytes | mmap.mmap, offsets: np.ndarray) -> np.ndarray:
@@ -581,7 +598,12 @@ def _tokenise_corpus(corpus: Corpus) -> _Tokens:
     rowids = [r for (r,) in corpus.db.execute("select rowid from papers order by rowid")]
     share = -(-len(rowids) // BUILD_PROCESSES)
     parts = [rowids[i : i + share] for i in range(0, len(rowids), share)]
-    helpers = [_Helper(path, part) for part in parts[1:]]
+    started = _STARTED.pop(os.path.realpath(path), [])
+    helpers = [started.pop() if started else _Helper(path) for _ in parts[1:]]
+    for helper in started:
+        helper.discard()
+    for helper, part in zip(helpers, parts[1:], strict=True):
+        helper.send(part)
     tokens = _tokenise(corpus.documents_of(parts[0]))
     for helper, part in zip(helpers, parts[1:], strict=True):
         result = helper.result()
@@ -591,16 +613,39 @@ def _tokenise_corpus(corpus: Corpus) -> _Tokens:
     return tokens
 
 
+#: Helper processes started ahead of a full build (``helpers_started``), by database file.
+_STARTED: dict[str, list[_Helper]] = {}
+
+
+@contextmanager
+def helpers_started(db_path: str | Path):
+    """Start a full build's helper processes now, for a build of ``db_path`` later in the
+    block to take: a new interpreter importing numpy and the index takes about half a
+    second, which then overlaps what comes first (a first ingest's SQLite write) instead of
+    the build's tokenising. Helpers the block did not use are stopped at its end."""
+    key = os.path.realpath(db_path)
+    if BUILD_PROCESSES < 2 or key in _STARTED:
+        yield
+        return
+    _STARTED[key] = [_Helper(key) for _ in range(BUILD_PROCESSES - 1)]
+    try:
+        yield
+    finally:
+        for helper in _STARTED.pop(key, []):
+            helper.discard()
+
+
 class _Helper:
     """A helper process tokenising papers while the building process tokenises its own: a
     new interpreter (``python -m bot.engine.build_helper``), not a fork of this one (which
     may hold threads and locks) nor multiprocessing's spawn (which re-runs the caller's main
-    script). Rowids go in on stdin, a pickle comes back on stdout, read by a thread so the
-    helper never waits on a full pipe."""
+    script). Rowids go in on stdin (``send``), a pickle comes back on stdout, read by a
+    thread so the helper never waits on a full pipe."""
 
-    def __init__(self, db_path: str, rowids: list[int]):
+    def __init__(self, db_path: str):
         self._output: tuple[bytes, bytes] | None = None
         self._error: str | None = None
+        self._thread: threading.Thread | None = None
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "bot.engine.build_helper", db_path],
@@ -610,6 +655,10 @@ class _Helper:
             )
         except OSError as error:
             self._process, self._error = None, str(error)
+
+    def send(self, rowids: list[int]) -> None:
+        """The papers to tokenise (once)."""
+        if self._process is None:
             return
         request = np.asarray(rowids, dtype=np.int64).tobytes()
         self._thread = threading.Thread(target=self._talk, args=(request,), daemon=True)
@@ -623,7 +672,7 @@ class _Helper:
 
     def result(self) -> tuple | None:
         """The helper's tokenised papers, or None (logged) when it failed."""
-        if self._process is not None:
+        if self._process is not None and self._thread is not None:
             self._thread.join()
             if self._error is None and self._process.returncode == 0 and self._output:
                 return pickle.loads(self._output[0])
@@ -631,6 +680,12 @@ class _Helper:
                 self._error = self._output[1].decode(errors="replace").strip()[-300:]
         log.warning("A build helper process failed (%s); tokenising in one.", self._error)
         return None
+
+    def discard(self) -> None:
+        """Stop a helper that was never sent any papers."""
+        if self._process is not None and self._thread is None:
+            self._process.kill()
+            self._process.communicate()
 
 
 def _count(documents: Iterable[tuple[int, dict]] | _Tokens, min_bigram_df: int) -> _Counted:
@@ -959,10 +1014,14 @@ class _Counts:
 def _plain_vocabulary(vocabulary: list[str]) -> tuple[bytes, np.ndarray]:
     """The terms as one blob, each followed by a newline, and where each starts (int64)."""
     blob = ("\n".join(vocabulary) + "\n").encode() if vocabulary else b""
+    offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+    ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == ord("\n"))
+    if len(ends) == len(vocabulary):  # each term's newline, found in C (terms hold none)
+        offsets[1:] = ends + 1
+        return blob, offsets
     lengths = np.fromiter(
         (len(t.encode()) for t in vocabulary), dtype=np.int64, count=len(vocabulary)
     )
-    offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
     np.cumsum(lengths + 1, out=offsets[1:])
     return blob, offsets
 
