@@ -58,6 +58,7 @@ SIMILAR_TERMS = 40  # a paper's strongest terms stand for it in "similar papers"
 BUILD_RETRY = 30.0  # seconds before a failed index build is tried again; doubles each time
 BUILD_RETRY_MAX = 900.0
 PHRASE_CHECK_LIMIT = 2000  # papers whose text is read to confirm a phrase too rare to index
+SORT_ALL = 256  # up to this many candidates are sorted whole for a page (``Engine._top``)
 #: Lookups wanting at most this many results skip the posting lists that cannot change them
 #: (MaxScore, ``Index.top_candidates``); more (a digest's every match) are scored exhaustively.
 PRUNE_MAX_K = 200
@@ -449,7 +450,7 @@ class Engine:
             return []
         rowids = ranked.index.rowids[ranked.docs].tolist()
         ids = self.corpus.ids_for_rowids(rowids)
-        return list(zip(ids, (float(s) for s in ranked.scores), strict=True))
+        return list(zip(ids, ranked.scores.tolist(), strict=True))
 
     def search(
         self, query: str, limit: int = 5, offset: int = 0, snippets: bool = True
@@ -525,7 +526,7 @@ class Engine:
         want = limit + offset
         if (
             prune
-            and len(term_ids) > 1
+            and len(term_ids) >= 1
             and 0 < want <= PRUNE_MAX_K
             and (PRUNE_MIN_POSTINGS <= 0 or index.df[term_ids].sum() >= PRUNE_MIN_POSTINGS)
         ):
@@ -585,9 +586,12 @@ class Engine:
         if want <= 0:
             empty = np.zeros(0, np.int64)
             return _Ranked(empty, np.zeros(0, np.float32), total, term_ids, weights)
-        part = _best(scores, want, candidates)
         # Ties broken by document number so pages never overlap or skip.
-        order = part[np.lexsort((candidates[part], -scores[part]))][offset:want]
+        if n <= SORT_ALL:  # a few candidates (most lookups): one sort, no selection first
+            order = np.lexsort((candidates, -scores))[offset:want]
+        else:
+            part = _best(scores, want, candidates)
+            order = part[np.lexsort((candidates[part], -scores[part]))][offset:want]
         return _Ranked(candidates[order], scores[order], total, term_ids, weights)
 
     def _docs_with_phrase(self, index: Index, phrase: str) -> np.ndarray:
@@ -658,6 +662,10 @@ class Engine:
                     keep &= years <= query.year_to
             return keep
 
+        #: Nothing to filter: callers may skip the call (and its array of True).
+        passes.keeps_all = not (query.phrases or query.excluded or query.authors) and (
+            codes is None and query.year_from is None and query.year_to is None
+        )
         return passes
 
     def _hits(self, ranked: _Ranked, query: Query | None, snippets: bool) -> list[Hit]:
