@@ -2656,18 +2656,21 @@ class Index:
         out_docs.append(glob[keep])
         out_scores.append(scores)
 
-    def score(self, term_ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(documents, scores) of every live document sharing a term with the query, unordered.
+    def score(self, term_ids: np.ndarray, weights: np.ndarray, matched: bool = False) -> tuple:
+        """(documents, scores) of every live document sharing a term with the query, unordered;
+        with ``matched``, also how many of the query's terms each has (float32, what
+        ``matched_terms`` gives them), counted from the lists the product gathered.
 
         Per segment, a 1 x terms query vector (weights times idf) times the matrix of the
         query's own posting lists (gathered from the segment with their term frequencies):
         scipy's sparse product, in C; then each document's pivoted norm.
         """
         if not len(term_ids):
-            return np.zeros(0, np.int32), np.zeros(0, np.float32)
+            empty = np.zeros(0, np.int32), np.zeros(0, np.float32)
+            return (*empty, np.zeros(0, np.float32)) if matched else empty
         term_ids = np.asarray(term_ids, dtype=np.int64)
         weights = np.asarray(weights, dtype=np.float32) * self.idf[term_ids]
-        all_docs, all_scores = [], []
+        all_docs, all_scores, all_counts = [], [], []
         for i, segment in enumerate(self.segments):
             at, local = self._local(i, term_ids)
             if not len(at):
@@ -2681,6 +2684,7 @@ class Index:
                 nonzero = scores != 0
                 if not nonzero.all():
                     docs, scores = docs[nonzero], scores[nonzero]
+                counts = np.ones(len(docs), dtype=np.float32) if matched else None
             else:
                 # The query's own posting lists, gathered: the same products, in the same
                 # order, as over the whole matrix.
@@ -2688,19 +2692,29 @@ class Index:
                     (weights[at], np.arange(len(at), dtype=np.int32), np.array([0, len(at)])),
                     shape=(1, len(at)),
                 )
-                product = (query @ segment.rows(local)).tocsr()
+                rows = segment.rows(local)
+                product = (query @ rows).tocsr()
                 docs, scores = product.indices, product.data
+                counts = None
+                if matched:  # a list names a document once: its lists are its postings
+                    counts = np.bincount(rows.indices, minlength=segment.n_docs)[docs]
+                    counts = counts.astype(np.float32)
             if self._live_local[i] is not None:
                 keep = self._live_local[i][docs]
                 docs, scores = docs[keep], scores[keep]
+                counts = counts[keep] if matched else None
             docs = self._to_docs(i, docs)
             all_docs.append(docs)
             all_scores.append((scores * self.inverse_pivot[docs]).astype(np.float32))
+            all_counts.append(counts)
         if not all_docs:
-            return np.zeros(0, np.int32), np.zeros(0, np.float32)
-        if len(all_docs) == 1:
-            return all_docs[0], all_scores[0]
-        return np.concatenate(all_docs), np.concatenate(all_scores)
+            empty = np.zeros(0, np.int32), np.zeros(0, np.float32)
+            return (*empty, np.zeros(0, np.float32)) if matched else empty
+        joined = [
+            parts[0] if len(parts) == 1 else np.concatenate(parts)
+            for parts in (all_docs, all_scores, all_counts)[: 3 if matched else 2]
+        ]
+        return tuple(joined)
 
     def matched_terms(self, term_ids: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """How many of the terms each of ``docs`` contains.

@@ -535,7 +535,11 @@ class Engine:
                 ranked = self._top(*found, limit, offset, term_ids, weights)
                 ranked.index = index
                 return ranked
-        if ranked_terms:
+        coordinated = coordinate and len(term_ids) > 1 and limit + offset > 0
+        matched = None
+        if coordinated:  # each paper's number of query terms, counted by the product too
+            candidates, scores, matched = index.score(term_ids, weights, matched=True)
+        elif ranked_terms:
             candidates, scores = index.score(term_ids, weights)
         else:  # filters only: every paper that passes them, newest first
             candidates = index.live_docs()
@@ -543,35 +547,35 @@ class Engine:
         keep = passes(candidates)
         if not keep.all():
             candidates, scores = candidates[keep], scores[keep]
+            matched = matched[keep] if coordinated else None
         total = len(candidates)
-        if coordinate and len(term_ids) > 1 and limit + offset > 0:
-            candidates, scores = self._coordinate(
-                index, candidates, scores, term_ids, limit + offset
-            )
+        if coordinated:
+            candidates, scores = self._coordinate(candidates, scores, matched, len(term_ids), want)
         ranked = self._top(candidates, scores, limit, offset, term_ids, weights, total)
         ranked.index = index
         return ranked
 
     @staticmethod
-    def _coordinate(index: Index, candidates, scores, term_ids, want: int):
+    def _coordinate(candidates, scores, matched, n_query: int, want: int):
         """Scale scores by the squared share of the query's terms each paper contains.
 
         A paper with all the query's terms then outranks one with most of them (Lucene's old
         "coord" factor; dev nDCG@10 0.333 -> 0.339). Scaling only lowers scores, so it is
         enough to scale a pool of the best raw scores, as long as the pool's lowest raw score
         is below the want-th best scaled one; otherwise every candidate is scaled.
+        ``matched``: how many of the query's ``n_query`` terms each candidate has.
         """
-        n_terms = np.float32(len(term_ids))
+        n_terms = np.float32(n_query)
         want = min(want, len(candidates))
         pool = min(len(candidates), max(4 * want, 64))
         if pool < len(candidates):
             top = _best(scores, pool, candidates)
-            share = index.matched_terms(term_ids, candidates[top]) / n_terms
+            share = matched[top] / n_terms
             scaled = scores[top] * share * share
             bar = np.partition(scaled, pool - want)[pool - want]
             if scores[top].min() < bar:
                 return candidates[top], scaled
-        share = index.matched_terms(term_ids, candidates) / n_terms
+        share = matched / n_terms
         return candidates, scores * share * share
 
     @staticmethod
