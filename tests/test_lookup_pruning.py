@@ -116,3 +116,12 @@ def test_a_lookup_failing_half_way_does_not_spoil_the_next(engine, monkeypatch):
         monkeypatch.setattr(search_module.Engine, "_passes", real)
         assert engine.rank(query, k=10) == want[query], query
     assert failed >= 10  # not vacuous: most of them failed after adding a list
+
+
+def test_exhaustive_lookups_count_matches_either_way(engine, monkeypatch):  # noqa: F811
+    """Coordination counts each paper's query terms from the product's lists (a corpus up to
+    ``COUNT_MATCHES_UP_TO`` papers) or by bisection for a pool (larger): the same answers."""
+    queries = lookups(engine.papers)[:150]
+    counted = [engine.rank(q, k=10, prune=False) for q in queries]
+    monkeypatch.setattr(search_module, "COUNT_MATCHES_UP_TO", 0)
+    assert [engine.rank(q, k=10, prune=False) for q in queries] == counted
