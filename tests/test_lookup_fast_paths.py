@@ -65,3 +65,15 @@ def test_a_dropped_segment_closes_its_files(engine):
     for fd in fds:
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+def test_members_is_isin_for_a_sorted_set():
+    import numpy as np
+
+    from bot.engine.index import members
+
+    rng = np.random.default_rng(5)
+    for n_values, n_set in [(40, 0), (40, 1), (0, 10), (40, 10), (40, 1000), (200, 50)]:
+        values = rng.integers(0, 60, size=n_values)
+        ascending = np.sort(rng.integers(0, 60, size=n_set))  # duplicates too
+        assert (members(values, ascending) == np.isin(values, ascending)).all()

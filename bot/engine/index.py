@@ -2404,7 +2404,8 @@ class Index:
         def score_exactly(docs: np.ndarray) -> np.ndarray:
             """Score these documents exactly (once each): every exact score so far."""
             if known[0]:
-                docs = docs[~np.isin(docs, np.concatenate(known[0]))]
+                scored = np.sort(np.concatenate(known[0]), kind="stable")
+                docs = docs[~members(docs, scored)]
             found_docs, found_scores = self._exact_scores(docs, own, weights, coordinate)
             known[0].append(found_docs)
             known[1].append(found_scores)
@@ -2959,6 +2960,16 @@ def _drop_accumulators() -> None:
 
 class _Exhaustive(Exception):
     """``top_candidates`` gives up: the exhaustive product is cheaper for this query."""
+
+
+def members(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
+    """Which of ``values`` are in ``ascending`` (sorted): ``np.isin`` by bisection, for
+    lookups (``np.isin`` sorts both arrays every call: 25 µs for 16 numbers in 16, against
+    2 here)."""
+    if not len(ascending):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(ascending, values), len(ascending) - 1)
+    return ascending[at] == values
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:

@@ -44,6 +44,7 @@ from .index import (
     build_index,
     build_lock,
     index_dir_for,
+    members,
     read_current,
     writer_busy,
 )
@@ -666,12 +667,14 @@ class Engine:
                     (index.docs_of_rowids(self.corpus.rowids_by_author(a)), True)
                     for a in query.authors
                 ]
+                # Ascending for ``members`` (they mostly are already: one pass then).
+                sets = [(np.sort(docs, kind="stable"), inside) for docs, inside in sets]
             return sets
 
         def passes(candidates: np.ndarray) -> np.ndarray:
             keep = np.ones(len(candidates), dtype=bool)
             for docs, inside in doc_sets():
-                keep &= np.isin(candidates, docs) == inside
+                keep &= members(candidates, docs) == inside
             if codes is not None:
                 keep &= np.isin(index.venue_codes[candidates], codes)
             if query.year_from is not None or query.year_to is not None:
