@@ -125,3 +125,19 @@ def test_exhaustive_lookups_count_matches_either_way(engine, monkeypatch):  # no
     counted = [engine.rank(q, k=10, prune=False) for q in queries]
     monkeypatch.setattr(search_module, "COUNT_MATCHES_UP_TO", 0)
     assert [engine.rank(q, k=10, prune=False) for q in queries] == counted
+
+
+def test_docs_with_all_is_the_intersection_of_the_lists(engine):  # noqa: F811
+    """Phrases and filters narrow by ``docs_with_all``: the papers every list has."""
+    index = engine.index
+    rng = np.random.default_rng(3)
+    terms = [t for t in rng.choice(index.n_terms, 400, replace=False).tolist() if index.df[t] > 0]
+    common = np.argsort(-index.df)[:20].tolist()
+    for first, second, third in zip(terms, common, reversed(common), strict=False):
+        wanted = [first, second, third]
+        lists = [index.postings(t)[0] for t in wanted]
+        expected = np.intersect1d(np.intersect1d(lists[0], lists[1]), lists[2])
+        assert index.docs_with_all(wanted).tolist() == expected.tolist()
+        pair = np.intersect1d(lists[1], lists[2])
+        assert index.docs_with_all([second, third]).tolist() == pair.tolist()
+        assert len(pair)  # not vacuous: common terms share papers

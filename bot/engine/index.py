@@ -2748,7 +2748,8 @@ class Index:
             if tid < 0:
                 return np.zeros(0, np.int64)
             docs = np.asarray(self.postings(tid)[0])
-            result = docs if result is None else np.intersect1d(result, docs, assume_unique=True)
+            # Both ascending: ``intersect1d`` would sort them together again.
+            result = docs if result is None else result[members(result, docs)]
             if not len(result):
                 break
         return np.zeros(0, np.int64) if result is None else result
