@@ -15,30 +15,35 @@ import bot.engine.search as search_module
 from bot.engine.index import Index, _accumulators
 from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engine fixture)
 
-#: (SHORT_LIST, LONG_LIST, FULL_POOL, EXACT_AT, EXACT_BY_LISTS) and the branch each
-#: setting must reach.
+#: (ALL_LISTS, SHORT_LIST, LONG_LIST, FULL_POOL, EXACT_AT, EXACT_BY_LISTS) and the branch
+#: each setting must reach.
 SETTINGS = {
-    "bar then lookups": ((0, 10**9, 0, 0, 64), "_add_found"),
-    "whole pool looked up": ((0, 10**9, 10**6, 0, 64), "_add_found"),
-    "hand over to the product": ((0, 0, 0, 0, 64), "exhaustive"),
-    "exact scores from the papers' vectors": ((0, 10**9, 0, 10**6, 0), "by_vectors"),
-    "exact scores from the lists": ((0, 10**9, 0, 10**6, 10**6), "by_lists"),
-    "defaults": ((2048, 8192, 1024, 64, 64), None),
+    "bar then lookups": ((0, 0, 10**9, 0, 0, 64), "_add_found"),
+    "whole pool looked up": ((0, 0, 10**9, 10**6, 0, 64), "_add_found"),
+    "hand over to the product": ((0, 0, 0, 0, 0, 64), "exhaustive"),
+    "exact scores from the papers' vectors": ((0, 0, 10**9, 0, 10**6, 0), "by_vectors"),
+    "exact scores from the lists": ((0, 0, 10**9, 0, 10**6, 10**6), "by_lists"),
+    "every list whole": ((10**9, 0, 0, 0, 0, 64), "all_lists"),
+    "defaults of MaxScore": ((0, 2048, 8192, 1024, 64, 64), None),
+    "defaults": (None, None),
 }
 
 
 @pytest.mark.parametrize("name", list(SETTINGS))
 def test_every_path_gives_the_exhaustive_top_10(engine, monkeypatch, name):  # noqa: F811
-    (short, long, pool, exact_at, by_lists), branch = SETTINGS[name]
-    monkeypatch.setattr(index_module, "SHORT_LIST", short)
-    monkeypatch.setattr(index_module, "LONG_LIST", long)
-    monkeypatch.setattr(index_module, "FULL_POOL", pool)
-    monkeypatch.setattr(index_module, "EXACT_AT", exact_at)
-    monkeypatch.setattr(index_module, "EXACT_BY_LISTS", by_lists)
+    values, branch = SETTINGS[name]
+    names = ("ALL_LISTS", "SHORT_LIST", "LONG_LIST", "FULL_POOL", "EXACT_AT", "EXACT_BY_LISTS")
+    for constant, value in zip(names, values or (), strict=False):  # None: as shipped
+        monkeypatch.setattr(index_module, constant, value)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
-    reached = {"_add_found": 0, "exhaustive": 0, "by_vectors": 0, "by_lists": 0}
+    reached = {"_add_found": 0, "exhaustive": 0, "by_vectors": 0, "by_lists": 0, "all_lists": 0}
     real_add, real_top = Index._add_found, Index.top_candidates
     real_exact, real_vectors = Index._exact_scores, Index._exact_scores_by_vectors
+    real_all = Index._all_lists
+
+    def all_lists(self, *args):
+        reached["all_lists"] += 1
+        return real_all(self, *args)
 
     def exact_scores(self, docs, *args):
         reached["by_lists"] += len(docs) <= index_module.EXACT_BY_LISTS
@@ -61,6 +66,7 @@ def test_every_path_gives_the_exhaustive_top_10(engine, monkeypatch, name):  # n
     monkeypatch.setattr(Index, "_exact_scores", exact_scores)
     monkeypatch.setattr(Index, "_exact_scores_by_vectors", by_vectors)
     monkeypatch.setattr(Index, "top_candidates", top_candidates)
+    monkeypatch.setattr(Index, "_all_lists", all_lists)
     for query in lookups(engine.papers)[:120]:
         for coordinate in (True, False):
             want = engine.rank(query, k=10, coordinate=coordinate, prune=False)
@@ -70,6 +76,7 @@ def test_every_path_gives_the_exhaustive_top_10(engine, monkeypatch, name):  # n
 
 
 def test_accumulators_are_left_zeroed(engine, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(index_module, "ALL_LISTS", 0)
     monkeypatch.setattr(index_module, "SHORT_LIST", 0)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
     for query in lookups(engine.papers)[:40]:
@@ -81,6 +88,7 @@ def test_accumulators_are_left_zeroed(engine, monkeypatch):  # noqa: F811
 def test_a_lookup_failing_half_way_does_not_spoil_the_next(engine, monkeypatch):  # noqa: F811
     """An error after some lists were added (here: in a filter) drops this thread's
     accumulators, so the next lookup starts from zero."""
+    monkeypatch.setattr(index_module, "ALL_LISTS", 0)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
     queries = [q for q in lookups(engine.papers) if len(q.split()) >= 3][:30]
     want = {q: engine.rank(q, k=10, prune=False) for q in queries}
@@ -108,3 +116,28 @@ def test_a_lookup_failing_half_way_does_not_spoil_the_next(engine, monkeypatch):
         monkeypatch.setattr(search_module.Engine, "_passes", real)
         assert engine.rank(query, k=10) == want[query], query
     assert failed >= 10  # not vacuous: most of them failed after adding a list
+
+
+def test_exhaustive_lookups_count_matches_either_way(engine, monkeypatch):  # noqa: F811
+    """Coordination counts each paper's query terms from the product's lists (a corpus up to
+    ``COUNT_MATCHES_UP_TO`` papers) or by bisection for a pool (larger): the same answers."""
+    queries = lookups(engine.papers)[:150]
+    counted = [engine.rank(q, k=10, prune=False) for q in queries]
+    monkeypatch.setattr(search_module, "COUNT_MATCHES_UP_TO", 0)
+    assert [engine.rank(q, k=10, prune=False) for q in queries] == counted
+
+
+def test_docs_with_all_is_the_intersection_of_the_lists(engine):  # noqa: F811
+    """Phrases and filters narrow by ``docs_with_all``: the papers every list has."""
+    index = engine.index
+    rng = np.random.default_rng(3)
+    terms = [t for t in rng.choice(index.n_terms, 400, replace=False).tolist() if index.df[t] > 0]
+    common = np.argsort(-index.df)[:20].tolist()
+    for first, second, third in zip(terms, common, reversed(common), strict=False):
+        wanted = [first, second, third]
+        lists = [index.postings(t)[0] for t in wanted]
+        expected = np.intersect1d(np.intersect1d(lists[0], lists[1]), lists[2])
+        assert index.docs_with_all(wanted).tolist() == expected.tolist()
+        pair = np.intersect1d(lists[1], lists[2])
+        assert index.docs_with_all([second, third]).tolist() == pair.tolist()
+        assert len(pair)  # not vacuous: common terms share papers

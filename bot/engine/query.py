@@ -60,7 +60,18 @@ def parse_query(text: str) -> Query:
             f"That query is {len(text):,} characters long; please keep it under "
             f"{MAX_QUERY_CHARS} (a few keywords work best)."
         )
+    if '"' not in text and ":" not in text:
+        # No phrase, no filter: the tokens are the words unless one is an exclusion.
+        tokens = text.split()
+        if not any(token.startswith("-") for token in tokens):
+            return Query(text=text, words=tokens)
     query = Query(text=text)
+    _read_tokens(query, text)
+    return query
+
+
+def _read_tokens(query: Query, text: str) -> None:
+    """Add the text's words, phrases, exclusions and filters to ``query``."""
     for match in _TOKEN.finditer(text):
         if not match.group():
             continue
@@ -91,7 +102,6 @@ def parse_query(text: str) -> Query:
                 query.phrases.append(value)
         elif value and value != "-":
             query.words.append(value)
-    return query
 
 
 _EXAMPLE = {"venue": "venue:ICLR", "year": "year:2023-2025", "author": 'author:"Jane Doe"'}
