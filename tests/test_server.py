@@ -466,12 +466,25 @@ def test_starting_twice_runs_one_loop(tmp_path: Path) -> None:
     assert _refuses(running.port)
 
 
-def test_stop_lets_the_request_in_flight_finish(caplog: pytest.LogCaptureFixture) -> None:
-    """A request being answered while the server stops gets its whole answer; waitress's
-    threads finish before the loop and its trigger are closed, so none of them writes to a
-    closed trigger."""
+def _listening(running: server.HttpServer) -> bool:
+    listener = running._server.socket  # None, or a closed socket, once stopping closed it
+    return listener is not None and listener.fileno() != -1
+
+
+def _stop_with_a_request_in_flight() -> tuple[list[Any], list[str]]:
+    """One server stopped while it answers a slow request: the answers the client got, and
+    every warning logged meanwhile. Run in a fresh interpreter (below)."""
+    import logging
     import threading
 
+    warnings: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            warnings.append(f"{record.name}: {record.getMessage()}")
+
+    handler = Collect(logging.WARNING)
+    logging.getLogger().addHandler(handler)
     entered, release = threading.Event(), threading.Event()
 
     def slow(environ: dict[str, Any], start_response: Any) -> list[bytes]:
@@ -486,20 +499,42 @@ def test_stop_lets_the_request_in_flight_finish(caplog: pytest.LogCaptureFixture
         try:
             answers.append(urllib.request.urlopen(running.url, timeout=20).read())
         except Exception as error:  # noqa: BLE001 - recorded for the assertion
-            answers.append(error)
+            answers.append(repr(error))
 
     client = threading.Thread(target=ask)
     client.start()
     assert entered.wait(10)
     stopper = threading.Thread(target=running.stop)
     stopper.start()
-    while not _refuses(running.port):  # no new connections once stopping has begun
+    # Wait for the listening socket to close rather than probing it: a probe accepted just
+    # before would be one more connection for waitress to serve while it stops.
+    deadline = time.monotonic() + 20
+    while _listening(running) and time.monotonic() < deadline:
         stopper.join(0.01)
+    refused = _refuses(running.port)  # no new connections once stopping has begun
     release.set()
     stopper.join(20)
     client.join(20)
-    assert answers == [b"finished"]
-    assert not [r for r in caplog.records if r.levelno >= 30], caplog.text
+    logging.getLogger().removeHandler(handler)
+    return [*answers, refused], warnings
+
+
+def test_stop_lets_the_request_in_flight_finish() -> None:
+    """A request being answered while the server stops gets its whole answer; waitress's
+    threads finish before the loop and its trigger are closed, so none of them writes to a
+    closed trigger (which we would log as a warning).
+
+    In a fresh interpreter: in the whole suite's process, a descriptor closed twice by
+    something else (the fault ``test_stop_ends_the_server_even_when_its_wake_up_pipe_was_
+    closed_under_it`` simulates) can land on this server's trigger and log that warning."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as fresh:
+        answers, warnings = fresh.submit(_stop_with_a_request_in_flight).result(timeout=120)
+    assert answers == [b"finished", True]
+    assert not warnings, warnings
 
 
 def test_bolt_starts_without_warnings_when_the_token_is_in_the_environment(
