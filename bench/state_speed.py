@@ -29,7 +29,10 @@ backend, alternating run by run, on a fresh state each time:
   at once (``_InstantSlack``: what posting costs Paperboy itself). Both run in a child
   process, as Slack's servers are not this machine's CPU, though here they share its 2 cores.
   Members' DM channels are known, as from their second digest on (the first day's
-  ``conversations.open`` is held to about 50 a minute by Slack, whatever the store).
+  ``conversations.open`` is held to about 50 a minute by Slack, whatever the store). Each
+  batch's dispatcher starts its selection helper process (``digest.selector``) before the
+  batch is timed, as a scheduler that has run a large batch before has it (its imports take
+  seconds); the helper is new each batch, so its caches are as cold as after a restart.
 * **render**: the batch's messages rendered once more, alone, by a fresh ``DigestRenderer``
   (what the batch does: their papers read at once by ``prepare``, then each message), and a
   sample one by one by ``digest_message`` (scaled to all);
@@ -245,9 +248,11 @@ def run(
         dispatcher = Dispatcher(
             engine, poster, worker="bench", tz_refreshes=0, workers=args.workers
         )
+        dispatcher.start_helper()  # up before the batch, as in a scheduler running already
         started = time.perf_counter()
         outcomes = dispatcher.run_due(MONDAY_0900)
         times[f"batch {kind}"] = time.perf_counter() - started
+        dispatcher.close()  # its selection helper: the next batch's starts afresh (a restart)
         sent = sum(o.status == "sent" for o in outcomes)
         if sent != len(with_papers):
             raise SystemExit(f"{store!r}: {sent} digests sent, {len(with_papers)} expected")

@@ -4,7 +4,9 @@
 worker left claimed, refresh stale time zones, find whose digest is due (``schedule``), choose
 all their papers in one batch (``selection``), then claim, post, record (``ledger``): claims
 and records ``CLAIM_BATCH`` at a time in one transaction each, posts by ``workers`` threads
-at once (``_deliver_batch``). ``send_now`` (``/papers digest now``) goes through the same
+at once (``_deliver_batch``). A large batch (``PIPELINE_FROM``) is chosen ``CLAIM_BATCH``
+members at a time, mostly by a helper process on another core (``selector``), and each chunk
+is claimed, posted and recorded as soon as it is chosen. ``send_now`` (``/papers digest now``) goes through the same
 claim/post/record, under a fresh id each time it has something to send (``Ledger.claim_now``).
 
 Posting is the ``Poster``'s (``digest.poster``; Slack's is ``bot.slack.poster.SlackPoster``):
@@ -21,7 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -38,6 +41,7 @@ from .plan import DigestPlan
 from .poster import Poster, PostError, TokenRefused
 from .schedule import due
 from .selection import DIGEST_SIZE, select_digests
+from .selector import SelectionHelper, Selections
 from .subscriptions import Member, Subscriptions, from_iso
 
 log = logging.getLogger(__name__)
@@ -51,6 +55,10 @@ CLAIM_BATCH = 100
 #: A batch claim older than this (the posts fell far behind, e.g. long rate limits) is
 #: renewed before its digest is posted, so it is never posted on a lease about to run out.
 LEASE_MARGIN = STALE_CLAIM.total_seconds() / 2
+#: A batch of at least this many digests is chosen chunk by chunk (``CLAIM_BATCH`` members),
+#: each chunk delivered as soon as it is chosen, most of them chosen by a helper process
+#: (``digest.selector``); smaller ones are chosen at once, here.
+PIPELINE_FROM = 2 * CLAIM_BATCH
 TZ_REFRESHES_PER_TICK = 50  # Slack's users.info is Tier 4 (100+/minute); leave room for the web app
 Fault = Callable[[str, str], None]  # (step, digest id): tests raise here to simulate a crash
 
@@ -106,7 +114,10 @@ class Dispatcher:
         faults: Fault | None = None,
         tz_refreshes: int = TZ_REFRESHES_PER_TICK,
         workers: int = DIGEST_WORKERS,
+        select_helper: bool = True,
     ):
+        """``select_helper``: large batches may choose digests in a helper process (started
+        by the first, kept until ``close()`` or until this dispatcher is collected)."""
         self.engine = engine
         self.poster = poster
         self.grace = grace
@@ -117,6 +128,10 @@ class Dispatcher:
         self.workers = max(1, workers)
         self._channel_locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
+        self.select_helper = select_helper
+        self._helper: list[SelectionHelper] = []  # the one started, shared with the finalizer
+        self._helper_lock = threading.Lock()
+        self.close = weakref.finalize(self, _close_helpers, self._helper)
 
     @classmethod
     def from_settings(
@@ -156,6 +171,26 @@ class Dispatcher:
             del candidates[digest_id]
         if not candidates:
             return outcomes
+        if len(candidates) < PIPELINE_FROM:
+            outcomes += self._deliver_batch(self._chosen_at_once(candidates), now)
+        else:
+            selections = self._selections(candidates)
+            try:
+                outcomes += self._deliver_batch(
+                    self._jobs_of(candidates, selections), now, stop_choosing=selections.stop
+                )
+            finally:
+                selections.stop()
+            if selections.error is not None:
+                raise selections.error
+        sent = sum(o.status == "sent" for o in outcomes)
+        log.info("digest tick: %d due, %d sent", len(candidates), sent)
+        return outcomes
+
+    def _chosen_at_once(
+        self, candidates: dict[str, tuple[Member, str]]
+    ) -> list[list[tuple[str, Member, str, DigestPlan]]]:
+        """Every candidate's plan chosen in one ``select_digests``, as ``CLAIM_BATCH`` chunks."""
         plans = select_digests(
             self.engine, [m.key for m, _ in candidates.values()], limit=self.limit
         )
@@ -163,10 +198,46 @@ class Dispatcher:
             (digest_id, member, local_date, plans[member.key])
             for digest_id, (member, local_date) in candidates.items()
         ]
-        outcomes += self._deliver_batch(jobs, now)
-        sent = sum(o.status == "sent" for o in outcomes)
-        log.info("digest tick: %d due, %d sent", len(candidates), sent)
-        return outcomes
+        self.poster.prepare(plan for *_, plan in jobs)
+        return [jobs[start : start + CLAIM_BATCH] for start in range(0, len(jobs), CLAIM_BATCH)]
+
+    def _selections(self, candidates: dict[str, tuple[Member, str]]) -> Selections:
+        keys = list(dict.fromkeys(m.key for m, _ in candidates.values()))
+        helper = self._started_helper if self.select_helper else None
+        return Selections(self.engine, keys, self.limit, CLAIM_BATCH, helper)
+
+    def _jobs_of(
+        self, candidates: dict[str, tuple[Member, str]], selections: Iterable[dict]
+    ) -> Iterator[list[tuple[str, Member, str, DigestPlan]]]:
+        """Each chunk of plans as it is chosen, as the jobs of its members' digests (their
+        papers read at once: ``Poster.prepare``)."""
+        by_member: dict[Any, list[tuple[str, Member, str]]] = {}
+        for digest_id, (member, local_date) in candidates.items():
+            by_member.setdefault(member.key, []).append((digest_id, member, local_date))
+        for plans in selections:
+            jobs = [
+                (digest_id, member, local_date, plan)
+                for key, plan in plans.items()
+                for digest_id, member, local_date in by_member.get(key, ())
+            ]
+            if jobs:
+                self.poster.prepare(plan for *_, plan in jobs)
+                yield jobs
+
+    def start_helper(self) -> None:
+        """Start the selection helper now and wait until it answers (the clock at start, and
+        the benchmark: otherwise the first large batch starts it, choosing here meanwhile)."""
+        if self.select_helper:
+            self._started_helper().ready()
+
+    def _started_helper(self) -> SelectionHelper:
+        """The selection helper, started now unless it is already running."""
+        with self._helper_lock:
+            if self._helper and not self._helper[0].alive:
+                self._helper.pop().close()
+            if not self._helper:
+                self._helper.append(SelectionHelper(self.engine.db_path))
+            return self._helper[0]
 
     def send_now(self, user_id: str, now: datetime, *, team_id: str | None = None) -> Outcome:
         """``/papers digest now``: the member's digest at once, by the same exactly-once path."""
@@ -204,9 +275,14 @@ class Dispatcher:
     # -- the batch --------------------------------------------------------------------------
 
     def _deliver_batch(
-        self, jobs: list[tuple[str, Member, str, DigestPlan]], now: datetime
+        self,
+        chunks: Iterable[list[tuple[str, Member, str, DigestPlan]]],
+        now: datetime,
+        stop_choosing: Callable[[], None] | None = None,
     ) -> list[Outcome]:
-        """Claim, post and record many digests: claims ``CLAIM_BATCH`` at a time in one
+        """Claim, post and record many digests, given as chunks (of at most ``CLAIM_BATCH``,
+        read one by one as they are needed: ``Selections`` may still be choosing the later
+        ones, and ``stop_choosing`` stops it on the way out): claims a chunk at a time in one
         transaction each, posts through ``workers`` threads (which hold no database
         connection while Slack answers), records the sent ones ``CLAIM_BATCH`` at a time.
 
@@ -221,22 +297,19 @@ class Dispatcher:
         posted: list[tuple[Claim, str, str]] = []
         pending: dict[Future[Outcome], Claim] = {}
         waiting: list[tuple[Claim, Member]] = []  # claimed, not yet handed to a worker
-        self.poster.prepare(plan for *_, plan in jobs)
-        chunks = [jobs[start : start + CLAIM_BATCH] for start in range(0, len(jobs), CLAIM_BATCH)]
+        chunks = iter(chunks)
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="digest-post")
         # One thread fits (renders) the next chunk while this one claims, posts and records
         # the current: fitting touches no database and claims nothing, so the claims stay
         # here, in order, one transaction a chunk.
         fitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="digest-fit")
-        fitting = fitter.submit(self._fit_batch, chunks[0]) if chunks else None
+        fitting = fitter.submit(self._fit_next, chunks)
         first = True
         try:
-            for number in range(len(chunks)):
-                assert fitting is not None
-                fitted, failed = fitting.result()
+            while (fitted_chunk := fitting.result()) is not None:
+                fitted, failed = fitted_chunk
                 outcomes += failed
-                if number + 1 < len(chunks):
-                    fitting = fitter.submit(self._fit_batch, chunks[number + 1])
+                fitting = fitter.submit(self._fit_next, chunks)
                 while len(pending) >= CLAIM_BATCH:  # claim no further ahead of the posting
                     self._collect(pending, outcomes, posted, FIRST_COMPLETED)
                 if len(posted) >= CLAIM_BATCH:
@@ -261,6 +334,8 @@ class Dispatcher:
             self._record_finished(pending, posted, now)
             raise
         finally:
+            if stop_choosing is not None:
+                stop_choosing()  # a fit waiting for the next chunk gets none
             fitter.shutdown(wait=True, cancel_futures=True)
             pool.shutdown(wait=True, cancel_futures=True)
         return outcomes
@@ -278,6 +353,13 @@ class Dispatcher:
                 if outcome.status == "posted":
                     posted.append((claim, outcome.channel or "", outcome.ts or ""))
         self._record(posted, now)
+
+    def _fit_next(
+        self, chunks: Iterator[list[tuple[str, Member, str, DigestPlan]]]
+    ) -> tuple[list[tuple[ClaimRequest, Member]], list[Outcome]] | None:
+        """``_fit_batch`` of the next chunk; None when there is none."""
+        jobs = next(chunks, None)
+        return None if jobs is None else self._fit_batch(jobs)
 
     def _fit_batch(
         self, jobs: list[tuple[str, Member, str, DigestPlan]]
@@ -582,6 +664,12 @@ class Dispatcher:
                     error.code,
                 )
             raise
+
+
+def _close_helpers(helpers: list[SelectionHelper]) -> None:
+    """Stop the dispatcher's selection helper (``Dispatcher.close``, or when it is collected)."""
+    while helpers:
+        helpers.pop().close()
 
 
 def _code(error: Exception) -> str:
