@@ -246,7 +246,12 @@ def run(
         settings = Settings(slack_api_url=fake.api_url, slack_bot_token="xoxb-bench")
         poster = SlackPoster.from_settings(settings, engine)
         dispatcher = Dispatcher(
-            engine, poster, worker="bench", tz_refreshes=0, workers=args.workers
+            engine,
+            poster,
+            worker="bench",
+            tz_refreshes=0,
+            workers=args.workers,
+            pipeline=not args.at_once,
         )
         dispatcher.start_helper()  # up before the batch, as in a scheduler running already
         started = time.perf_counter()
@@ -292,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
         "--backends", default="SQLite,PostgreSQL", help="which of SQLite,PostgreSQL to run"
     )
     parser.add_argument("--seeds", action="store_true", help="the seed corpus, not the 87k")
+    parser.add_argument(
+        "--at-once",
+        action="store_true",
+        help="choose each batch at once in the benchmark's process (as on one core), "
+        "not chunk by chunk with a helper process",
+    )
     parser.add_argument(
         "--reuse-subscriptions",
         action="store_true",

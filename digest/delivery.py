@@ -21,6 +21,7 @@ is retried once the claim is stale (``ledger.STALE_CLAIM``). A refused token
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -60,6 +61,17 @@ LEASE_MARGIN = STALE_CLAIM.total_seconds() / 2
 #: (``digest.selector``); smaller ones are chosen at once, here.
 PIPELINE_FROM = 2 * CLAIM_BATCH
 TZ_REFRESHES_PER_TICK = 50  # Slack's users.info is Tier 4 (100+/minute); leave room for the web app
+
+
+def spare_core() -> bool:
+    """Whether this process may run on two cores or more (its CPU affinity, which container
+    limits such as ``--cpuset-cpus`` set): the selection helper only pays off then."""
+    try:
+        return len(os.sched_getaffinity(0)) >= 2
+    except AttributeError:  # not on Linux
+        return (os.cpu_count() or 1) >= 2
+
+
 Fault = Callable[[str, str], None]  # (step, digest id): tests raise here to simulate a crash
 
 
@@ -114,10 +126,14 @@ class Dispatcher:
         faults: Fault | None = None,
         tz_refreshes: int = TZ_REFRESHES_PER_TICK,
         workers: int = DIGEST_WORKERS,
+        pipeline: bool | None = None,
         select_helper: bool = True,
     ):
-        """``select_helper``: large batches may choose digests in a helper process (started
-        by the first, kept until ``close()`` or until this dispatcher is collected)."""
+        """``pipeline``: large batches are chosen chunk by chunk, each delivered as soon as it
+        is chosen; by default when this process may use a second core (``spare_core``), as on
+        one core the chunks only add work (otherwise a batch is chosen at once, here).
+        ``select_helper``: the chunks are chosen mostly in a helper process (started by the
+        first batch, kept until ``close()`` or until this dispatcher is collected)."""
         self.engine = engine
         self.poster = poster
         self.grace = grace
@@ -128,6 +144,7 @@ class Dispatcher:
         self.workers = max(1, workers)
         self._channel_locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
+        self.pipeline = spare_core() if pipeline is None else pipeline
         self.select_helper = select_helper
         self._helper: list[SelectionHelper] = []  # the one started, shared with the finalizer
         self._helper_lock = threading.Lock()
@@ -171,7 +188,7 @@ class Dispatcher:
             del candidates[digest_id]
         if not candidates:
             return outcomes
-        if len(candidates) < PIPELINE_FROM:
+        if not self.pipeline or len(candidates) < PIPELINE_FROM:
             outcomes += self._deliver_batch(self._chosen_at_once(candidates), now)
         else:
             selections = self._selections(candidates)
@@ -227,7 +244,7 @@ class Dispatcher:
     def start_helper(self) -> None:
         """Start the selection helper now and wait until it answers (the clock at start, and
         the benchmark: otherwise the first large batch starts it, choosing here meanwhile)."""
-        if self.select_helper:
+        if self.pipeline and self.select_helper:
             self._started_helper().ready()
 
     def _started_helper(self) -> SelectionHelper:

@@ -77,7 +77,7 @@ def assert_each_sent_once_as_chosen_at_once(engine, fake, team: dict) -> None:
 def test_a_batch_chosen_by_the_helper_is_the_batch_chosen_at_once_each_sent_once(
     engine, fake, waits, team, chosen_here
 ) -> None:
-    send = dispatcher(engine, fake, waits, workers=3)
+    send = dispatcher(engine, fake, waits, workers=3, pipeline=True)
     send.start_helper()
     helper = send._helper[0]
     try:
@@ -94,7 +94,7 @@ def test_a_batch_chosen_by_the_helper_is_the_batch_chosen_at_once_each_sent_once
 def test_the_chunks_of_a_helper_gone_mid_batch_are_chosen_here(
     engine, fake, waits, team, chosen_here, monkeypatch
 ) -> None:
-    send = dispatcher(engine, fake, waits, workers=3)
+    send = dispatcher(engine, fake, waits, workers=3, pipeline=True)
     send.start_helper()
     helper = send._helper[0]
     asked = helper.send
@@ -128,7 +128,7 @@ def test_an_error_choosing_stops_the_batch_after_the_digests_chosen_before_it(
         return select_digests(engine, keys, limit=limit)
 
     monkeypatch.setattr(selector, "select_digests", second_fails)
-    send = dispatcher(engine, fake, waits, workers=3, select_helper=False)
+    send = dispatcher(engine, fake, waits, workers=3, pipeline=True, select_helper=False)
     with pytest.raises(RuntimeError, match="a bug in choosing"):
         send.run_due(BERLIN_0900)
     first = sorted(user for _, user in calls[0])
@@ -137,3 +137,26 @@ def test_an_error_choosing_stops_the_batch_after_the_digests_chosen_before_it(
     ]
     assert dispatcher(engine, fake, waits).run_due(BERLIN_0900)  # the others, now
     assert_each_sent_once_as_chosen_at_once(engine, fake, team)
+
+
+def test_without_a_spare_core_the_batch_is_chosen_at_once_here(
+    engine, fake, waits, team, monkeypatch
+) -> None:
+    """On one core, chunks and a helper only add work: the batch is chosen in one call, in
+    this process, and no helper is started (the default follows the CPUs the process may use)."""
+    monkeypatch.setattr(delivery.os, "sched_getaffinity", lambda pid: {0})
+    calls = []
+
+    def at_once(engine, keys, limit):
+        calls.append(sorted(user for _, user in keys))
+        return select_digests(engine, keys, limit=limit)
+
+    monkeypatch.setattr(delivery, "select_digests", at_once)
+    send = dispatcher(engine, fake, waits, workers=3)
+    assert not send.pipeline
+    send.run_due(BERLIN_0900)
+    assert calls == [sorted(team)]
+    assert not send._helper
+    assert_each_sent_once_as_chosen_at_once(engine, fake, team)
+    monkeypatch.setattr(delivery.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert dispatcher(engine, fake, waits).pipeline
