@@ -17,7 +17,6 @@ choosing digests does; what it returns is exactly what ``select_digests`` return
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import subprocess
 import sys
@@ -37,7 +36,7 @@ from .plan import DigestPlan
 from .selection import select_digests
 from .subscriptions import MemberKey
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("digest.selector")  # its name when run as `python -m` too
 
 #: Seconds the helper may take to start (imports, opening the engine), and to choose a chunk,
 #: before it counts as gone (it is then stopped, and this process chooses instead).
@@ -306,5 +305,8 @@ def _serve(fd: int) -> None:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=os.environ.get("PAPERBOY_LOG_LEVEL", "WARNING"))
+    from bot.logs import configure_logging
+    from bot.settings import Settings
+
+    configure_logging(Settings.from_env())  # the parent's PAPERBOY_LOG_LEVEL and _FORMAT
     _serve(int(sys.argv[1]))
