@@ -401,7 +401,10 @@ class Engine:
         only after a back-off (``BUILD_RETRY`` doubling up to ``BUILD_RETRY_MAX`` seconds);
         with no index to fall back on, lookups raise the build's one-sentence IndexBuildError.
         """
-        version = self.corpus.version
+        return self._index_for(self.corpus.version)
+
+    def _index_for(self, version: int) -> Index:
+        """``index`` for the corpus at ``version`` (read by the caller)."""
         index = self._index
         if index is not None and index.intact() and self._serves(index, version):
             return index
@@ -472,14 +475,38 @@ class Engine:
         ``k`` is found with MaxScore (``prune``; the same ids, order and scores as without).
         """
         try:
-            ranked = self._rank(parse_query(query), k, 0, coordinate=coordinate, prune=prune)
+            parsed = parse_query(query)
+            index = self._index
+            if index is None or not index.intact():
+                index = self.index  # (the corpus version read first, as ``search`` does)
+            ranked = self._rank(parsed, k, 0, coordinate, prune, index)
+            ids, version = self._ids_at_version(ranked)
+            if version != index.corpus_version:
+                fresh = self._index_for(version)  # (this one while a writer is at work)
+                if fresh is not index:  # as if the version had been read first
+                    ranked = self._rank(parsed, k, 0, coordinate, prune, fresh)
+                    ids = self.corpus.ids_for_rowids(ranked.index.rowids[ranked.docs].tolist())
         except QueryError:
             if raise_errors:
                 raise
             return []
-        rowids = ranked.index.rowids[ranked.docs].tolist()
-        ids = self.corpus.ids_for_rowids(rowids)
         return list(zip(ids, ranked.scores.tolist(), strict=True))
+
+    def _ids_at_version(self, ranked: _Ranked) -> tuple[list[str], int]:
+        """The ranked papers' ids and the corpus version, read together (one statement, one
+        snapshot): a lookup whose generation turns out to cover that version needed no
+        version query of its own before it (``index``'s)."""
+        rowids = ranked.index.rowids[ranked.docs].tolist()
+        placeholders = ",".join("?" * len(rowids))
+        found = dict(
+            self.db.conn.execute(
+                f"select rowid, id from papers where rowid in ({placeholders}) union all "
+                "select null, value from meta where key = 'corpus_version'",
+                rowids,
+            ).fetchall()
+        )
+        version = found.pop(None, 0)
+        return [found[r] for r in rowids if r in found], int(version)
 
     def search(
         self, query: str, limit: int = 5, offset: int = 0, snippets: bool = True
@@ -529,12 +556,19 @@ class Engine:
     # -- internals -------------------------------------------------------------------------
 
     def _rank(
-        self, query: Query, limit: int, offset: int, coordinate: bool = True, prune: bool = False
+        self,
+        query: Query,
+        limit: int,
+        offset: int,
+        coordinate: bool = True,
+        prune: bool = False,
+        index: Index | None = None,
     ) -> _Ranked:
-        """The page asked for. With ``prune`` (callers that need no ``total``: it is then
-        only the number of papers scored), MaxScore skips the posting lists that cannot
-        change the page; exhaustive when nothing can be skipped anyway."""
-        index = self.index
+        """The page asked for, from ``index`` (default: ``self.index``). With ``prune``
+        (callers that need no ``total``: it is then only the number of papers scored),
+        MaxScore skips the posting lists that cannot change the page; exhaustive when
+        nothing can be skipped anyway."""
+        index = self.index if index is None else index
         ranked_terms = analyze(query.ranked_text)
         term_ids, weights = index.vectorize(ranked_terms)
         if not ranked_terms and not query.has_filters:
