@@ -2580,7 +2580,7 @@ class Index:
         short together (``ALL_LISTS``), where no bound or bar is worth its numpy calls.
 
         The lists are concatenated in the query's order and grouped by document with a
-        stable sort, and each document's contributions summed one after the other from 0
+        sort, and each document's contributions summed one after the other from 0
         (``np.add.at``): in the query's order, as ``score``'s product adds them, so the
         scores are the same to the bit. A fixed number of numpy calls, whatever the
         number of terms, and no corpus-sized array touched.
@@ -2602,11 +2602,19 @@ class Index:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         if len(doc_parts) == 1:  # one list: each document once
             docs, total = doc_parts[0], value_parts[0]
-            matched = np.ones(len(docs), dtype=np.float32) if coordinate else None
+            matched = np.ones(len(docs), dtype=np.intp) if coordinate else None
         else:
-            docs = np.concatenate(doc_parts)
-            order = np.argsort(docs, kind="stable")  # sorted runs: timsort merges them
-            docs = docs[order]
+            # One sort of (document, posting) keys: the postings in document order, each
+            # document's in the query's order (sorted runs: timsort merges them), without
+            # an argsort's indirection and its gather of the documents.
+            keys = np.concatenate(doc_parts)
+            shift = len(keys).bit_length()
+            keys <<= shift
+            keys |= np.arange(len(keys))
+            keys.sort(kind="stable")
+            docs = keys >> shift
+            order = keys
+            order &= (1 << shift) - 1
             first = np.empty(len(docs), dtype=bool)
             first[0] = True
             np.not_equal(docs[1:], docs[:-1], out=first[1:])
@@ -2614,10 +2622,10 @@ class Index:
             total = np.zeros(len(starts), dtype=np.float32)
             np.add.at(total, np.cumsum(first) - 1, np.concatenate(value_parts)[order])
             if coordinate:  # each document's run length (``np.diff`` costs 5 µs more)
-                ends = np.empty_like(starts)
-                ends[:-1] = starts[1:]
-                ends[-1] = len(docs)
-                matched = (ends - starts).astype(np.float32)
+                matched = np.empty_like(starts)
+                matched[:-1] = starts[1:]
+                matched[-1] = len(docs)
+                matched -= starts
             else:
                 matched = None
             docs = docs[starts]
@@ -2630,9 +2638,10 @@ class Index:
             docs, total = docs[keep], total[keep]
             matched = matched[keep] if coordinate else None
         scores = total * self.inverse_pivot[docs]
-        if coordinate:
-            share = matched / np.float32(n_query)
-            scores = scores * share * share
+        if coordinate:  # x share x share, the share of each count looked up
+            share = (np.arange(n_query + 1, dtype=np.float32) / np.float32(n_query))[matched]
+            scores *= share
+            scores *= share
         return docs, scores
 
     def _total_length(self, own: list[list[int]], position: int) -> int:

@@ -666,11 +666,12 @@ class Engine:
             empty = np.zeros(0, np.int64)
             return _Ranked(empty, np.zeros(0, np.float32), total, term_ids, weights)
         # Ties broken by document number so pages never overlap or skip.
-        if n <= SORT_ALL:  # a few candidates (most lookups): one sort, no selection first
-            order = np.lexsort((candidates, -scores))[offset:want]
-        else:
-            part = _best(scores, want, candidates)
-            order = part[np.lexsort((candidates[part], -scores[part]))][offset:want]
+        if n > SORT_ALL:  # sort only a pool that holds the page (and every tie at its end)
+            pool = _sampled_pool(scores, want) if n > 64 * want else None
+            if pool is None or len(pool) > SORT_ALL:
+                pool = _best(scores, want, candidates)
+            candidates, scores = candidates[pool], scores[pool]
+        order = np.lexsort((candidates, -scores))[offset:want]
         return _Ranked(candidates[order], scores[order], total, term_ids, weights)
 
     def _docs_with_phrase(self, index: Index, phrase: str) -> np.ndarray:
@@ -704,6 +705,8 @@ class Engine:
         """Which of some documents pass the query's phrases, exclusions and venue, year and
         author filters: a function (the pruned lookup asks for a few documents at a time),
         whose document sets are looked up once. An unknown venue raises QueryError now."""
+        if not (query.phrases or query.excluded or query.has_filters):
+            return _keep_all
         codes = None
         if query.venues:
             wanted = {v.lower() for v in query.venues}
@@ -743,10 +746,7 @@ class Engine:
                     keep &= years <= query.year_to
             return keep
 
-        #: Nothing to filter: callers may skip the call (and its array of True).
-        passes.keeps_all = not (query.phrases or query.excluded or query.authors) and (
-            codes is None and query.year_from is None and query.year_to is None
-        )
+        passes.keeps_all = False
         return passes
 
     def _hits(self, ranked: _Ranked, query: Query | None, snippets: bool) -> list[Hit]:
@@ -849,19 +849,30 @@ def _best(scores: np.ndarray, k: int, docs: np.ndarray) -> np.ndarray:
     n = len(scores)
     if k >= n:
         return np.arange(n)
-    if n > 64 * k:
-        # The k-th best of every 16th score is a bar that at least k scores clear, so the
-        # best k are among the (few) scores at or above it: no pass over all n to partition.
-        sample = scores[::16]
-        bar = np.partition(sample, len(sample) - k)[len(sample) - k]
-        pool = np.flatnonzero(scores >= bar)
-    else:
-        pool = np.arange(n)
+    pool = _sampled_pool(scores, k) if n > 64 * k else np.arange(n)
     kth = np.partition(scores[pool], len(pool) - k)[len(pool) - k]
     better = pool[scores[pool] > kth]
     tied = pool[scores[pool] == kth]
     tied = tied[np.argsort(docs[tied], kind="stable")]
     return np.concatenate([better, tied[: k - len(better)]])
+
+
+def _keep_all(candidates: np.ndarray) -> np.ndarray:
+    """``Engine._passes`` of a query without phrases, exclusions or filters."""
+    return np.ones(len(candidates), dtype=bool)
+
+
+#: Nothing to filter: callers may skip the call (and its array of True).
+_keep_all.keeps_all = True
+
+
+def _sampled_pool(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of every score at or above the k-th best of every 16th score: a bar that at
+    least k scores clear, so the best k (and all their ties) are among these few, found
+    without a pass over all the scores to partition them. ``len(scores) > 16 * k``."""
+    sample = scores[::16]
+    bar = np.partition(sample, len(sample) - k)[len(sample) - k]
+    return np.flatnonzero(scores >= bar)
 
 
 def _papers_of(stream, file_report: FileReport) -> Iterable[Paper]:
