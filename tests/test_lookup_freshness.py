@@ -1,7 +1,8 @@
-"""The lookup's freshness checks (stop 22) keep their promises with fewer system calls:
-``rank`` reads the corpus version with the ids of its answer and still never answers from a
-generation behind the corpus when no writer is at work, and the segments' files, watched by
-inotify, are still found changed under the mmaps, also after a fork."""
+"""The lookup's shortcuts (stop 22) keep their promises with fewer system calls: ``rank``
+reads the corpus version with the ids of its answer and still never answers from a
+generation behind the corpus when no writer is at work; the segments' files, watched by
+inotify, are still found changed under the mmaps, also after a fork; and a serving
+process's ids from memory are those SQL gives, papers added since included."""
 
 import os
 
@@ -91,3 +92,34 @@ def test_a_forked_child_leaves_its_parents_events_alone(served):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert not index.intact()
+
+
+# -- the ids of a serving process's lookups, from memory -------------------------------------
+
+
+def test_a_serving_process_ranks_with_ids_from_memory_as_with_sql(tmp_path, monkeypatch):
+    import bot.engine.search as search_module
+
+    papers = [PAPER, *many_papers("x", 300)]
+    sql = Engine.open(tmp_path / "ids.db")
+    sql.ingest([write_jsonl(tmp_path / "a.jsonl", papers)])
+    monkeypatch.setattr(search_module, "ID_TABLE_AFTER", 1)
+    memory = Engine(sql.db_path)
+    queries = ["graph molecules", "quokkaold", "neural", "graph kernel methods", "zzz"]
+    memory.rank(queries[0])
+    assert memory._id_table is not None and sql._id_table is None
+    for query in queries:
+        assert memory.rank(query, k=50) == sql.rank(query, k=50)
+
+    # Papers another process adds (new rowids) and updates (same rowids) after the table
+    # was read: found by their ids, the table extended by the new rows only.
+    new = {**PAPER, "id": "q2", "abstract": "Numbatnew termites."}
+    updated = {**PAPER, "abstract": "Wombatnew digging in a burrow."}
+    Engine(sql.db_path).ingest([write_jsonl(tmp_path / "b.jsonl", [new, updated])])
+    assert [i for i, _ in memory.rank("numbatnew")] == ["q2"]
+    assert [i for i, _ in memory.rank("wombatnew")] == ["q1"]
+    assert memory.rank("quokkaold") == []
+    known = memory._id_table._state[0]
+    assert len(known) == len(papers) + 1 and (known[1:] > known[:-1]).all()
+    for query in queries:
+        assert memory.rank(query, k=50) == sql.rank(query, k=50)

@@ -71,6 +71,12 @@ PHRASE_CHECK_LIMIT = 2000  # papers whose text is read to confirm a phrase too r
 #: above, only a pool of the best is looked up in the lists (bisection), all if need be.
 COUNT_MATCHES_UP_TO = 250_000
 SORT_ALL = 256  # up to this many candidates are sorted whole for a page (``Engine._top``)
+#: After this many ``rank`` calls, a process (a serving one: a one-off CLI lookup never gets
+#: there) reads every paper's id by rowid into memory (``_IdTable``), when the corpus has at
+#: most ``ID_TABLE_MAX_PAPERS`` papers (about 35 bytes a paper: 3 MB at 87k, read in 0.1-0.2
+#: s): a lookup's ids then need no SQL (10 table pages read: 30-80 µs), only its version.
+ID_TABLE_AFTER = 32
+ID_TABLE_MAX_PAPERS = 250_000
 #: Lookups wanting at most this many results skip the posting lists that cannot change them
 #: (MaxScore, ``Index.top_candidates``); more (a digest's every match) are scored exhaustively.
 PRUNE_MAX_K = 200
@@ -187,6 +193,8 @@ class Engine:
         self._index_lock = threading.Lock()
         self._segments: dict[str, Segment] = {}  # opened once per process, shared by generations
         self._failure: tuple[float, float, str] | None = None  # (retry after, delay, message)
+        self._lookups = 0  # ``rank`` calls answered (up to ``ID_TABLE_AFTER``)
+        self._id_table: _IdTable | None = None
         self.clock: Callable[[], float] = time.time  # tests inject their own
         self.read_only = self.db_path.exists() and not is_writable(self.db_path)
         # Create and migrate once, up front (read-only: only check that no migration is due).
@@ -476,6 +484,14 @@ class Engine:
         """
         try:
             parsed = parse_query(query)
+            table = self._id_table
+            if table is not None:  # the corpus version read first, the ids from memory
+                ranked = self._rank(parsed, k, 0, coordinate, prune)
+                rowids = ranked.index.rowids[ranked.docs].tolist()
+                ids = table.ids(rowids, self.db.conn)
+                if ids is None:
+                    ids = self.corpus.ids_for_rowids(rowids)
+                return list(zip(ids, ranked.scores.tolist(), strict=True))
             index = self._index
             if index is None or not index.intact():
                 index = self.index  # (the corpus version read first, as ``search`` does)
@@ -490,6 +506,9 @@ class Engine:
             if raise_errors:
                 raise
             return []
+        self._lookups += 1
+        if self._lookups == ID_TABLE_AFTER and ranked.index.n_docs <= ID_TABLE_MAX_PAPERS:
+            self._id_table = _IdTable.read(self.db.conn)
         return list(zip(ids, ranked.scores.tolist(), strict=True))
 
     def _ids_at_version(self, ranked: _Ranked) -> tuple[list[str], int]:
@@ -815,6 +834,70 @@ class Engine:
         if query.phrases and not query.has_filters:
             out.append(" ".join(query.words + query.phrases))
         return [s for s in dict.fromkeys(out) if s and s != query.text]
+
+
+class _IdTable:
+    """Every paper's id by rowid, for ``rank``: read once from the primary key's index (a
+    covering scan) and extended by the rows added since. A paper's rowid and id never
+    change (papers are updated in place, never deleted: a new row's rowid is above every
+    other), so only new rows are ever missing, and they come with the highest rowids."""
+
+    def __init__(self, rowids: np.ndarray, starts: np.ndarray, ends: np.ndarray, blob: bytes):
+        #: (rowids ascending, where each one's UTF-8 id starts and ends in the blob, blob),
+        #: one tuple replaced whole, so a thread always reads one consistent state.
+        self._state = (rowids, starts, ends, blob)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def read(cls, conn: sqlite3.Connection) -> _IdTable:
+        table = cls(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), b"")
+        table._add(conn.execute("select rowid, id from papers"))
+        return table
+
+    def _extend(self, conn: sqlite3.Connection) -> None:
+        """Add the rows added since (above the last rowid known), one thread at a time."""
+        with self._lock:
+            known = self._state[0]
+            last = int(known[-1]) if len(known) else 0
+            self._add(conn.execute("select rowid, id from papers where rowid > ?", [last]))
+
+    def _add(self, cursor: sqlite3.Cursor, chunk: int = 8192) -> None:
+        """Add these (rowid, id) rows, all above those known, a chunk at a time (no list
+        of every row at once). The caller holds the lock, or is the table's only user."""
+        rowids, lengths, blobs = [], [], []
+        while rows := cursor.fetchmany(chunk):
+            rowids.append(np.fromiter((row[0] for row in rows), np.int64, len(rows)))
+            encoded = [row[1].encode() for row in rows]
+            lengths.append(np.fromiter(map(len, encoded), np.int64, len(rows)))
+            blobs.append(b"".join(encoded))
+        if not rowids:
+            return
+        old_rowids, old_starts, old_ends, old_blob = self._state
+        new_rowids = np.concatenate(rowids)
+        sizes = np.concatenate(lengths)
+        ends = np.cumsum(sizes) + len(old_blob)
+        order = np.argsort(new_rowids, kind="stable")  # (the first scan is in id order)
+        self._state = (
+            np.concatenate([old_rowids, new_rowids[order]]),
+            np.concatenate([old_starts, (ends - sizes)[order].astype(np.int32)]),
+            np.concatenate([old_ends, ends[order].astype(np.int32)]),
+            old_blob + b"".join(blobs),
+        )
+
+    def ids(self, rowids: list[int], conn: sqlite3.Connection) -> list[str] | None:
+        """The ids of these rowids, in this order; the rows added since are read first when
+        one is unknown, and None (ask SQL) when one still is."""
+        for attempt in range(2):
+            known, starts, ends, blob = self._state
+            at = np.minimum(np.searchsorted(known, rowids), max(len(known) - 1, 0))
+            if len(known) and (known[at] == rowids).all():
+                return [
+                    blob[a:b].decode()
+                    for a, b in zip(starts[at].tolist(), ends[at].tolist(), strict=True)
+                ]
+            if attempt == 0:
+                self._extend(conn)
+        return None
 
 
 @dataclass
