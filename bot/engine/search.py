@@ -887,10 +887,11 @@ class _IdTable:
     def ids(self, rowids: list[int], conn: sqlite3.Connection) -> list[str] | None:
         """The ids of these rowids, in this order; the rows added since are read first when
         one is unknown, and None (ask SQL) when one still is."""
+        wanted = np.asarray(rowids, dtype=np.int64)
         for attempt in range(2):
             known, starts, ends, blob = self._state
-            at = np.minimum(np.searchsorted(known, rowids), max(len(known) - 1, 0))
-            if len(known) and (known[at] == rowids).all():
+            at = np.minimum(known.searchsorted(wanted), max(len(known) - 1, 0))
+            if len(known) and (known[at] == wanted).all():
                 return [
                     blob[a:b].decode()
                     for a, b in zip(starts[at].tolist(), ends[at].tolist(), strict=True)
