@@ -123,3 +123,24 @@ def test_a_serving_process_ranks_with_ids_from_memory_as_with_sql(tmp_path, monk
     assert len(known) == len(papers) + 1 and (known[1:] > known[:-1]).all()
     for query in queries:
         assert memory.rank(query, k=50) == sql.rank(query, k=50)
+
+
+def test_threads_check_the_watched_files_at_the_same_time(served):
+    import threading
+
+    index = watched(served)
+    failures = []
+
+    def check():
+        try:
+            for _ in range(20_000):
+                assert index.intact()
+        except BaseException as error:  # (a poll object polled by two threads at once)
+            failures.append(error)
+
+    threads = [threading.Thread(target=check) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []

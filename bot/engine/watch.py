@@ -64,8 +64,7 @@ class FileWatch:
 
     def __init__(self, fd: int):
         self._fd = fd
-        self._poll = select.poll()
-        self._poll.register(fd, select.POLLIN)
+        self._threads = threading.local()  # a poll object each: one may not be polled twice
         self._forks = _forks[0]
         self._settled = False
         self._usable = True
@@ -95,8 +94,13 @@ class FileWatch:
 
     def settled(self) -> bool:
         """Nothing happened to the files since they were last found unchanged: one ``poll``,
-        no wait. (Polled before the flag is read: ``check`` clears it before draining.)"""
-        return not self._poll.poll(0) and self._settled and self._forks == _forks[0]
+        no wait. (Polled before the flag is read: ``check`` clears it before draining. A
+        poll object per thread: CPython refuses one polled by two threads at once.)"""
+        poller = getattr(self._threads, "poll", None)
+        if poller is None:
+            poller = self._threads.poll = select.poll()
+            poller.register(self._fd, select.POLLIN)
+        return not poller.poll(0) and self._settled and self._forks == _forks[0]
 
     def check(self, unchanged: Callable[[], bool]) -> bool:
         """``unchanged()`` (the caller's own check of the files), the events so far read
