@@ -73,10 +73,16 @@ def test_heads_are_the_lists_best_documents_and_their_tails_bound_the_rest(engin
         assert np.allclose(head_tf, tf, rtol=1e-5)
 
 
+#: How lookups reach the heads: every list long (MaxScore hands the query over at once),
+#: or heads tried before MaxScore (which takes over when they do not settle it).
+ROUTES = {"all lists long": ("LONG_LIST", 0), "heads first": ("HEADS_FIRST", 0)}
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
 @pytest.mark.parametrize("coordinate", [True, False])
-def test_heads_give_the_exhaustive_top_10(engine, monkeypatch, coordinate):
+def test_heads_give_the_exhaustive_top_10(engine, monkeypatch, coordinate, route):
     monkeypatch.setattr(index_module, "ALL_LISTS", 0)
-    monkeypatch.setattr(index_module, "LONG_LIST", 0)  # every lookup to the heads
+    monkeypatch.setattr(index_module, *ROUTES[route])
     monkeypatch.setattr(index_module, "HEAD_MIN", HEAD_MIN)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
     settled = []

@@ -2042,15 +2042,16 @@ class Index:
             raise IndexDamaged(f"{self.meta['impacts']['file']} does not match its segments")
         #: The long lists' impact-ordered heads (``best_heads``; None: a generation written
         #: before them, or while the writer computes them).
-        self.heads = self._stored("heads", verify)
+        self.heads = self._stored("heads", verify, mapped=True)  # a lookup reads a few rows
         self._head_terms = None
         if self.heads is not None:
             self._head_terms = np.asarray(self.heads["term"], dtype=np.int64)
             if len(self._head_terms) and self._head_terms[-1] >= self.n_terms:
                 raise IndexDamaged(f"{self.meta['heads']['file']} does not match its segments")
 
-    def _stored(self, key: str, verify: bool) -> np.ndarray | None:
-        """An array the generation's writer stored with it (None: not yet)."""
+    def _stored(self, key: str, verify: bool, mapped: bool = False) -> np.ndarray | None:
+        """An array the generation's writer stored with it (None: not yet); ``mapped``:
+        mapped read-only rather than read (shared pages, only those touched resident)."""
         info = self.meta.get(key)
         if not info:
             return None
@@ -2061,7 +2062,7 @@ class Index:
             raise IndexDamaged(f"{info['file']} is missing") from None
         if st.st_size != info["size"] or (verify and file_checksum(path) != info["crc32"]):
             raise IndexDamaged(f"{info['file']} does not match its manifest")
-        return np.load(path)
+        return np.load(path, mmap_mode="r" if mapped else None)
 
     def _deletions(self, entry: dict, verify: bool) -> np.ndarray:
         info = entry.get("deleted")
@@ -2611,10 +2612,12 @@ class Index:
         their bounds tighten. The few left are scored exactly (every query term, added in
         ``score``'s order, so the score is the same to the bit) and returned.
 
-        None (the exhaustive product is cheaper) when even the likeliest term's lists are
-        long (``LONG_LIST``), when a long list could still lift any document into the top,
-        or for a query of more than ``MAX_PRUNED_TERMS`` terms. ``budget`` is unused (kept
-        for callers).
+        When even the likeliest term's lists are long (``LONG_LIST``), or a long list could
+        still lift any document into the top, the long lists' heads are tried
+        (``_from_heads``; first, for a query with many postings: ``HEADS_FIRST``). None
+        (the exhaustive product is cheaper) when they do not settle it either, or for a
+        query of more than ``MAX_PRUNED_TERMS`` terms. ``budget`` is unused (kept for
+        callers).
         """
         term_ids = np.asarray(term_ids, dtype=np.int64)
         n_query = len(term_ids)
@@ -3226,7 +3229,9 @@ EXACT_AT = 64
 HEAD_MIN = 4096
 #: ... of this many documents.
 HEAD = 512
-HEADS_FIRST = 10**12
+#: A query whose lists hold more postings than this together tries the heads before
+#: MaxScore (whose cost grows with the lists' lengths, the heads' does not).
+HEADS_FIRST = 100_000
 #: Up to this many documents are scored exactly by bisection in each query term's lists,
 #: more from their own vectors.
 EXACT_BY_LISTS = 64
