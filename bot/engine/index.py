@@ -2516,6 +2516,8 @@ class Index:
             upper[~keep] = -1.0
         if int(np.count_nonzero(lower >= 0)) < want:
             return None
+        if float(np.partition(upper, n_pool - want)[n_pool - want]) <= unseen:
+            return None  # the want-th exact score could not beat a document not read
         bar = max(float(np.partition(lower, n_pool - want)[n_pool - want]), unseen)
         found = ([], [])
 
@@ -3231,7 +3233,7 @@ HEAD_MIN = 4096
 HEAD = 512
 #: A query whose lists hold more postings than this together tries the heads before
 #: MaxScore (whose cost grows with the lists' lengths, the heads' does not).
-HEADS_FIRST = 100_000
+HEADS_FIRST = 200_000
 #: Up to this many documents are scored exactly by bisection in each query term's lists,
 #: more from their own vectors.
 EXACT_BY_LISTS = 64
