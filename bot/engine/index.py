@@ -2522,9 +2522,10 @@ class Index:
         found = ([], [])
 
         def score_exactly(chosen: np.ndarray) -> float:
-            """Score ``pool[chosen]`` exactly: the want-th best exact score so far."""
+            """Score ``pool[chosen]`` exactly, but those whose upper bound falls below the
+            bar as the long lists are looked up: the want-th best exact score so far."""
             docs, scores = self._scores_of_pool(
-                pool, chosen, group, at, contribution, own, weights, headed, coordinate
+                pool, chosen, group, at, contribution, own, weights, tails, coordinate, bar
             )
             found[0].append(docs)
             found[1].append(scores)
@@ -2549,12 +2550,14 @@ class Index:
         return np.concatenate(found[0]), np.concatenate(found[1])
 
     def _scores_of_pool(
-        self, pool, chosen, group, at, contribution, own, weights, headed, coordinate: bool
+        self, pool, chosen, group, at, contribution, own, weights, tails, coordinate, bar
     ) -> tuple[np.ndarray, np.ndarray]:
         """The final scores of ``pool[chosen]``, bit for bit those of ``score``: each query
         term's weight x tf, from the postings read (``group``: their pool document, ``at``:
-        their query position) or looked up in the long lists (bisection), added in the
-        query's order, as the sparse product adds them; without the documents that score 0.
+        their query position) or looked up in the long lists (bisection, largest ``tails``
+        first), added in the query's order, as the sparse product adds them; without the
+        documents that score 0, and without those whose upper bound falls below ``bar``
+        as the lists are looked up (they cannot reach the top).
         """
         n_query = len(weights)
         rows = np.full(len(pool), -1, dtype=np.intp)
@@ -2566,10 +2569,9 @@ class Index:
         read = row >= 0
         terms[row[read], at[read]] = contribution[read]
         hit[row[read], at[read]] = True
-        for position in np.flatnonzero(headed).tolist():
+        unread = tails > 0  # the long lists not looked up yet
+        for position in np.argsort(-tails, kind="stable")[: int(unread.sum())].tolist():
             lacking = np.flatnonzero(~hit[:, position])
-            if not len(lacking):
-                continue
             for i, local, glob in self._by_segment(docs[lacking]):
                 term = own[i][position]
                 if term < 0:
@@ -2580,6 +2582,18 @@ class Index:
                     row_of = np.searchsorted(docs, glob[found])
                     terms[row_of, position] = weights[position] * segment.tf_at(where[found])
                     hit[row_of, position] = True
+            unread[position] = False
+            # Drop the documents that cannot reach the bar any more (bounds as in
+            # ``_from_heads``: float64 with margins).
+            absent = ~hit[:, unread]
+            upper = terms.sum(axis=1, dtype=np.float64) * self.inverse_pivot[docs]
+            upper = (upper + absent @ tails[unread]) * (1 + 1e-4) + 1e-12
+            if coordinate:
+                most = hit.sum(axis=1) + absent.sum(axis=1)
+                upper *= np.square(np.minimum(most / n_query, 1.0))
+            keep = upper >= bar
+            if not keep.all():
+                docs, terms, hit = docs[keep], terms[keep], hit[keep]
         total = np.zeros(len(docs), dtype=np.float32)
         for position in range(n_query):
             total += terms[:, position]
