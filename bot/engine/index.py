@@ -2045,7 +2045,9 @@ class Index:
         self.heads = self._stored("heads", verify, mapped=True)  # a lookup reads a few rows
         self._head_terms = None
         if self.heads is not None:
-            self._head_terms = np.asarray(self.heads["term"], dtype=np.int64)
+            self._head_terms = np.asarray(self.heads["term"][0], dtype=np.int64)
+            self._head_tails = self.heads["tail"][0]
+            self._head_docs, self._head_counts = self.heads["docs"][0], self.heads["counts"][0]
             if len(self._head_terms) and self._head_terms[-1] >= self.n_terms:
                 raise IndexDamaged(f"{self.meta['heads']['file']} does not match its segments")
 
@@ -2389,9 +2391,11 @@ class Index:
         contributions a lookup adds exactly, and the highest impact of the rest (the
         tail's bound): champion lists (Brown, 1995; Persin et al., 1996).
 
-        One row per long term (``head_rows``), term ids ascending: the term, the tail's
-        bound, the head's documents ascending and their counts (padded with count 0 when
-        the term has fewer live documents). Done by the writer, once a generation.
+        One record (``heads_type``) of columns, a row per long term, term ids ascending:
+        the term, the tail's bound, the head's documents ascending and their counts
+        (padded with count 0 when the term has fewer live documents); columns, so that a
+        reader finds a term touching the terms' pages only. Done by the writer, once a
+        generation.
         """
         lengths = np.zeros(self.n_terms, dtype=np.int64)
         for segment, to_global in zip(self.segments, self._to_global, strict=True):
@@ -2402,9 +2406,11 @@ class Index:
                 ok = to_global >= 0
                 np.add.at(lengths, to_global[ok], sizes[ok])
         long = np.flatnonzero(lengths > HEAD_MIN)
-        out = np.zeros(len(long), dtype=head_rows(HEAD))
+        out = np.zeros(1, dtype=heads_type(len(long), HEAD))
+        terms, tails, head_docs, head_counts = (out[key][0] for key in out.dtype.names)
+        terms[:] = long
         own = self._own_terms(long)
-        for row, term in enumerate(long.tolist()):
+        for row in range(len(long)):
             docs, counts = [], []
             for i, segment in enumerate(self.segments):
                 local = own[i][row]
@@ -2424,9 +2430,9 @@ class Index:
                 tail = impact[part[HEAD]]  # the highest impact outside the head
                 docs, counts = docs[part[:HEAD]], counts[part[:HEAD]]
             by_doc = np.argsort(docs, kind="stable")  # segments' runs, or a selection
-            out["term"][row], out["tail"][row] = term, tail
-            out["docs"][row, : len(docs)] = docs[by_doc]
-            out["counts"][row, : len(docs)] = counts[by_doc]
+            tails[row] = tail
+            head_docs[row, : len(docs)] = docs[by_doc]
+            head_counts[row, : len(docs)] = counts[by_doc]
         return out
 
     def _head(self, term_id: int) -> tuple[np.ndarray, np.ndarray, float] | None:
@@ -2438,9 +2444,10 @@ class Index:
         row = int(np.searchsorted(terms, term_id))
         if row == len(terms) or terms[row] != term_id:
             return None
-        head = self.heads[row]
-        n = int(np.count_nonzero(head["counts"]))  # padding (count 0) only at the end
-        return head["docs"][:n].astype(np.intp), sublinear(head["counts"][:n]), float(head["tail"])
+        counts = self._head_counts[row]
+        n = int(np.count_nonzero(counts))  # padding (count 0) only at the end
+        docs = self._head_docs[row, :n].astype(np.intp)
+        return docs, sublinear(counts[:n]), float(self._head_tails[row])
 
     def _from_heads(
         self, term_ids, own, weights, lengths, want: int, passes, coordinate: bool
@@ -3253,10 +3260,16 @@ HEADS_FIRST = 200_000
 EXACT_BY_LISTS = 64
 
 
-def head_rows(head: int) -> np.dtype:
-    """A row of ``best_heads``: a term, its tail's bound, its head's documents and counts."""
+def heads_type(n: int, head: int) -> np.dtype:
+    """``best_heads``' record: n terms, their tails' bounds, their heads' documents and
+    counts (``head`` each), column after column."""
     return np.dtype(
-        [("term", "<i4"), ("tail", "<f4"), ("docs", "<i4", (head,)), ("counts", "<u2", (head,))]
+        [
+            ("term", "<i4", (n,)),
+            ("tail", "<f4", (n,)),
+            ("docs", "<i4", (n, head)),
+            ("counts", "<u2", (n, head)),
+        ]
     )
 
 
