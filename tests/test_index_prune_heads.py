@@ -7,12 +7,14 @@ The corpus is small, so the heads are made short (``HEAD_MIN``, ``HEAD``) for th
 to have heads and tails at all, and the lookups are sent to the heads (``LONG_LIST``).
 """
 
+import json
+
 import numpy as np
 import pytest
 
 import bot.engine.index as index_module
 import bot.engine.search as search_module
-from bot.engine.index import GENERATION_FILES, Index, read_current
+from bot.engine.index import GENERATION_FILES, Index, _write_file, read_current
 from bot.engine.search import Engine
 from tests.test_live_index import make_papers, write_jsonl
 from tests.test_pruning import lookups
@@ -118,3 +120,21 @@ def test_a_generation_without_heads_still_answers(engine, monkeypatch):
     monkeypatch.setattr(index, "heads", None)
     monkeypatch.setattr(index, "_head_terms", None)
     assert [engine.rank(q, k=10) for q in queries] == want
+
+
+def test_a_heads_file_of_another_layout_is_damage(engine, tmp_path):
+    """Heads that are not one record of columns (``heads_type``): the index is reported
+    damaged (and rebuilt by the engine), never read wrongly or crashing a lookup."""
+    import shutil
+
+    copy = tmp_path / "index"
+    shutil.copytree(engine.index_dir, copy)
+    current = read_current(copy)
+    row = [("term", "<i4"), ("tail", "<f4"), ("docs", "<i4", (4,)), ("counts", "<u2", (4,))]
+    rows = np.zeros(0, dtype=row)  # a row per term, and no rows
+    current["heads"] = {
+        "file": current["heads"]["file"],
+        **_write_file(copy / current["heads"]["file"], rows),
+    }
+    (copy / "CURRENT").write_text(json.dumps(current))
+    assert Index.load(copy, quiet=True) is None

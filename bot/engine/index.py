@@ -2045,6 +2045,8 @@ class Index:
         self.heads = self._stored("heads", verify, mapped=True)  # a lookup reads a few rows
         self._head_terms = None
         if self.heads is not None:
+            if not _is_heads(self.heads):
+                raise IndexDamaged(f"{self.meta['heads']['file']} is not a record of heads")
             self._head_terms = np.asarray(self.heads["term"][0], dtype=np.int64)
             self._head_tails = self.heads["tail"][0]
             self._head_docs, self._head_counts = self.heads["docs"][0], self.heads["counts"][0]
@@ -3271,6 +3273,15 @@ def heads_type(n: int, head: int) -> np.dtype:
             ("counts", "<u2", (n, head)),
         ]
     )
+
+
+def _is_heads(stored: np.ndarray) -> bool:
+    """Whether an array read from disk is one ``heads_type`` record."""
+    names = stored.dtype.names
+    if stored.shape != (1,) or names != ("term", "tail", "docs", "counts"):
+        return False
+    n, docs = stored.dtype["term"].shape, stored.dtype["docs"].shape
+    return len(n) == 1 and len(docs) == 2 and stored.dtype == heads_type(n[0], docs[1])
 
 
 _scratch = threading.local()
