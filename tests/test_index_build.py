@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 import bot.engine.index as index_module
-from bot.engine.index import read_current
+from bot.engine.index import GENERATION_FILES, read_current
 from bot.engine.search import Engine
 from tests.test_live_index import make_papers, write_jsonl
 
@@ -24,7 +24,7 @@ def _files(directory) -> dict[str, bytes]:
             meta.pop("built_at")
             data = json.dumps(meta, sort_keys=True).encode()
         out[path.name] = data
-    for key in ("norms", "impacts"):
+    for key in GENERATION_FILES:
         out[key] = (directory / current[key]["file"]).read_bytes()
     return out
 

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 import bot.engine.index as index_module
 from bot.cli import main as cli_main
-from bot.engine.index import Index, read_current
+from bot.engine.index import GENERATION_FILES, Index, read_current
 from bot.engine.search import Engine
 
 QUERIES_PER_TEST = 60
@@ -369,7 +369,7 @@ def test_a_reader_process_never_waits_for_a_writer(tmp_path, sentences, monkeypa
 def published(engine: Engine) -> set[str]:
     """The files and folders the published generation names."""
     current = read_current(engine.index_dir)
-    names = {"CURRENT", current["norms"]["file"], current["impacts"]["file"]}
+    names = {"CURRENT", *(current[key]["file"] for key in GENERATION_FILES)}
     for entry in current["segments"]:
         names.add(entry["name"])
         if entry["deleted"]:

@@ -1207,19 +1207,20 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
     }
     # The statistics summed over the segments, computed once here by the writer: a reader
     # opening this generation then maps them instead of a pass over every posting.
-    norms_name = f"gen-{generation:06d}.norms.npy"
-    impacts_name = f"gen-{generation:06d}.impacts.npy"
+    names = {key: f"gen-{generation:06d}.{key}.npy" for key in GENERATION_FILES}
     tmp = directory / f"{CURRENT}.tmp-{os.getpid()}"
     try:
         pending = Index(directory, verify=False, current=current)
-        current["norms"] = {
-            "file": norms_name,
-            **_write_file(directory / norms_name, pending.inverse_pivot),
+        arrays = {
+            "norms": lambda: pending.inverse_pivot,
+            "impacts": lambda: rounded_up(pending.best_impacts()),
+            "heads": pending.best_heads,
         }
-        current["impacts"] = {
-            "file": impacts_name,
-            **_write_file(directory / impacts_name, rounded_up(pending.best_impacts())),
-        }
+        for key in GENERATION_FILES:
+            current[key] = {
+                "file": names[key],
+                **_write_file(directory / names[key], arrays[key]()),
+            }
         _write_file(tmp, json.dumps(current).encode())
         os.replace(tmp, directory / CURRENT)
         fd = os.open(directory, os.O_RDONLY)
@@ -1228,12 +1229,17 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
         finally:
             os.close(fd)
     except OSError as error:
-        for path in (tmp, directory / norms_name, directory / impacts_name):
+        for path in (tmp, *(directory / name for name in names.values())):
             with contextlib.suppress(OSError):
                 path.unlink()
         raise IndexBuildError(_build_error(directory, error)) from None
     _collect_garbage(directory, current)
     return current
+
+
+#: What a generation's writer stores beside its segments (``gen-<n>.<key>.npy``, named in
+#: CURRENT): the documents' pivoted norms, each term's best impact, the long lists' heads.
+GENERATION_FILES = ("norms", "impacts", "heads")
 
 
 def rounded_up(values: np.ndarray) -> np.ndarray:
@@ -1262,7 +1268,7 @@ def _collect_garbage(directory: Path, current: dict) -> None:
     A process still reading an old segment keeps its mmapped pages (POSIX) and moves to the
     new generation on its next lookup.
     """
-    keep = {CURRENT, current["norms"]["file"], current["impacts"]["file"]}
+    keep = {CURRENT, *(current[key]["file"] for key in GENERATION_FILES if key in current)}
     for entry in current["segments"]:
         keep.add(entry["name"])
         if entry.get("deleted"):
@@ -2035,9 +2041,22 @@ class Index:
         self.impacts = self._stored("impacts", verify)
         if self.impacts is not None and len(self.impacts) != self.n_terms:
             raise IndexDamaged(f"{self.meta['impacts']['file']} does not match its segments")
+        #: The long lists' impact-ordered heads (``best_heads``; None: a generation written
+        #: before them, or while the writer computes them).
+        self.heads = self._stored("heads", verify, mapped=True)  # a lookup reads a few rows
+        self._head_terms = None
+        if self.heads is not None:
+            if not _is_heads(self.heads):
+                raise IndexDamaged(f"{self.meta['heads']['file']} is not a record of heads")
+            self._head_terms = np.asarray(self.heads["term"][0], dtype=np.int64)
+            self._head_tails = self.heads["tail"][0]
+            self._head_docs, self._head_counts = self.heads["docs"][0], self.heads["counts"][0]
+            if len(self._head_terms) and self._head_terms[-1] >= self.n_terms:
+                raise IndexDamaged(f"{self.meta['heads']['file']} does not match its segments")
 
-    def _stored(self, key: str, verify: bool) -> np.ndarray | None:
-        """An array the generation's writer stored with it (None: not yet)."""
+    def _stored(self, key: str, verify: bool, mapped: bool = False) -> np.ndarray | None:
+        """An array the generation's writer stored with it (None: not yet); ``mapped``:
+        mapped read-only rather than read (shared pages, only those touched resident)."""
         info = self.meta.get(key)
         if not info:
             return None
@@ -2048,7 +2067,7 @@ class Index:
             raise IndexDamaged(f"{info['file']} is missing") from None
         if st.st_size != info["size"] or (verify and file_checksum(path) != info["crc32"]):
             raise IndexDamaged(f"{info['file']} does not match its manifest")
-        return np.load(path)
+        return np.load(path, mmap_mode="r" if mapped else None)
 
     def _deletions(self, entry: dict, verify: bool) -> np.ndarray:
         info = entry.get("deleted")
@@ -2389,6 +2408,230 @@ class Index:
                 np.maximum.at(out, rows, best)
         return out
 
+    def best_heads(self) -> np.ndarray:
+        """The head of every long list (more than ``HEAD_MIN`` postings over the segments):
+        its ``HEAD`` live documents of highest impact (``tf x 1 / pivoted norm``), whose
+        contributions a lookup adds exactly, and the highest impact of the rest (the
+        tail's bound): champion lists (Brown, 1995; Persin et al., 1996).
+
+        One record (``heads_type``) of columns, a row per long term, term ids ascending:
+        the term, the tail's bound, the head's documents ascending and their counts
+        (padded with count 0 when the term has fewer live documents); columns, so that a
+        reader finds a term touching the terms' pages only. Done by the writer, once a
+        generation.
+        """
+        lengths = np.zeros(self.n_terms, dtype=np.int64)
+        for segment, to_global in zip(self.segments, self._to_global, strict=True):
+            sizes = np.diff(np.asarray(segment.list_ptr, dtype=np.int64))
+            if to_global is None:
+                lengths[: len(sizes)] += sizes
+            else:
+                ok = to_global >= 0
+                np.add.at(lengths, to_global[ok], sizes[ok])
+        long = np.flatnonzero(lengths > HEAD_MIN)
+        out = np.zeros(1, dtype=heads_type(len(long), HEAD))
+        terms, tails, head_docs, head_counts = (out[key][0] for key in out.dtype.names)
+        terms[:] = long
+        own = self._own_terms(long)
+        for row in range(len(long)):
+            docs, counts = [], []
+            for i, segment in enumerate(self.segments):
+                local = own[i][row]
+                if local >= 0:
+                    a, b = int(segment.list_ptr[local]), int(segment.list_ptr[local + 1])
+                    seg_docs = segment.docs(local, local + 1)
+                    docs.append(seg_docs if self._global is None else self._global[i][seg_docs])
+                    counts.append(segment.xt_data.span(a, b))
+            docs, counts = np.concatenate(docs), np.concatenate(counts)
+            impact = term_frequencies(counts) * self.inverse_pivot[docs]
+            live = impact > 0  # a deleted document's inverse pivot is 0
+            if not live.all():
+                docs, counts, impact = docs[live], counts[live], impact[live]
+            tail = 0.0
+            if len(docs) > HEAD:
+                part = np.argpartition(-impact, HEAD)
+                tail = impact[part[HEAD]]  # the highest impact outside the head
+                docs, counts = docs[part[:HEAD]], counts[part[:HEAD]]
+            by_doc = np.argsort(docs, kind="stable")  # segments' runs, or a selection
+            tails[row] = tail
+            head_docs[row, : len(docs)] = docs[by_doc]
+            head_counts[row, : len(docs)] = counts[by_doc]
+        return out
+
+    def _head(self, term_id: int) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """(documents ascending, their tf, the tail's bound) of a long list's head, or None
+        (a list short enough to read whole, or a generation without heads)."""
+        terms = self._head_terms
+        if terms is None or not len(terms):
+            return None
+        row = int(np.searchsorted(terms, term_id))
+        if row == len(terms) or terms[row] != term_id:
+            return None
+        counts = self._head_counts[row]
+        n = int(np.count_nonzero(counts))  # padding (count 0) only at the end
+        docs = self._head_docs[row, :n].astype(np.intp)
+        return docs, sublinear(counts[:n]), float(self._head_tails[row])
+
+    def _from_heads(
+        self, term_ids, own, weights, lengths, want: int, passes, coordinate: bool
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(documents, final scores) among which are the ``want`` best, from the heads of
+        the query's long lists and its short lists read whole; None when they do not settle
+        it (the exhaustive product then runs).
+
+        A document in none of them has, for each long list, at most that list's tail bound
+        (x the term's weight): ``unseen``. The pool (every document read) gets bounds from
+        what was read: its contributions so far, plus the tail bounds of the long lists
+        whose head it is not in. Those whose upper bound reaches both the want-th best
+        lower bound and ``unseen`` are scored exactly (``_scores_of_pool``); the answer
+        stands when the want-th exact score is above ``unseen``.
+        """
+        if self._head_terms is None:
+            return None
+        n_query = len(weights)
+        doc_parts, tf_parts, at_parts = [], [], []
+        tails = np.zeros(n_query)  # each long list's weight x tail bound
+        headed = np.zeros(n_query, dtype=bool)
+        for position, term_id in enumerate(term_ids.tolist()):
+            head = self._head(term_id)
+            if head is not None:
+                docs, tf, tail = head
+                tails[position] = float(weights[position]) * tail
+                headed[position] = True
+                doc_parts.append(docs)
+                tf_parts.append(tf)
+            elif lengths[position] <= HEAD_MIN:
+                for i, segment in enumerate(self.segments):
+                    term = own[i][position]
+                    if term < 0:
+                        continue
+                    docs, tf = segment.postings(term)
+                    doc_parts.append(docs if self._global is None else self._global[i][docs])
+                    tf_parts.append(tf)
+                    at_parts.append(np.full(len(docs), position, dtype=np.intp))
+                continue
+            else:
+                return None  # a long list without a head
+            at_parts.append(np.full(len(docs), position, dtype=np.intp))
+        if not doc_parts:
+            return None
+        docs = np.concatenate(doc_parts)
+        order = np.argsort(docs, kind="stable")  # sorted runs: timsort merges them
+        docs, at = docs[order], np.concatenate(at_parts)[order]
+        contribution = weights[at] * np.concatenate(tf_parts)[order]  # as ``score`` adds them
+        first = np.empty(len(docs), dtype=bool)
+        first[0] = True
+        np.not_equal(docs[1:], docs[:-1], out=first[1:])
+        group = np.cumsum(first) - 1
+        pool = docs[first]
+        n_pool = len(pool)
+        # Bounds of each pool document's final score (float64, margins for float32 rounding).
+        partial = np.bincount(group, weights=contribution, minlength=n_pool)
+        partial *= self.inverse_pivot[pool]
+        matched = np.bincount(group, minlength=n_pool)
+        missing = np.maximum(tails.sum() - np.bincount(group, tails[at], n_pool), 0.0)
+        lower = partial * (1 - 1e-4)
+        upper = (partial + missing) * (1 + 1e-4) + 1e-12
+        unseen = tails.sum() * (1 + 1e-4) + 1e-12
+        if coordinate:
+            n_missing = int(headed.sum()) - np.bincount(group, headed[at], n_pool)
+            lower *= np.square(matched / n_query)
+            upper *= np.square(np.minimum((matched + n_missing) / n_query, 1.0))
+            unseen *= (headed.sum() / n_query) ** 2  # it can have the long lists' terms only
+        keep = None if getattr(passes, "keeps_all", False) else passes(pool)
+        if self.n_live != self.n_docs:
+            keep = self.live[pool] if keep is None else keep & self.live[pool]
+        if keep is not None:
+            lower[~keep] = -1.0
+            upper[~keep] = -1.0
+        if int(np.count_nonzero(lower >= 0)) < want:
+            return None
+        if float(np.partition(upper, n_pool - want)[n_pool - want]) <= unseen:
+            return None  # the want-th exact score could not beat a document not read
+        bar = max(float(np.partition(lower, n_pool - want)[n_pool - want]), unseen)
+        found = ([], [])
+
+        def score_exactly(chosen: np.ndarray) -> float:
+            """Score ``pool[chosen]`` exactly, but those whose upper bound falls below the
+            bar as the long lists are looked up: the want-th best exact score so far."""
+            docs, scores = self._scores_of_pool(
+                pool, chosen, group, at, contribution, own, weights, tails, coordinate, bar
+            )
+            found[0].append(docs)
+            found[1].append(scores)
+            scores = np.concatenate(found[1])
+            return (
+                float(np.partition(scores, len(scores) - want)[-want])
+                if len(scores) >= want
+                else -1.0
+            )
+
+        chosen = upper >= bar
+        if int(np.count_nonzero(chosen)) > EXACT_AT:
+            # The likeliest first: their want-th exact score raises the bar for the rest.
+            pick = min(int(np.count_nonzero(chosen)), want + want // 2 + 1)
+            first = np.zeros(n_pool, dtype=bool)
+            first[np.argpartition(-upper, pick - 1)[:pick]] = True
+            bar = max(bar, score_exactly(first))
+            chosen = (upper >= bar) & ~first
+        kth = score_exactly(chosen)
+        if kth <= unseen:
+            return None
+        return np.concatenate(found[0]), np.concatenate(found[1])
+
+    def _scores_of_pool(
+        self, pool, chosen, group, at, contribution, own, weights, tails, coordinate, bar
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The final scores of ``pool[chosen]``, bit for bit those of ``score``: each query
+        term's weight x tf, from the postings read (``group``: their pool document, ``at``:
+        their query position) or looked up in the long lists (bisection, largest ``tails``
+        first), added in the query's order, as the sparse product adds them; without the
+        documents that score 0, and without those whose upper bound falls below ``bar``
+        as the lists are looked up (they cannot reach the top).
+        """
+        n_query = len(weights)
+        rows = np.full(len(pool), -1, dtype=np.intp)
+        docs = pool[chosen]
+        rows[chosen] = np.arange(len(docs))
+        terms = np.zeros((len(docs), n_query), dtype=np.float32)
+        hit = np.zeros((len(docs), n_query), dtype=bool)
+        row = rows[group]
+        read = row >= 0
+        terms[row[read], at[read]] = contribution[read]
+        hit[row[read], at[read]] = True
+        unread = tails > 0  # the long lists not looked up yet
+        for position in np.argsort(-tails, kind="stable")[: int(unread.sum())].tolist():
+            lacking = np.flatnonzero(~hit[:, position])
+            for i, local, glob in self._by_segment(docs[lacking]):
+                term = own[i][position]
+                if term < 0:
+                    continue
+                segment = self.segments[i]
+                found, where = segment.find(term, local)
+                if found.any():
+                    row_of = np.searchsorted(docs, glob[found])
+                    terms[row_of, position] = weights[position] * segment.tf_at(where[found])
+                    hit[row_of, position] = True
+            unread[position] = False
+            # Drop the documents that cannot reach the bar any more (bounds as in
+            # ``_from_heads``: float64 with margins).
+            absent = ~hit[:, unread]
+            upper = terms.sum(axis=1, dtype=np.float64) * self.inverse_pivot[docs]
+            upper = (upper + absent @ tails[unread]) * (1 + 1e-4) + 1e-12
+            if coordinate:
+                most = hit.sum(axis=1) + absent.sum(axis=1)
+                upper *= np.square(np.minimum(most / n_query, 1.0))
+            keep = upper >= bar
+            if not keep.all():
+                docs, terms, hit = docs[keep], terms[keep], hit[keep]
+        total = np.zeros(len(docs), dtype=np.float32)
+        for position in range(n_query):
+            total += terms[:, position]
+        out_docs, out_scores = [], []
+        matched = hit.sum(axis=1, dtype=np.float32)
+        self._finish(total, matched, docs, coordinate, n_query, out_docs, out_scores)
+        return out_docs[0], out_scores[0]
+
     def top_candidates(
         self,
         term_ids: np.ndarray,
@@ -2415,10 +2658,12 @@ class Index:
         their bounds tighten. The few left are scored exactly (every query term, added in
         ``score``'s order, so the score is the same to the bit) and returned.
 
-        None (the exhaustive product is cheaper) when even the likeliest term's lists are
-        long (``LONG_LIST``), when a long list could still lift any document into the top,
-        or for a query of more than ``MAX_PRUNED_TERMS`` terms. ``budget`` is unused (kept
-        for callers).
+        When even the likeliest term's lists are long (``LONG_LIST``), or a long list could
+        still lift any document into the top, the long lists' heads are tried
+        (``_from_heads``; first, for a query with many postings: ``HEADS_FIRST``). None
+        (the exhaustive product is cheaper) when they do not settle it either, or for a
+        query of more than ``MAX_PRUNED_TERMS`` terms. ``budget`` is unused (kept for
+        callers).
         """
         term_ids = np.asarray(term_ids, dtype=np.int64)
         n_query = len(term_ids)
@@ -2435,8 +2680,13 @@ class Index:
         order = np.argsort(-bound, kind="stable").tolist()
         # What the terms from the j-th on could add at most (a margin for float rounding).
         rest = (np.append(np.cumsum(bound[order][::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12).tolist()
-        if lengths[order[0]] > LONG_LIST:
-            return None  # even the likeliest term is common: nothing to skip
+        if lengths[order[0]] > LONG_LIST:  # even the likeliest term is common
+            return self._from_heads(term_ids, own, weights, lengths, want, passes, coordinate)
+        tried = sum(lengths) > HEADS_FIRST
+        if tried:
+            found = self._from_heads(term_ids, own, weights, lengths, want, passes, coordinate)
+            if found is not None:
+                return found
         inverse_pivot = self.inverse_pivot
         whole = self.n_live == self.n_docs
         acc, cnt = _accumulators(self.n_docs)
@@ -2556,6 +2806,8 @@ class Index:
             everything = np.concatenate(touched)
             acc[everything] = 0
             cnt[everything] = 0
+        if found is None and not tried:  # long lists could lift anyone: heads may settle it
+            return self._from_heads(term_ids, own, weights, lengths, want, passes, coordinate)
         return found
 
     def _own_terms(self, term_ids: np.ndarray) -> list[list[int]]:
@@ -3028,9 +3280,40 @@ LONG_LIST = 8192
 FULL_POOL = 1024
 #: ... and scores this few candidates exactly instead of looking up the next list for them.
 EXACT_AT = 64
+#: A list longer than this (over the segments) has a head (``best_heads``) ...
+HEAD_MIN = 4096
+#: ... of this many documents.
+HEAD = 512
+#: A query whose lists hold more postings than this together tries the heads before
+#: MaxScore (whose cost grows with the lists' lengths, the heads' does not).
+HEADS_FIRST = 200_000
 #: Up to this many documents are scored exactly by bisection in each query term's lists,
 #: more from their own vectors.
 EXACT_BY_LISTS = 64
+
+
+def heads_type(n: int, head: int) -> np.dtype:
+    """``best_heads``' record: n terms, their tails' bounds, their heads' documents and
+    counts (``head`` each), column after column."""
+    return np.dtype(
+        [
+            ("term", "<i4", (n,)),
+            ("tail", "<f4", (n,)),
+            ("docs", "<i4", (n, head)),
+            ("counts", "<u2", (n, head)),
+        ]
+    )
+
+
+def _is_heads(stored: np.ndarray) -> bool:
+    """Whether an array read from disk is one ``heads_type`` record."""
+    names = stored.dtype.names
+    if stored.shape != (1,) or names != ("term", "tail", "docs", "counts"):
+        return False
+    n, docs = stored.dtype["term"].shape, stored.dtype["docs"].shape
+    return len(n) == 1 and len(docs) == 2 and stored.dtype == heads_type(n[0], docs[1])
+
+
 _scratch = threading.local()
 _UNMADE = object()  # ``Index._segment_watch`` not made yet
 _WATCH_LOCK = threading.Lock()

@@ -1,0 +1,140 @@
+"""The long lists' heads (champion lists, ``Index.best_heads``): each generation's writer
+stores them, and a lookup whose lists are all common (``Index._from_heads``) gives exactly
+the exhaustive top 10 from them: the same ids, order and scores to the bit, over a main
+segment plus deltas with deleted (updated) papers, with filters, phrases and exclusions.
+
+The corpus is small, so the heads are made short (``HEAD_MIN``, ``HEAD``) for the lists
+to have heads and tails at all, and the lookups are sent to the heads (``LONG_LIST``).
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import bot.engine.index as index_module
+import bot.engine.search as search_module
+from bot.engine.index import GENERATION_FILES, Index, _write_file, read_current
+from bot.engine.search import Engine
+from tests.test_live_index import make_papers, write_jsonl
+from tests.test_pruning import lookups
+
+HEAD_MIN, HEAD = 40, 12
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory, sentences) -> Engine:
+    folder = tmp_path_factory.mktemp("heads")
+    papers = make_papers(sentences, "h", 700, seed=31)
+    updated = [{**p, "abstract": p["abstract"] + " Revised with new results."} for p in papers[:40]]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_module, "MERGE_SHARE", 0.9)  # keep the deltas and tombstones
+        patch.setattr(index_module, "HEAD_MIN", HEAD_MIN)
+        patch.setattr(index_module, "HEAD", HEAD)
+        live = Engine.open(folder / "live.db")
+        live.ingest([write_jsonl(folder / "a.jsonl", papers[:550])])
+        live.ingest([write_jsonl(folder / "b.jsonl", papers[550:])])
+        live.ingest([write_jsonl(folder / "c.jsonl", updated)])
+    current = read_current(live.index_dir)
+    assert len(current["segments"]) == 3 and current["segments"][0]["deleted"]
+    live.papers = updated + papers[40:]
+    return live
+
+
+def common_queries(index: Index, n: int = 60) -> list[str]:
+    """Queries of 1-4 of the corpus's commonest words: every list has a head (the slow
+    lookups of the 872k benchmark, like ``large language models``)."""
+    common = [t for t in np.argsort(-index.df)[:40].tolist() if " " not in index.vocab.term(t)]
+    words = [index.vocab.term(t) for t in common]
+    rng = np.random.default_rng(32)
+    return [" ".join(rng.choice(words, rng.integers(1, 5), replace=False)) for _ in range(n)]
+
+
+def test_heads_are_the_lists_best_documents_and_their_tails_bound_the_rest(engine):
+    index = engine.index
+    current = read_current(engine.index_dir)
+    assert all(key in current for key in GENERATION_FILES)
+    lengths = np.zeros(index.n_terms, dtype=np.int64)
+    for term in range(index.n_terms):
+        lengths[term] = index._total_length(index._own_terms(np.asarray([term])), 0)
+    assert index._head_terms.tolist() == np.flatnonzero(lengths > HEAD_MIN).tolist()
+    assert len(index._head_terms) > 20
+    for term in index._head_terms.tolist():
+        docs, weights = index.postings(term)  # live documents only
+        impact = weights / index.idf[term]
+        head_docs, head_tf, tail = index._head(term)
+        assert len(head_docs) == min(HEAD, len(docs))
+        assert np.all(np.diff(head_docs) > 0)
+        inside = np.isin(docs, head_docs)
+        assert inside.sum() == len(head_docs)  # live documents of this term, nothing else
+        rest = impact[~inside]
+        assert tail == pytest.approx(rest.max() if len(rest) else 0.0, rel=1e-5)
+        assert impact[inside].min() >= tail * (1 - 1e-5)
+        tf = index.postings(term)[1][inside] / index.idf[term] / index.inverse_pivot[docs[inside]]
+        assert np.allclose(head_tf, tf, rtol=1e-5)
+
+
+#: How lookups reach the heads: every list long (MaxScore hands the query over at once),
+#: or heads tried before MaxScore (which takes over when they do not settle it).
+ROUTES = {"all lists long": ("LONG_LIST", 0), "heads first": ("HEADS_FIRST", 0)}
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+@pytest.mark.parametrize("coordinate", [True, False])
+def test_heads_give_the_exhaustive_top_10(engine, monkeypatch, coordinate, route):
+    monkeypatch.setattr(index_module, "ALL_LISTS", 0)
+    monkeypatch.setattr(index_module, *ROUTES[route])
+    monkeypatch.setattr(index_module, "HEAD_MIN", HEAD_MIN)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    settled = []
+    real = Index._from_heads
+
+    def from_heads(self, *args):
+        found = real(self, *args)
+        settled.append(found is not None)
+        return found
+
+    monkeypatch.setattr(Index, "_from_heads", from_heads)
+    common = common_queries(engine.index)
+    answered = {"common": 0, "other": 0}
+    for query in common + lookups(engine.papers):
+        for k in (10, 3):
+            want = engine.rank(query, k=k, coordinate=coordinate, prune=False)
+            settled.clear()
+            got = engine.rank(query, k=k, coordinate=coordinate, prune=True)
+            assert [(i, float(s).hex()) for i, s in got] == [
+                (i, float(s).hex()) for i, s in want
+            ], query
+            answered["common" if query in common else "other"] += settled == [True]
+    # Not vacuous: the heads settled many lookups, common ones and others.
+    assert answered["common"] >= 30 and answered["other"] >= 200, answered
+
+
+def test_a_generation_without_heads_still_answers(engine, monkeypatch):
+    """An index written before the heads (or a list without one) goes to the product."""
+    monkeypatch.setattr(index_module, "LONG_LIST", 0)
+    monkeypatch.setattr(index_module, "HEAD_MIN", HEAD_MIN)
+    index = engine.index
+    queries = common_queries(index, 30)
+    want = [engine.rank(q, k=10, prune=False) for q in queries]
+    monkeypatch.setattr(index, "heads", None)
+    monkeypatch.setattr(index, "_head_terms", None)
+    assert [engine.rank(q, k=10) for q in queries] == want
+
+
+def test_a_heads_file_of_another_layout_is_damage(engine, tmp_path):
+    """Heads that are not one record of columns (``heads_type``): the index is reported
+    damaged (and rebuilt by the engine), never read wrongly or crashing a lookup."""
+    import shutil
+
+    copy = tmp_path / "index"
+    shutil.copytree(engine.index_dir, copy)
+    current = read_current(copy)
+    row = [("term", "<i4"), ("tail", "<f4"), ("docs", "<i4", (4,)), ("counts", "<u2", (4,))]
+    rows = np.zeros(0, dtype=row)  # a row per term, and no rows
+    current["heads"] = {
+        "file": current["heads"]["file"],
+        **_write_file(copy / current["heads"]["file"], rows),
+    }
+    (copy / "CURRENT").write_text(json.dumps(current))
+    assert Index.load(copy, quiet=True) is None
