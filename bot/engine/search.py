@@ -288,7 +288,7 @@ class Engine:
             with contextlib.suppress(OSError):
                 size += os.path.getsize(path)
         if size >= PRESTART_MIN_BYTES and read_current(self.index_dir) is None:
-            return helpers_started(self.db_path)
+            return helpers_started(self.db_path, paths)
         return contextlib.nullcontext()
 
     def replicate(
