@@ -640,7 +640,8 @@ def _database_file(corpus: Corpus) -> str | None:
 
 def _tokenise_corpus(corpus: Corpus) -> _Tokens:
     """Every paper tokenised; a large corpus in ``BUILD_PROCESSES`` processes, each reading
-    its share of the papers (in rowid order) from the database itself."""
+    its share of the papers (in rowid order) from the database itself, or, when a first
+    ingest started a reader of its files, from both ends (``_tokenise_beside``)."""
     path = _database_file(corpus)
     if BUILD_PROCESSES < 2 or path is None or corpus.count() < max(PARALLEL_MIN_DOCS, 2):
         return _tokenise(corpus.iter_documents())
