@@ -62,6 +62,11 @@ def _one_process_files(tmp_path: Path, monkeypatch, sources: list[Path]) -> dict
         return _files(one.index_dir)
 
 
+def _differing(a: dict[str, bytes], b: dict[str, bytes]) -> list[str]:
+    """The files that differ (pytest's diff of the bytes themselves would take minutes)."""
+    return sorted(name for name in a.keys() | b.keys() if a.get(name) != b.get(name))
+
+
 def _spy_prefix(monkeypatch) -> list[tuple[int, int]]:
     """(reader's papers, papers used) of each build's match with the rows."""
     seen = []
@@ -86,7 +91,10 @@ def test_a_first_ingest_uses_the_papers_its_reader_tokenised(
     engine.ingest([source])
     assert seen == [(240, 240)] and not sent
     assert index_module._STARTED == {}
-    assert _files(engine.index_dir) == _one_process_files(tmp_path, monkeypatch, [source])
+    assert (
+        _differing(_files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [source]))
+        == []
+    )
     assert engine.search("kappa7word").total == 1
 
 
@@ -129,7 +137,7 @@ def test_the_build_takes_from_the_back_what_the_reader_did_not(tmp_path, papers,
     seen = _spy_prefix(monkeypatch)
     engine.rebuild_index()
     assert seen == [(k, k)]
-    assert _files(engine.index_dir) == expected
+    assert _differing(_files(engine.index_dir), expected) == []
 
 
 def test_a_repeated_id_ends_the_reader_s_papers_where_it_no_longer_matches(
@@ -144,7 +152,12 @@ def test_a_repeated_id_ends_the_reader_s_papers_where_it_no_longer_matches(
     # Row 3 holds the second file's version (and keeps its rowid): the reader's papers from
     # there on are of no use.
     assert seen == [(241, 3)]
-    assert _files(engine.index_dir) == _one_process_files(tmp_path, monkeypatch, [first, second])
+    assert (
+        _differing(
+            _files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [first, second])
+        )
+        == []
+    )
     assert engine.search("zetaword").total == 1
 
 
@@ -163,7 +176,12 @@ def test_rows_stored_before_the_ingest_are_tokenised_by_the_build(
     seen = _spy_prefix(monkeypatch)
     engine.ingest([second])
     assert seen == [(200, 0)]
-    assert _files(engine.index_dir) == _one_process_files(tmp_path, monkeypatch, [first, second])
+    assert (
+        _differing(
+            _files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [first, second])
+        )
+        == []
+    )
 
 
 def test_a_reader_that_died_leaves_its_papers_to_the_build(
@@ -181,7 +199,10 @@ def test_a_reader_that_died_leaves_its_papers_to_the_build(
     engine = Engine.open(tmp_path / "two.db")
     engine.ingest([source])
     assert seen == []  # no answer to match
-    assert _files(engine.index_dir) == _one_process_files(tmp_path, monkeypatch, [source])
+    assert (
+        _differing(_files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [source]))
+        == []
+    )
 
 
 def test_a_reader_stops_when_the_building_process_is_gone(tmp_path, papers, monkeypatch):
@@ -271,5 +292,8 @@ def test_a_first_ingest_killed_leaves_what_it_did_before_and_no_reader_running(
     assert stored == (0 if dies_in == "write" else len(papers))  # one transaction
     engine.ingest([source])  # again: the papers stored once, the index built
     assert engine.corpus.count() == len(papers)
-    assert _files(engine.index_dir) == _one_process_files(tmp_path, monkeypatch, [source])
+    assert (
+        _differing(_files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [source]))
+        == []
+    )
     assert os.path.exists(db)
