@@ -8,6 +8,7 @@ import sqlite3
 import bot.engine.index as index_module
 import bot.engine.search as search_module
 from bot.engine.corpus import checkpoint_later, open_database
+from bot.engine.index import read_current
 from bot.engine.search import Engine
 from tests.test_index_build import _files
 from tests.test_live_index import make_papers, write_jsonl
@@ -48,22 +49,30 @@ def test_an_ingest_with_helpers_started_early_indexes_as_a_one_process_build(
     monkeypatch.setattr(index_module, "PARALLEL_MIN_DOCS", 0)
     monkeypatch.setattr(index_module, "BUILD_PROCESSES", 2)
     monkeypatch.setattr(search_module, "PRESTART_MIN_BYTES", 0)
-    started, sent = [], []
-    real_init, real_send = index_module._Helper.__init__, index_module._Helper.send
+    started, sent, used = [], [], []
+    real_init, real_send = index_module._Reader.__init__, index_module._Helper.send
+    real_beside = index_module._tokenise_beside
 
-    def init(self, db_path):
-        started.append(db_path)
-        real_init(self, db_path)
+    def init(self, paths):
+        started.append((paths, read_current(tmp_path / "two.db.index")))
+        real_init(self, paths)
 
     def send(self, rowids):
         sent.append(len(rowids))
         real_send(self, rowids)
 
-    monkeypatch.setattr(index_module._Helper, "__init__", init)
+    def beside(corpus, reader):
+        used.append(reader)
+        return real_beside(corpus, reader)
+
+    monkeypatch.setattr(index_module._Reader, "__init__", init)
     monkeypatch.setattr(index_module._Helper, "send", send)
+    monkeypatch.setattr(index_module, "_tokenise_beside", beside)
     two = Engine.open(tmp_path / "two.db")
     two.ingest([source])
-    assert len(started) == 1 and sent == [120]  # the helper started early did the work
+    # The helper started early (a reader of the file, before anything was indexed) did the
+    # work; no helper was sent rowids.
+    assert started == [([str(source)], None)] and len(used) == 1 and sent == []
     assert index_module._STARTED == {}
     monkeypatch.setattr(index_module, "BUILD_PROCESSES", 1)
     one = Engine.open(tmp_path / "one.db")

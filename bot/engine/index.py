@@ -62,8 +62,10 @@ import os
 import pickle
 import re
 import shutil
+import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -518,11 +520,23 @@ class _Tokens:
     unigram_ids: dict[str, int] = field(default_factory=dict)
 
 
-def _tokenise(documents: Iterable[tuple[int, dict]]) -> _Tokens:
-    tokens = _Tokens()
+def _known_tokens() -> dict[str | bytes, int]:
+    """A new cache of raw tokens' unigram ids for ``_Field.add_many``."""
+    return {SEPARATOR: _SEPARATED, SEPARATOR.encode(): _SEPARATED}
+
+
+def _tokenise(
+    documents: Iterable[tuple[int, dict]],
+    unigram_ids: dict[str, int] | None = None,
+    known: dict[str | bytes, int] | None = None,
+) -> _Tokens:
+    """The documents tokenised. Pieces tokenised one after another may share ``unigram_ids``
+    (then numbered alike: ``_concatenated`` without renumbering) and ``known`` (the raw tokens'
+    cache)."""
+    tokens = _Tokens() if unigram_ids is None else _Tokens(unigram_ids=unigram_ids)
     title, keywords, body = tokens.fields
     unigram_ids = tokens.unigram_ids
-    known: dict[str | bytes, int] = {SEPARATOR: _SEPARATED, SEPARATOR.encode(): _SEPARATED}
+    known = _known_tokens() if known is None else known
     documents = iter(documents)
     # One pass over the papers, ``TOKENISE_BATCH`` at a time, keeping only integer arrays:
     # the texts are never all in memory.
@@ -566,19 +580,52 @@ def tokenise_part(db_path: str, rowids: list[int]) -> tuple:
 
 def _append_part(tokens: _Tokens, part: tuple) -> None:
     """Append a helper's papers (the ones after ``tokens``'), their unigram ids renumbered
-    as one process reading them in order would have numbered them."""
+    as one process reading them in order would have numbered them (only the words they
+    use: a part cut short may name words none of its papers kept)."""
     rowids, years, venues, fields, unigrams = part
+    fields = [
+        (np.frombuffer(ids, dtype=np.int32), np.frombuffer(offsets, dtype=np.int64))
+        for ids, offsets in fields
+    ]
+    used = np.zeros(len(unigrams), dtype=bool)
+    for local_ids, _ in fields:
+        used[local_ids] = True
     ids = tokens.unigram_ids
-    renumber = np.fromiter(
-        (ids.setdefault(term, len(ids)) for term in unigrams), dtype=np.int32, count=len(unigrams)
-    )
+    renumber = np.full(len(unigrams), -1, dtype=np.int32)
+    renumber[used] = [ids.setdefault(unigrams[k], len(ids)) for k in np.flatnonzero(used).tolist()]
     tokens.rowids.frombytes(rowids)
     tokens.years.frombytes(years)
     tokens.venues.extend(venues)
     for text_field, (local_ids, offsets) in zip(tokens.fields, fields, strict=True):
         base = len(text_field.ids)
-        text_field.ids.frombytes(renumber[np.frombuffer(local_ids, dtype=np.int32)].tobytes())
-        text_field.offsets.frombytes((np.frombuffer(offsets, dtype=np.int64)[1:] + base).tobytes())
+        text_field.ids.frombytes(renumber[local_ids].tobytes())
+        text_field.offsets.frombytes((offsets[1:] + base).tobytes())
+
+
+def _first_papers(part: tuple, k: int) -> tuple:
+    """A helper's part cut to its first ``k`` papers."""
+    rowids, years, venues, fields, unigrams = part
+    cut = []
+    for ids, offsets in fields:
+        offsets = np.frombuffer(offsets, dtype=np.int64)[: k + 1]
+        cut.append((np.frombuffer(ids, dtype=np.int32)[: offsets[-1]].tobytes(), offsets.tobytes()))
+    return (rowids[: 8 * k], years[: 4 * k], venues[:k], cut, unigrams)
+
+
+def _concatenated(pieces: list[_Tokens]) -> _Tokens:
+    """Pieces tokenised with one shared ``unigram_ids``, as one (in the order given)."""
+    tokens = _Tokens(unigram_ids=pieces[0].unigram_ids if pieces else {})
+    for piece in pieces:
+        tokens.rowids.extend(piece.rowids)
+        tokens.years.extend(piece.years)
+        tokens.venues.extend(piece.venues)
+        for text_field, more in zip(tokens.fields, piece.fields, strict=True):
+            base = len(text_field.ids)
+            text_field.ids.extend(more.ids)
+            text_field.offsets.frombytes(
+                (np.frombuffer(more.offsets, dtype=np.int64)[1:] + base).tobytes()
+            )
+    return tokens
 
 
 def _database_file(corpus: Corpus) -> str | None:
@@ -594,14 +641,21 @@ def _database_file(corpus: Corpus) -> str | None:
 
 def _tokenise_corpus(corpus: Corpus) -> _Tokens:
     """Every paper tokenised; a large corpus in ``BUILD_PROCESSES`` processes, each reading
-    its share of the papers (in rowid order) from the database itself."""
+    its share of the papers (in rowid order) from the database itself, or, when a first
+    ingest started a reader of its files, from both ends (``_tokenise_beside``)."""
     path = _database_file(corpus)
     if BUILD_PROCESSES < 2 or path is None or corpus.count() < max(PARALLEL_MIN_DOCS, 2):
         return _tokenise(corpus.iter_documents())
+    started = _STARTED.pop(os.path.realpath(path), [])
+    reader = next((h for h in started if isinstance(h, _Reader)), None)
+    if reader is not None:
+        for helper in started:
+            if helper is not reader:
+                helper.discard()
+        return _tokenise_beside(corpus, reader)
     rowids = [r for (r,) in corpus.db.execute("select rowid from papers order by rowid")]
     share = -(-len(rowids) // BUILD_PROCESSES)
     parts = [rowids[i : i + share] for i in range(0, len(rowids), share)]
-    started = _STARTED.pop(os.path.realpath(path), [])
     helpers = [started.pop() if started else _Helper(path) for _ in parts[1:]]
     for helper in started:
         helper.discard()
@@ -616,21 +670,69 @@ def _tokenise_corpus(corpus: Corpus) -> _Tokens:
     return tokens
 
 
+def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
+    """Every paper tokenised from both ends: the reader process (``helpers_started``) has
+    tokenised the input files' papers in file order since the ingest began; this process
+    now tokenises from the last rowid backwards until the two meet (``_Claims``). The
+    reader's papers are used while their (id, content hash) match the database's rows in
+    rowid order (all of them for a first ingest of files without repeated ids); from the
+    first that does not, they are tokenised here."""
+    try:
+        rows = corpus.db.execute("select rowid, id, content_hash from papers order by rowid")
+        rows = rows.fetchall()
+        rowids, ids, hashes = ([row[k] for row in rows] for k in range(3))
+        unigram_ids, known = {}, _known_tokens()
+        mine, start = [], reader.claims.end_at(len(rowids))
+        while span := reader.claims.take_back(TOKENISE_BATCH):
+            start = span[0]
+            mine.append(_tokenise(corpus.documents_of(rowids[slice(*span)]), unigram_ids, known))
+        mine.reverse()  # in rowid order
+        result = reader.result()
+    finally:
+        reader.discard()
+    tokens, done = _Tokens(), 0
+    if result is not None:
+        part, read_ids, read_hashes = result
+        read = list(zip(read_ids, read_hashes, strict=True))
+        done = min(_same_prefix(read, list(zip(ids, hashes, strict=True))), start)
+        if done:
+            part = _first_papers(part, done)
+            _append_part(tokens, (np.asarray(rowids[:done], np.int64).tobytes(), *part[1:]))
+    if done < start:  # what the reader did not tokenise, or not as stored
+        mine.insert(0, _tokenise(corpus.documents_of(rowids[done:start]), unigram_ids, known))
+    if mine:
+        _append_part(tokens, _as_part(_concatenated(mine)))
+    return tokens
+
+
+def _same_prefix(a: list, b: list) -> int:
+    """How many items the two lists start with alike."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    return next(k for k in range(n) if a[k] != b[k])
+
+
 #: Helper processes started ahead of a full build (``helpers_started``), by database file.
 _STARTED: dict[str, list[_Helper]] = {}
 
 
 @contextmanager
-def helpers_started(db_path: str | Path):
+def helpers_started(db_path: str | Path, paths: Sequence[str | Path] = ()):
     """Start a full build's helper processes now, for a build of ``db_path`` later in the
     block to take: a new interpreter importing numpy and the index takes about half a
     second, which then overlaps what comes first (a first ingest's SQLite write) instead of
-    the build's tokenising. Helpers the block did not use are stopped at its end."""
+    the build's tokenising. With ``paths`` (the files being ingested) the helper reads and
+    tokenises them itself meanwhile (``_Reader``). Helpers the block did not use are
+    stopped at its end."""
     key = os.path.realpath(db_path)
     if BUILD_PROCESSES < 2 or key in _STARTED:
         yield
         return
-    _STARTED[key] = [_Helper(key) for _ in range(BUILD_PROCESSES - 1)]
+    if paths:
+        _STARTED[key] = [_Reader([str(path) for path in paths])]
+    else:
+        _STARTED[key] = [_Helper(key) for _ in range(BUILD_PROCESSES - 1)]
     try:
         yield
     finally:
@@ -646,15 +748,19 @@ class _Helper:
     thread so the helper never waits on a full pipe."""
 
     def __init__(self, db_path: str):
+        self._start([db_path])
+
+    def _start(self, arguments: list[str], stdin=subprocess.PIPE, **options) -> None:
         self._output: tuple[bytes, bytes] | None = None
         self._error: str | None = None
         self._thread: threading.Thread | None = None
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "bot.engine.build_helper", db_path],
-                stdin=subprocess.PIPE,
+                [sys.executable, "-m", "bot.engine.build_helper", *arguments],
+                stdin=stdin,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                **options,
             )
         except OSError as error:
             self._process, self._error = None, str(error)
@@ -689,6 +795,85 @@ class _Helper:
         if self._process is not None and self._thread is None:
             self._process.kill()
             self._process.communicate()
+
+
+class _Reader(_Helper):
+    """A first ingest's helper process that reads the input files itself
+    (``build_helper --files``) and tokenises their papers in file order while this process
+    writes them to SQLite, as far as it can claim them (``_Claims``); ``result`` is its part,
+    with each paper's id and content hash (``_tokenise_beside`` matches them)."""
+
+    def __init__(self, paths: list[str]):
+        self.claims = _Claims()
+        fd = self.claims.fileno()
+        self._start(["--files", str(fd), *paths], stdin=subprocess.DEVNULL, pass_fds=(fd,))
+        if self._process is not None:
+            self._thread = threading.Thread(target=self._talk, args=(None,), daemon=True)
+            self._thread.start()
+
+    def discard(self) -> None:
+        """Stop the reader (when it has not finished) and let its claims go."""
+        if self._process is not None:
+            self._process.kill()
+            self._thread.join()
+        self.claims.close()
+
+
+class _Claims:
+    """Who tokenises which papers of a first ingest: the reader process claims them from the
+    front (in file order), the building process from the back (by rowid), until the two
+    meet. Two counters (the front's end, the back's start) in a shared temporary file, each
+    read and moved under a POSIX record lock, so no paper is claimed by both."""
+
+    _OPEN = 1 << 62  # the back before this process knows how many papers there are
+
+    def __init__(self, fd: int | None = None):
+        if fd is None:
+            self._file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close)
+            fd = self._file.fileno()
+            os.pwrite(fd, struct.pack("<qq", 0, self._OPEN), 0)
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    @contextmanager
+    def _moved(self):
+        """The counters, locked; the caller's two new values are written back."""
+        fcntl.lockf(self._fd, fcntl.LOCK_EX)
+        try:
+            counters = list(struct.unpack("<qq", os.pread(self._fd, 16, 0)))
+            yield counters
+            os.pwrite(self._fd, struct.pack("<qq", *counters), 0)
+        finally:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN)
+
+    def take_front(self, most: int) -> int:
+        """How many of the next papers (at most ``most``) the reader may tokenise."""
+        with self._moved() as counters:
+            take = max(0, min(most, counters[1] - counters[0]))
+            counters[0] += take
+        return take
+
+    def end_at(self, n: int) -> int:
+        """There are ``n`` papers: the back starts there. Returns it."""
+        with self._moved() as counters:
+            counters[1] = min(counters[1], n)
+            return counters[1]
+
+    def take_back(self, most: int) -> tuple[int, int] | None:
+        """The last unclaimed papers (at most ``most``) for this process, or None."""
+        with self._moved() as counters:
+            front, back = counters
+            if back <= front:
+                return None
+            counters[1] = max(front, back - most)
+            return counters[1], back
+
+    def close(self) -> None:
+        file = getattr(self, "_file", None)
+        if file is not None:
+            file.close()
 
 
 def _count(documents: Iterable[tuple[int, dict]] | _Tokens, min_bigram_df: int) -> _Counted:

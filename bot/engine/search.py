@@ -289,14 +289,14 @@ class Engine:
 
     def _first_build_helpers(self, paths: Sequence[str | Path]):
         """With no index yet, this ingest ends in a full build: when the files are large
-        enough for it to tokenise in several processes, its helpers start now
-        (``helpers_started``), beside the SQLite write."""
+        enough for it to tokenise in several processes, its helper starts now
+        (``helpers_started``) and reads and tokenises the files beside the SQLite write."""
         size = 0
         for path in paths:
             with contextlib.suppress(OSError):
                 size += os.path.getsize(path)
         if size >= PRESTART_MIN_BYTES and read_current(self.index_dir) is None:
-            return helpers_started(self.db_path)
+            return helpers_started(self.db_path, paths)
         return contextlib.nullcontext()
 
     def replicate(

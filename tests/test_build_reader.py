@@ -1,0 +1,299 @@
+"""A first ingest's build helper reads the input files itself (``index._Reader``,
+``build_helper.tokenise_files``) and tokenises their papers in file order while the ingest
+writes them; the build then tokenises from the last rowid backwards until the two meet
+(``index._Claims``) and keeps the reader's papers only while they match the stored rows
+(``index._tokenise_beside``). Whatever the reader did, the index files must be byte for
+byte a one-process build's."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import bot.engine.build_helper as build_helper
+import bot.engine.index as index_module
+import bot.engine.search as search_module
+from bot.engine.index import read_current
+from bot.engine.search import Engine
+from tests.test_index_build import _files
+from tests.test_live_index import make_papers, write_jsonl
+
+
+@pytest.fixture
+def papers(sentences) -> list[dict]:
+    papers = make_papers(sentences, "p", 240, seed=21)
+    for k, paper in enumerate(papers):
+        paper["abstract"] += f" kappa{k}word"  # a word of its own: the vocabulary tells
+    return papers
+
+
+@pytest.fixture
+def with_reader(monkeypatch):
+    """Builds in two processes, the helper started (as a reader) for files of any size."""
+    monkeypatch.setattr(index_module, "PARALLEL_MIN_DOCS", 0)
+    monkeypatch.setattr(index_module, "BUILD_PROCESSES", 2)
+    monkeypatch.setattr(search_module, "PRESTART_MIN_BYTES", 0)
+
+
+@pytest.fixture
+def reader_done(monkeypatch):
+    """The build waits for the reader to finish the file (a small file is written before the
+    reader has started up: it would find nothing to claim)."""
+    real = index_module._tokenise_beside
+
+    def when_read(corpus, reader):
+        reader._process.wait()
+        return real(corpus, reader)
+
+    monkeypatch.setattr(index_module, "_tokenise_beside", when_read)
+
+
+def _one_process_files(tmp_path: Path, monkeypatch, sources: list[Path]) -> dict[str, bytes]:
+    with monkeypatch.context() as patch:
+        patch.setattr(index_module, "BUILD_PROCESSES", 1)
+        one = Engine.open(tmp_path / "one.db")
+        for source in sources:
+            one.ingest([source])
+        one.rebuild_index()
+        return _files(one.index_dir)
+
+
+def _differing(a: dict[str, bytes], b: dict[str, bytes]) -> list[str]:
+    """The files that differ (pytest's diff of the bytes themselves would take minutes)."""
+    return sorted(name for name in a.keys() | b.keys() if a.get(name) != b.get(name))
+
+
+def _spy_prefix(monkeypatch) -> list[tuple[int, int]]:
+    """(reader's papers, papers used) of each build's match with the rows."""
+    seen = []
+    real = index_module._same_prefix
+
+    def spy(read, stored):
+        seen.append((len(read), real(read, stored)))
+        return seen[-1][1]
+
+    monkeypatch.setattr(index_module, "_same_prefix", spy)
+    return seen
+
+
+def test_a_first_ingest_uses_the_papers_its_reader_tokenised(
+    tmp_path, papers, with_reader, reader_done, monkeypatch
+):
+    source = write_jsonl(tmp_path / "p.jsonl", papers)
+    seen = _spy_prefix(monkeypatch)
+    sent = []
+    monkeypatch.setattr(index_module._Helper, "send", lambda self, rowids: sent.append(rowids))
+    engine = Engine.open(tmp_path / "two.db")
+    engine.ingest([source])
+    assert seen == [(240, 240)] and not sent
+    assert index_module._STARTED == {}
+    assert (
+        _differing(_files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [source]))
+        == []
+    )
+    assert engine.search("kappa7word").total == 1
+
+
+class _ReadUpTo:
+    """A reader that has tokenised the first ``k`` papers of ``paths`` (in this process)
+    and claimed them; the build takes the rest."""
+
+    def __init__(self, paths: list[str], k: int):
+        own = index_module._Claims()
+        own.end_at(k)
+        self._result = build_helper.tokenise_files(paths, own)
+        own.close()
+        self.claims = index_module._Claims()
+        assert self.claims.take_front(k) == k
+
+    def result(self):
+        return self._result
+
+    def discard(self) -> None:
+        self.claims.close()
+
+
+@pytest.mark.parametrize("k", [0, 1, 6, 7, 100, 239, 240])
+def test_the_build_takes_from_the_back_what_the_reader_did_not(tmp_path, papers, monkeypatch, k):
+    source = write_jsonl(tmp_path / "p.jsonl", papers)
+    expected = _one_process_files(tmp_path, monkeypatch, [source])
+    monkeypatch.setattr(index_module, "TOKENISE_BATCH", 7)  # many pieces from the back
+    monkeypatch.setattr(build_helper, "TOKENISE_BATCH", 7)
+    engine = Engine.open(tmp_path / "k.db")
+    with monkeypatch.context() as patch:
+        patch.setattr(index_module, "BUILD_PROCESSES", 1)
+        engine.ingest([source])
+    readers = []
+
+    def beside(corpus):
+        readers.append(_ReadUpTo([str(source)], k))
+        return index_module._tokenise_beside(corpus, readers[-1])
+
+    monkeypatch.setattr(index_module, "_tokenise_corpus", beside)
+    seen = _spy_prefix(monkeypatch)
+    engine.rebuild_index()
+    assert seen == [(k, k)]
+    assert _differing(_files(engine.index_dir), expected) == []
+
+
+def test_a_repeated_id_ends_the_reader_s_papers_where_it_no_longer_matches(
+    tmp_path, papers, with_reader, reader_done, monkeypatch
+):
+    changed = dict(papers[3], abstract="a changed abstract with zetaword in it")
+    first = write_jsonl(tmp_path / "a.jsonl", papers[:150])
+    second = write_jsonl(tmp_path / "b.jsonl", [changed, *papers[150:]])
+    seen = _spy_prefix(monkeypatch)
+    engine = Engine.open(tmp_path / "two.db")
+    engine.ingest([first, second])
+    # Row 3 holds the second file's version (and keeps its rowid): the reader's papers from
+    # there on are of no use.
+    assert seen == [(241, 3)]
+    assert (
+        _differing(
+            _files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [first, second])
+        )
+        == []
+    )
+    assert engine.search("zetaword").total == 1
+
+
+def test_rows_stored_before_the_ingest_are_tokenised_by_the_build(
+    tmp_path, papers, with_reader, reader_done, monkeypatch
+):
+    first = write_jsonl(tmp_path / "a.jsonl", papers[:40])
+    second = write_jsonl(tmp_path / "b.jsonl", papers[40:])
+    engine = Engine.open(tmp_path / "two.db")
+    with monkeypatch.context() as patch:
+        patch.setattr(index_module, "BUILD_PROCESSES", 1)
+        engine.ingest([first])
+    for path in engine.index_dir.iterdir():  # the index lost: the next ingest builds anew
+        if path.is_file():
+            path.unlink()
+    seen = _spy_prefix(monkeypatch)
+    engine.ingest([second])
+    assert seen == [(200, 0)]
+    assert (
+        _differing(
+            _files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [first, second])
+        )
+        == []
+    )
+
+
+def test_a_reader_that_died_leaves_its_papers_to_the_build(
+    tmp_path, papers, with_reader, monkeypatch
+):
+    source = write_jsonl(tmp_path / "p.jsonl", papers)
+    real = index_module._tokenise_beside
+
+    def killed_first(corpus, reader):
+        reader._process.kill()
+        return real(corpus, reader)
+
+    monkeypatch.setattr(index_module, "_tokenise_beside", killed_first)
+    seen = _spy_prefix(monkeypatch)
+    engine = Engine.open(tmp_path / "two.db")
+    engine.ingest([source])
+    assert seen == []  # no answer to match
+    assert (
+        _differing(_files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [source]))
+        == []
+    )
+
+
+def test_a_reader_stops_when_the_building_process_is_gone(tmp_path, papers, monkeypatch):
+    source = write_jsonl(tmp_path / "p.jsonl", papers)
+    monkeypatch.setattr(build_helper, "TOKENISE_BATCH", 7)
+    parents = iter([1000, 1000, 1000])  # its parent, then one batch, then another pid
+    monkeypatch.setattr(build_helper.os, "getppid", lambda: next(parents, 1))
+    claims = index_module._Claims()
+    part, ids, hashes = build_helper.tokenise_files([str(source)], claims)
+    assert ids == [p["id"] for p in papers[:14]] and len(hashes) == 14
+    claims.close()
+
+
+def test_the_claims_give_each_paper_to_one_side_only():
+    claims = index_module._Claims()
+    assert claims.take_front(5) == 5
+    assert claims.end_at(12) == 12
+    assert claims.take_back(4) == (8, 12)
+    assert claims.take_front(5) == 3  # up to the back's claims
+    assert claims.take_back(4) is None and claims.take_front(1) == 0
+    claims.close()
+
+
+# A first ingest (its helper a reader) killed while it writes the papers or builds.
+KILLED_INGEST = """
+import os, signal, sys
+import bot.engine.index as index_module
+import bot.engine.search as search_module
+from bot.engine.search import Engine
+
+index_module.PARALLEL_MIN_DOCS = 0
+index_module.BUILD_PROCESSES = 2
+search_module.PRESTART_MIN_BYTES = 0
+real_reader = index_module._Reader.__init__
+def reader(self, paths):
+    real_reader(self, paths)
+    with open(sys.argv[3], "w") as out:
+        out.write(str(self._process.pid))
+index_module._Reader.__init__ = reader
+real_take = index_module._Claims.take_back
+def dying(self, most):
+    if sys.argv[4] == "build":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_take(self, most)
+index_module._Claims.take_back = dying
+def upsert(self, papers, *args, **kwargs):
+    def dying_papers():
+        for k, paper in enumerate(papers):
+            if k == 150 and sys.argv[4] == "write":
+                os.kill(os.getpid(), signal.SIGKILL)
+            yield paper
+    return real_upsert(self, dying_papers(), *args, **kwargs)
+real_upsert = index_module.Corpus.upsert
+index_module.Corpus.upsert = upsert
+Engine.open(sys.argv[1]).ingest([sys.argv[2]])
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+@pytest.mark.parametrize("dies_in", ["write", "build"])
+def test_a_first_ingest_killed_leaves_what_it_did_before_and_no_reader_running(
+    tmp_path, papers, monkeypatch, dies_in
+):
+    source = write_jsonl(tmp_path / "p.jsonl", papers)
+    db, pid_file = tmp_path / "k.db", tmp_path / "reader.pid"
+    run = subprocess.run(
+        [sys.executable, "-c", KILLED_INGEST, str(db), str(source), str(pid_file), dies_in],
+        capture_output=True,
+        timeout=300,
+    )
+    assert run.returncode == -signal.SIGKILL, run.stderr.decode()[-1500:]
+    reader = int(pid_file.read_text())
+    deadline = time.monotonic() + 60
+    while not _gone(reader) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(reader)
+    engine = Engine.open(db)
+    assert read_current(engine.index_dir) is None  # nothing published
+    stored = engine.corpus.count()
+    assert stored == (0 if dies_in == "write" else len(papers))  # one transaction
+    engine.ingest([source])  # again: the papers stored once, the index built
+    assert engine.corpus.count() == len(papers)
+    assert (
+        _differing(_files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [source]))
+        == []
+    )
+    assert os.path.exists(db)
