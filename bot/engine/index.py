@@ -98,7 +98,9 @@ KEYWORD_WEIGHT = 3
 # 12: the inverted lists' counts in four bits (``_pack_counts``), ``xt_indptr`` each list's
 # start only and ``xt_blocks`` the postings in each of its blocks but the last (uint16),
 # years and venue codes in their narrowest integer types.
-FORMAT_VERSION = 12
+# 13 (size): at three blocks or more, only each list's non-empty blocks are recorded
+# (``_sparse_block_sizes``).
+FORMAT_VERSION = 13
 #: Papers per block of an inverted list: a posting stores its paper number's low 16 bits,
 #: the block (the high bits) is known from where the posting sits (``xt_indptr``).
 BLOCK = 1 << 16
@@ -125,6 +127,8 @@ _ARRAYS = (
     "xt_indptr",
     "xt_blocks",
     "xt_wide_blocks",
+    "xt_block_masks",
+    "xt_block_starts",
     "x_terms",
     "x_codes",
     "x_indptr",
@@ -886,6 +890,78 @@ def _pack_block_sizes(sizes: np.ndarray) -> dict:
     }
 
 
+#: Inverted lists' blocks are recorded sparsely (``_sparse_block_sizes``) in segments of
+#: this many blocks or more (872k papers: 14): a rare term sits in one or two of them.
+_SPARSE_FROM = 3
+#: Terms per entry of ``xt_block_starts`` (where a group's stored block sizes start).
+_MASK_GROUP = 32
+#: How many bits are set in each byte value.
+_POPCOUNT = np.asarray([bin(v).count("1") for v in range(256)], dtype=np.int64)
+
+
+def _mask_type(blocks: int) -> type | None:
+    """The unsigned integer type of a segment's block masks (one bit a block), or None when
+    its block sizes are stored densely (two blocks or fewer, or over 64)."""
+    if blocks < _SPARSE_FROM:
+        return None
+    return next(
+        (t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if blocks <= t(0).nbytes * 8), None
+    )
+
+
+def _stored_sizes(masks: np.ndarray) -> np.ndarray:
+    """How many block sizes each list stores in the sparse layout: one per non-empty block
+    but the last (its size is the rest of the list), int64."""
+    masks = np.ascontiguousarray(masks)
+    bits = _POPCOUNT[masks.view(np.uint8)].reshape(len(masks), masks.itemsize).sum(axis=1)
+    return np.maximum(bits - 1, 0)
+
+
+def _sparse_block_sizes(indices: np.ndarray, indptr: np.ndarray, blocks: int, block: int) -> dict:
+    """Each list's blocks, sparsely: ``xt_block_masks`` which of its blocks hold postings
+    (bit b: block b), ``xt_blocks`` (``_pack_block_sizes``) the sizes of those but its last
+    non-empty one, list after list, and ``xt_block_starts`` where the sizes of every
+    ``_MASK_GROUP``-th list start. Dense sizes (``_block_sizes``) are mostly zeros at many
+    blocks: 50 bytes a paper at 872k papers."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    n_terms = len(indptr) - 1
+    kind = _mask_type(blocks)
+    masks = np.zeros(n_terms, dtype=kind)
+    bit = np.left_shift(np.ones(blocks, dtype=kind), np.arange(blocks, dtype=kind))
+    pieces = [np.zeros(0, np.int64)]
+    for term, end, a, b in _posting_chunks(indptr, n_terms, 1 << 22):
+        rows = np.repeat(np.arange(end - term, dtype=np.int64), np.diff(indptr[term : end + 1]))
+        keys = rows * blocks + np.asarray(indices[a:b]) // block
+        sizes = np.bincount(keys, minlength=(end - term) * blocks).reshape(-1, blocks)
+        full = sizes > 0
+        masks[term:end] = np.bitwise_or.reduce(np.where(full, bit, kind(0)), axis=1)
+        keep = full.copy()
+        keep[np.arange(end - term), blocks - 1 - np.argmax(full[:, ::-1], axis=1)] = False
+        pieces.append(sizes[keep])
+    counts = _stored_sizes(masks)
+    group_ends = np.cumsum(counts)[_MASK_GROUP - 1 :: _MASK_GROUP]
+    starts = np.zeros(-(-n_terms // _MASK_GROUP), dtype=np.int64)
+    starts[1:] = group_ends[: len(starts) - 1]
+    total = int(counts.sum())
+    return {
+        **_pack_block_sizes(np.concatenate(pieces)),
+        "xt_block_masks": masks,
+        "xt_block_starts": starts.astype(np.uint32 if total < 1 << 32 else np.int64),
+    }
+
+
+def _block_layout(indices: np.ndarray, indptr: np.ndarray, blocks: int, block: int) -> dict:
+    """The lists' block sizes as a segment of ``blocks`` blocks stores them: dense (one
+    size a list and block but the last) at two blocks, where that is smaller, else sparse."""
+    if _mask_type(blocks) is not None:
+        return _sparse_block_sizes(indices, indptr, blocks, block)
+    return {
+        **_pack_block_sizes(_block_sizes(indices, indptr, blocks, block)),
+        "xt_block_masks": np.zeros(0, np.uint8),
+        "xt_block_starts": np.zeros(0, np.uint32),
+    }
+
+
 def _split_keys(keys: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
     """(where, value) of escaped values stored as ``where * 2**32 + value`` (uint64)."""
     keys = np.asarray(keys, dtype=np.uint64)
@@ -1091,7 +1167,7 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
         **_pack_counts(xt.data),
         "xt_indices": (np.asarray(xt.indices) % block).astype(np.uint16),
         "xt_indptr": np.asarray(xt.indptr).astype(np.uint32 if nnz < 1 << 32 else np.int64),
-        **_pack_block_sizes(_block_sizes(xt.indices, xt.indptr, blocks, block)),
+        **_block_layout(xt.indices, xt.indptr, blocks, block),
         **_encode_x(x.indices, x.indptr, x.data),
         "rowids": counted.rowids,
         "years": _narrowest_years(counted.years),
@@ -1666,7 +1742,17 @@ class Segment:
         #: The first paper of each block but the first; whether blocks are 65,536 papers.
         self._firsts = np.arange(1, self.blocks, dtype=np.int64) * self.block
         self._wraps = self.block == 1 << 16
-        if len(self.xt_blocks) != self.n_terms * (self.blocks - 1):
+        #: Sparse block sizes (``_sparse_block_sizes``) at three blocks or more: which blocks
+        #: each list has (a bit each) and where every ``_MASK_GROUP``-th list's sizes start.
+        self.xt_block_masks = arrays["xt_block_masks"]
+        self.xt_block_starts = arrays["xt_block_starts"]
+        kind = _mask_type(self.blocks)
+        self._sparse = kind is not None
+        if self._sparse:
+            stored = self.xt_block_masks.dtype == kind and len(self.xt_block_masks) == self.n_terms
+            if not stored or len(self.xt_block_starts) != -(-self.n_terms // _MASK_GROUP):
+                raise IndexDamaged(f"{self.name}/xt_block_*.npy do not match its vocabulary")
+        elif len(self.xt_blocks) != self.n_terms * (self.blocks - 1):
             raise IndexDamaged(f"{self.name}/xt_blocks.npy does not match its vocabulary")
         nnz = int(self.xt_indptr[-1])
         if len(self.xt_indices) != nnz or len(arrays["xt_data"]) != -(-nnz // 2):
@@ -1715,6 +1801,8 @@ class Segment:
     def _sizes(self, terms: np.ndarray) -> np.ndarray:
         """How many postings the lists of these terms have in each block: len(terms) x
         blocks (int64)."""
+        if self._sparse:
+            return self._sparse_sizes(np.asarray(terms, dtype=np.int64))
         blocks, ptr = self.blocks, self.xt_indptr
         sizes = np.empty((len(terms), blocks), dtype=np.int64)
         entries = terms[:, None] * (blocks - 1) + np.arange(blocks - 1)
@@ -1727,12 +1815,84 @@ class Segment:
         sizes[:, -1] -= sizes[:, :-1].sum(axis=1)
         return sizes
 
+    def _wide_size(self, entry: int) -> int:
+        """A block size over a byte, kept beside (``_pack_block_sizes``)."""
+        return int(self._wide_blocks[self._wide_block_at.searchsorted(entry)])
+
+    def _size_offsets(self, terms: np.ndarray) -> np.ndarray:
+        """Where each of these lists' stored sizes start in ``xt_blocks`` (sparse layout):
+        its group's start plus the sizes of the lists before it in its group; terms close
+        together are summed in one pass over their span."""
+        if not len(terms):
+            return np.zeros(0, np.int64)
+        group = _MASK_GROUP
+        lo, hi = int(terms.min()) // group * group, int(terms.max()) + 1
+        starts = np.asarray(self.xt_block_starts[terms // group], dtype=np.int64)
+        if hi - lo <= group * len(terms):
+            counts = _stored_sizes(self.xt_block_masks[lo:hi])
+            before = np.cumsum(counts) - counts
+            first = before[terms // group * group - lo]
+            return starts + before[terms - lo] - first
+        firsts = terms // group * group
+        window = np.minimum(firsts[:, None] + np.arange(group), self.n_terms - 1)
+        counts = _stored_sizes(self.xt_block_masks[window.ravel()]).reshape(window.shape)
+        counts[np.arange(group)[None, :] >= (terms - firsts)[:, None]] = 0
+        return starts + counts.sum(axis=1)
+
+    def _sparse_sizes(self, terms: np.ndarray) -> np.ndarray:
+        """``_sizes`` from the sparse layout, vectorised."""
+        blocks, ptr = self.blocks, self.xt_indptr
+        masks = self.xt_block_masks[terms].astype(np.uint64)
+        full = ((masks[:, None] >> np.arange(blocks, dtype=np.uint64)) & np.uint64(1)).astype(bool)
+        rank = np.cumsum(full, axis=1) - 1
+        stored = full & (rank < full.sum(axis=1)[:, None] - 1)
+        entries = (self._size_offsets(terms)[:, None] + rank)[stored]
+        values = np.asarray(self.xt_blocks[entries], dtype=np.int64)
+        wide = np.flatnonzero(values == _WIDE_BLOCK)
+        if len(wide):
+            values[wide] = self._wide_blocks[self._wide_block_at.searchsorted(entries[wide])]
+        sizes = np.zeros((len(terms), blocks), dtype=np.int64)
+        sizes[stored] = values
+        last = full & ~stored
+        total = np.asarray(ptr[terms + 1], dtype=np.int64) - ptr[terms]
+        sizes[last] = (total - sizes.sum(axis=1))[last.any(axis=1)]
+        return sizes
+
+    def _sparse_bounds(self, term: int, a: int, b: int) -> list[int]:
+        """``_list_bounds`` from the sparse layout: a list in one block needs no sizes."""
+        blocks = self.blocks
+        mask = int(self.xt_block_masks[term])
+        if not mask & (mask - 1):  # one block (or none: an empty list)
+            last = mask.bit_length() - 1 if mask else blocks - 1
+            return [a] * (last + 1) + [b] * (blocks - last)
+        first = term // _MASK_GROUP * _MASK_GROUP
+        offset = int(self.xt_block_starts[term // _MASK_GROUP])
+        for before in self.xt_block_masks[first:term].tolist():
+            if before & (before - 1):
+                offset += before.bit_count() - 1
+        n_stored = mask.bit_count() - 1
+        sizes = self.xt_blocks[offset : offset + n_stored].tolist()
+        bounds, at, k = [a], a, 0
+        for block in range(blocks - 1):
+            if mask >> block & 1:
+                if k < n_stored:
+                    size = sizes[k]
+                    at += self._wide_size(offset + k) if size == _WIDE_BLOCK else size
+                    k += 1
+                else:  # the list's last block: the rest of it
+                    at = b
+            bounds.append(at)
+        bounds.append(b)
+        return bounds
+
     def _list_bounds(self, term: int) -> list[int]:
         """Where one list's blocks start, then its end, as Python ints (summed in Python:
         a numpy call per lookup step costs more than the few additions)."""
         a, b = self.xt_indptr[term : term + 2].tolist()
         if self.blocks == 1:
             return [a, b]
+        if self._sparse:
+            return self._sparse_bounds(term, a, b)
         if self.blocks == 2:  # 65,537 to 131,072 papers: one size
             size = int(self.xt_blocks[term])
             if size == _WIDE_BLOCK:
