@@ -4,17 +4,23 @@ non-empty blocks (a bit each in ``xt_block_masks``) and the sizes of those but i
 the blocks must see the sizes the dense layout (format 12's ``_block_sizes``) gave.
 """
 
+import io
+import zlib
+
 import numpy as np
 import pytest
 
 import bot.engine.index as index_module
 from bot.engine.index import (
     _MASK_GROUP,
+    WRITE_CHUNK,
     Segment,
     _block_sizes,
+    _ChecksumWriter,
     _mask_type,
     _sparse_block_sizes,
     _split_keys,
+    _write_file,
 )
 from bot.engine.search import Engine
 from tests.test_live_index import make_papers, queries_from, write_jsonl
@@ -121,3 +127,26 @@ def test_a_built_index_with_sparse_blocks_answers_as_with_one_block(tmp_path, se
     assert (small.rows(terms) != whole.rows(terms)).nnz == 0
     for query in queries_from(papers, 15, seed=72):
         assert engines[0].rank(query) == engines[1].rank(query), query
+
+
+def test_index_files_are_written_in_small_pieces(tmp_path):
+    """The page cache keeps a file in folios as large as the writes that made it, and a
+    reader maps a whole folio when it touches a byte of it: no write may exceed
+    ``WRITE_CHUNK`` (the file, its size and checksum as one write would give)."""
+    writes = []
+
+    class Recorder(io.BytesIO):
+        def write(self, data):
+            writes.append(len(memoryview(data).cast("B")))
+            return super().write(data)
+
+    values = np.arange(300_000, dtype=np.int32)  # 1.2 MB: numpy hands over 16 MB at once
+    handle = Recorder()
+    writer = _ChecksumWriter(handle)
+    np.lib.format.write_array(writer, values, allow_pickle=False)
+    assert max(writes) == WRITE_CHUNK and len(writes) > 10
+    assert writer.size == len(handle.getvalue()) and writer.crc == zlib.crc32(handle.getvalue())
+    handle.seek(0)
+    assert np.array_equal(np.load(handle), values)
+    entry = _write_file(tmp_path / "v.npy", values)
+    assert entry == {"size": writer.size, "crc32": writer.crc}

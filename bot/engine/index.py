@@ -1495,16 +1495,29 @@ def _write_file(path: Path, data) -> dict:
     return {"size": writer.size, "crc32": writer.crc}
 
 
+#: Bytes written to an index file at a time. The page cache keeps a file in folios as large
+#: as the writes that made it (ext4 on Linux 6.x: up to 2 MB), and a process that maps the
+#: file maps a whole folio when it touches one byte of it: a lookup reading a few postings of
+#: a list then maps megabytes of its neighbours (at 872k papers the serving process had
+#: 582 MB resident, 470 of it index files; 349 MB with 64 KB writes). 64 KB is what the
+#: kernel maps around a fault anyway.
+WRITE_CHUNK = 1 << 16
+
+
 class _ChecksumWriter:
-    """A file that keeps the CRC-32 and size of what goes through it (no second read)."""
+    """A file that keeps the CRC-32 and size of what goes through it (no second read),
+    written ``WRITE_CHUNK`` bytes at a time."""
 
     def __init__(self, handle) -> None:
         self.handle, self.crc, self.size = handle, 0, 0
 
     def write(self, data) -> int:
-        self.crc = zlib.crc32(data, self.crc)
-        self.size += len(memoryview(data).cast("B"))
-        return self.handle.write(data)
+        view = memoryview(data).cast("B")
+        self.crc = zlib.crc32(view, self.crc)
+        self.size += len(view)
+        for start in range(0, len(view), WRITE_CHUNK):
+            self.handle.write(view[start : start + WRITE_CHUNK])
+        return len(view)
 
 
 def _build_error(directory: Path, error: OSError) -> str:
