@@ -13,13 +13,15 @@ Each segment holds, for its documents (papers, in ``rowid`` order):
 
 * ``xt`` (terms x documents): an inverted index, so a query only touches the posting lists
   of its own terms; each document number's low 16 bits (uint16), every list cut into blocks
-  of ``BLOCK`` documents whose posting counts ``xt_blocks`` records (a lookup gathers its
+  of ``BLOCK`` documents whose posting counts ``xt_blocks`` records (at three blocks or
+  more only a list's non-empty blocks: ``_sparse_block_sizes``; a lookup gathers its
   lists in one vectorised copy and adds each block's start: no running sum; MaxScore
   bisects within a block); each posting's count in four bits, the rare larger one beside
   (``_pack_counts``);
 * ``x`` (documents x terms): a paper's own vector, for "similar papers", the taste model,
   digests' "why" and deleted papers' document frequencies; only ever read a few papers at a
-  time, so it is packed tight: per paper its term ids as varint gaps, and every count in two
+  time, so it is packed tight: per paper its terms' frequency ranks as varint gaps (common
+  terms first: short gaps), and every count in two
   bits, the rare larger one after the gaps (``_encode_x``); a lookup's own "why" reads the
   query's posting lists instead, so lookups never touch ``x``;
 * its own sorted vocabulary, front-coded in blocks of ``VOCAB_BLOCK`` terms (each term as
