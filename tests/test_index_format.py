@@ -9,6 +9,7 @@ import json
 import random
 
 import numpy as np
+import pytest
 
 from bot.engine.index import FORMAT_VERSION, read_current, sublinear
 from bot.engine.search import Engine
@@ -16,24 +17,27 @@ from bot.engine.text import analyze
 from tests.test_live_index import make_papers, published, queries_from, write_jsonl
 
 
-def test_an_index_of_format_11_is_rebuilt_once_in_the_new_format(tmp_path, sentences):
+@pytest.mark.parametrize("old_format", [11, 12])
+def test_an_index_of_an_older_format_is_rebuilt_once_in_the_new_format(
+    tmp_path, sentences, old_format
+):
     papers = make_papers(sentences, "f", 80, seed=31)
     db = tmp_path / "f.db"
     engine = Engine.open(db)
     engine.ingest([write_jsonl(tmp_path / "a.jsonl", papers)])
     query = queries_from(papers, 1, seed=32)[0]
     want = engine.rank(query)
-    # What format 11 published: the same CURRENT and segment manifests, with format 11.
+    # What an older format published: the same CURRENT and segment manifests, its format.
     current = read_current(engine.index_dir)
     old_segment = current["segments"][0]["name"]
     for path in (engine.index_dir / "CURRENT", engine.index_dir / old_segment / "meta.json"):
-        path.write_text(json.dumps({**json.loads(path.read_text()), "format": 11}))
+        path.write_text(json.dumps({**json.loads(path.read_text()), "format": old_format}))
     assert read_current(engine.index_dir) is None
 
     upgraded = Engine.open(db)
     assert upgraded.rank(query) == want
     current = read_current(upgraded.index_dir)
-    assert current["format"] == FORMAT_VERSION == 12
+    assert current["format"] == FORMAT_VERSION == 13
     assert current["segments"][0]["name"] != old_segment
     assert {p.name for p in upgraded.index_dir.iterdir()} == published(upgraded)
     segment = upgraded.index.segments[0]
@@ -42,6 +46,7 @@ def test_an_index_of_format_11_is_rebuilt_once_in_the_new_format(tmp_path, sente
     files = {p.name for p in segment.directory.iterdir()}
     assert {"vocab_shared.npy", "vocab_heads.npy", "x_terms.npy", "x_codes.npy"} <= files
     assert {"xt_blocks.npy", "xt_escaped.npy"} <= files  # format 12's
+    assert {"xt_block_masks.npy", "xt_block_starts.npy"} <= files  # format 13's
     assert len(np.load(segment.directory / "xt_data.npy")) == -(-len(segment.xt_indices) // 2)
     assert files.isdisjoint(
         {"term_hashes.npy", "hash_order.npy"}  # computed when a delta needs them

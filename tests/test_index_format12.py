@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 
 import bot.engine.index as index_module
-from bot.engine.index import _block_sizes, _Counts, _pack_block_sizes, _pack_counts, sublinear
+from bot.engine.index import (
+    _block_sizes,
+    _Counts,
+    _pack_block_sizes,
+    _pack_counts,
+    _stored_sizes,
+    sublinear,
+)
 from bot.engine.search import Engine
 from tests.test_live_index import make_papers, queries_from, write_jsonl
 
@@ -88,7 +95,12 @@ def test_lists_with_long_blocks_decode_and_bisect(
     docs = np.repeat(np.arange(segment.n_docs), lengths)
     order = np.lexsort((docs, terms))
     assert np.array_equal(segment.docs(0, segment.n_terms), docs[order])
-    picked = np.unique(np.concatenate([wide // max(segment.blocks - 1, 1), [0, 1]]))
+    if segment._sparse:  # format 13 at three blocks: the owner of each stored size
+        stored = np.cumsum(_stored_sizes(segment.xt_block_masks))
+        owners = np.searchsorted(stored, wide, side="right")
+    else:
+        owners = wide // max(segment.blocks - 1, 1)
+    picked = np.unique(np.concatenate([owners, [0, 1]]))
     assert np.array_equal(
         segment.gathered_docs(picked),
         np.concatenate([segment.docs(t, t + 1) for t in picked.tolist()]),
