@@ -63,13 +63,12 @@ def test_shared_prefixes_longer_than_a_byte_are_cut_at_255():
 
 
 def _papers_x(seed: int, n_docs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Random sorted term ids per paper (gaps up to 2**22: four-byte varints) and counts
-    from 1 to 5,000."""
+    """Random sorted term ids per paper (gaps up to 2**27) and counts from 1 to 5,000."""
     rng = np.random.default_rng(seed)
     indices, counts, indptr = [], [], [0]
     for doc in range(n_docs):
         size = 0 if doc % 7 == 3 else int(rng.integers(1, 60))
-        top = [2**7, 2**14, 2**21, 2**22][doc % 4]
+        top = [2**7, 2**14, 2**21, 2**27][doc % 4]
         ids = np.unique(rng.integers(0, top, size))
         indices.append(ids)
         counts.append(rng.choice([1, 1, 1, 2, 3, 4, 17, 255, 256, 5000], len(ids)))
@@ -80,30 +79,18 @@ def _papers_x(seed: int, n_docs: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
 class _X:
     """The ``x`` arrays of a segment, as ``Segment.doc_terms`` reads them."""
 
-    def __init__(self, arrays: dict, counts_dtype, ranks: np.ndarray) -> None:
+    def __init__(self, arrays: dict, counts_dtype) -> None:
         self.x_terms, self.x_codes = arrays["x_terms"], arrays["x_codes"]
         self.x_indptr, self.x_bytes = arrays["x_indptr"], arrays["x_bytes"]
         self.xt_data = np.zeros(0, counts_dtype)
-        self._terms = np.argsort(ranks).astype(np.int32)
-
-    def term_of_rank(self) -> np.ndarray:
-        return self._terms
-
-
-def _ranks(seed: int) -> np.ndarray:
-    """Frequency ranks of 2**22 terms: the first 2**14 shuffled, the others in id order."""
-    ranks = np.arange(2**22, dtype=np.int64)
-    ranks[: 2**14] = np.random.default_rng(seed).permutation(2**14)
-    return ranks
 
 
 @pytest.mark.parametrize("chunk", [1 << 22, 50])
 def test_a_papers_vector_comes_back_exactly(monkeypatch, chunk):
     monkeypatch.setattr(index_module, "_X_CHUNK", chunk)  # 50: the writer's chunks meet
     indices, indptr, counts = _papers_x(seed=chunk, n_docs=300)
-    ranks = _ranks(seed=chunk)
-    arrays = index_module._encode_x(indices, indptr, counts, ranks)
-    x = _X(arrays, counts.dtype, ranks)
+    arrays = index_module._encode_x(indices, indptr, counts)
+    x = _X(arrays, counts.dtype)
     assert arrays["x_terms"].max() >= 0x80 and (counts > 3).sum() > 100
     rng = np.random.default_rng(1)
     for doc in range(300):
