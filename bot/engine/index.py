@@ -20,8 +20,7 @@ Each segment holds, for its documents (papers, in ``rowid`` order):
   (``_pack_counts``);
 * ``x`` (documents x terms): a paper's own vector, for "similar papers", the taste model,
   digests' "why" and deleted papers' document frequencies; only ever read a few papers at a
-  time, so it is packed tight: per paper its terms' frequency ranks as varint gaps (common
-  terms first: short gaps), and every count in two
+  time, so it is packed tight: per paper its term ids as varint gaps, and every count in two
   bits, the rare larger one after the gaps (``_encode_x``); a lookup's own "why" reads the
   query's posting lists instead, so lookups never touch ``x``;
 * its own sorted vocabulary, front-coded in blocks of ``VOCAB_BLOCK`` terms (each term as
