@@ -16,8 +16,7 @@ import bot.engine.index as index_module
 import bot.engine.search as search_module
 from bot.engine.index import GENERATION_FILES, Index, _write_file, read_current
 from bot.engine.search import Engine
-from tests.test_live_index import make_papers, write_jsonl
-from tests.test_pruning import lookups
+from tests.test_pruning import lookups, main_and_deltas
 
 HEAD_MIN, HEAD = 40, 12
 
@@ -25,20 +24,7 @@ HEAD_MIN, HEAD = 40, 12
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory, sentences) -> Engine:
     folder = tmp_path_factory.mktemp("heads")
-    papers = make_papers(sentences, "h", 700, seed=31)
-    updated = [{**p, "abstract": p["abstract"] + " Revised with new results."} for p in papers[:40]]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(index_module, "MERGE_SHARE", 0.9)  # keep the deltas and tombstones
-        patch.setattr(index_module, "HEAD_MIN", HEAD_MIN)
-        patch.setattr(index_module, "HEAD", HEAD)
-        live = Engine.open(folder / "live.db")
-        live.ingest([write_jsonl(folder / "a.jsonl", papers[:550])])
-        live.ingest([write_jsonl(folder / "b.jsonl", papers[550:])])
-        live.ingest([write_jsonl(folder / "c.jsonl", updated)])
-    current = read_current(live.index_dir)
-    assert len(current["segments"]) == 3 and current["segments"][0]["deleted"]
-    live.papers = updated + papers[40:]
-    return live
+    return main_and_deltas(folder, sentences, "h", seed=31, HEAD_MIN=HEAD_MIN, HEAD=HEAD)
 
 
 def common_queries(index: Index, n: int = 60) -> list[str]:

@@ -18,13 +18,16 @@ from tests.test_live_index import make_papers, queries_from, write_jsonl
 QUERIES = 150
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory, sentences) -> Engine:
-    folder = tmp_path_factory.mktemp("pruning")
-    papers = make_papers(sentences, "p", 700, seed=21)
+def main_and_deltas(folder, sentences, prefix: str, seed: int, **patches) -> Engine:
+    """An engine over 700 made-up papers in a main segment and two deltas, the second one
+    updating 40 papers of the main segment (deleted there). ``patches``: index module
+    constants set while it is built."""
+    papers = make_papers(sentences, prefix, 700, seed=seed)
     updated = [{**p, "abstract": p["abstract"] + " Revised with new results."} for p in papers[:40]]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(index_module, "MERGE_SHARE", 0.9)  # keep the deltas and tombstones
+        for name, value in patches.items():
+            patch.setattr(index_module, name, value)
         live = Engine.open(folder / "live.db")
         live.ingest([write_jsonl(folder / "a.jsonl", papers[:550])])
         live.ingest([write_jsonl(folder / "b.jsonl", papers[550:])])
@@ -33,6 +36,11 @@ def engine(tmp_path_factory, sentences) -> Engine:
     assert len(current["segments"]) == 3 and current["segments"][0]["deleted"]
     live.papers = updated + papers[40:]
     return live
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory, sentences) -> Engine:
+    return main_and_deltas(tmp_path_factory.mktemp("pruning"), sentences, "p", seed=21)
 
 
 def lookups(papers: list[dict]) -> list[str]:
