@@ -3322,19 +3322,20 @@ class Index:
         n_query = len(weights)
         for i, local, glob in self._by_segment(docs):
             segment = self.segments[i]
-            total = np.zeros(len(local), dtype=np.float32)
-            matched = np.zeros(len(local), dtype=np.float32)
+            # Each term's hits found first, their tf read in one call, then added row by row.
+            hits = np.zeros((n_query, len(local)), dtype=bool)
+            places = np.zeros((n_query, len(local)), dtype=np.int64)
             for position in range(n_query):
                 term = own[i][position]
-                if term < 0:
-                    continue
-                hit, at = segment.find(term, local)
-                if not hit.any():
-                    continue
-                add = np.zeros(len(local), dtype=np.float32)
-                add[hit] = weights[position] * segment.tf_at(at[hit])
-                total += add
-                matched += hit
+                if term >= 0:
+                    hits[position], places[position] = segment.find(term, local)
+            rows, columns = np.nonzero(hits)
+            terms = np.zeros((n_query, len(local)), dtype=np.float32)
+            terms[rows, columns] = weights[rows] * segment.tf_at(places[rows, columns])
+            total = np.zeros(len(local), dtype=np.float32)
+            for position in range(n_query):
+                total += terms[position]
+            matched = hits.sum(axis=0, dtype=np.float32)
             self._finish(total, matched, glob, coordinate, n_query, out_docs, out_scores)
         return _joined(out_docs, out_scores)
 
