@@ -3010,8 +3010,9 @@ class Index:
         squared share of the query's terms a document has, only lowers it), partial sum +
         the remaining terms' bounds an upper bound. Before a long list (``SHORT_LIST``) the
         bar (the want-th best lower bound) is raised by looking every document so far up in
-        the remaining lists when there are few (``FULL_POOL``), else with the exact scores
-        of the likeliest ones. Once the bar is above what the remaining terms could give a
+        the remaining lists when there are few (``FULL_POOL``; undone, the bar kept, when
+        that does not settle it and the next list is not long), else with the exact scores
+        of the likeliest ones (more of them before a long list: ``MAX_PICK``). Once the bar is above what the remaining terms could give a
         document not seen yet, no new document can enter the top: the remaining lists are
         only looked up (bisection) for the documents that still could, which shrink as
         their bounds tighten. The few left are scored exactly (every query term, added in
