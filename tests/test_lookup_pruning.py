@@ -141,3 +141,33 @@ def test_docs_with_all_is_the_intersection_of_the_lists(engine):  # noqa: F811
         pair = np.intersect1d(lists[1], lists[2])
         assert index.docs_with_all([second, third]).tolist() == pair.tolist()
         assert len(pair)  # not vacuous: common terms share papers
+
+
+@pytest.mark.parametrize("long_list", [30, 100])
+def test_rounds_of_exact_scores_before_a_long_list(engine, monkeypatch, long_list):  # noqa: F811
+    """Before a long list MaxScore raises its bar with the exact scores of more and more of
+    the likeliest papers (``MAX_PICK``, ``PICK_ROUNDS``): the same answers, and the rounds
+    are reached (more exact scoring than with one round)."""
+    for constant, value in (("ALL_LISTS", 0), ("SHORT_LIST", 0), ("FULL_POOL", 0)):
+        monkeypatch.setattr(index_module, constant, value)
+    monkeypatch.setattr(index_module, "LONG_LIST", long_list)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    calls = []
+    real_exact = Index._exact_scores
+
+    def exact_scores(self, docs, *args):
+        calls.append(len(docs))
+        return real_exact(self, docs, *args)
+
+    monkeypatch.setattr(Index, "_exact_scores", exact_scores)
+    queries = lookups(engine.papers)[:120]
+    exact = {}
+    for max_pick in (0, 10**6):
+        monkeypatch.setattr(index_module, "MAX_PICK", max_pick)
+        calls.clear()
+        for query in queries:
+            for coordinate in (True, False):
+                want = engine.rank(query, k=10, coordinate=coordinate, prune=False)
+                assert engine.rank(query, k=10, coordinate=coordinate) == want, query
+        exact[max_pick] = len(calls)
+    assert exact[10**6] > exact[0] + 10, exact  # not vacuous: rounds taken

@@ -3010,8 +3010,9 @@ class Index:
         squared share of the query's terms a document has, only lowers it), partial sum +
         the remaining terms' bounds an upper bound. Before a long list (``SHORT_LIST``) the
         bar (the want-th best lower bound) is raised by looking every document so far up in
-        the remaining lists when there are few (``FULL_POOL``), else with the exact scores
-        of the likeliest ones. Once the bar is above what the remaining terms could give a
+        the remaining lists when there are few (``FULL_POOL``; undone, the bar kept, when
+        that does not settle it and the next list is not long), else with the exact scores
+        of the likeliest ones (more of them before a long list: ``MAX_PICK``). Once the bar is above what the remaining terms could give a
         document not seen yet, no new document can enter the top: the remaining lists are
         only looked up (bisection) for the documents that still could, which shrink as
         their bounds tighten. The few left are scored exactly (every query term, added in
@@ -3048,6 +3049,7 @@ class Index:
                 return found
         inverse_pivot = self.inverse_pivot
         whole = self.n_live == self.n_docs
+        heads = self._head_terms is not None and not tried
         acc, cnt = _accumulators(self.n_docs)
         touched: list[np.ndarray] = []  # every document added to, to zero them afterwards
         fresh_ok: list[np.ndarray] = []  # those that are live and pass the filters
@@ -3115,6 +3117,8 @@ class Index:
                 if len(fresh_ok) > 1:
                     fresh_ok[:] = [np.concatenate(fresh_ok)]
                 if not fresh_ok or len(fresh_ok[0]) < want:
+                    if step < n_query and lengths[order[step]] > LONG_LIST and heads:
+                        raise _Exhaustive  # a long list would fill the top: its head may
                     continue
                 ok = fresh_ok[0]
                 if step < n_query and lengths[order[step]] <= SHORT_LIST:
@@ -3124,17 +3128,34 @@ class Index:
                 bar = max(bar, kth(lower))
                 unseen = rest[step] * (remaining / n_query) ** 2 if coordinate else rest[step]
                 if step < n_query and unseen >= bar and len(ok) > FULL_POOL:
-                    # Raise the bar with the exact scores of the likeliest documents.
-                    pick = min(len(ok), want + want // 2 + 1)
-                    best = ok[np.argpartition(-upper, pick - 1)[:pick]]
-                    bar = max(bar, kth(score_exactly(best)))
+                    # Raise the bar with the exact scores of the likeliest documents; more
+                    # of them (rounds PICK_ROUNDS-fold larger, up to MAX_PICK) before a
+                    # long list would leave the query to the heads or the product.
+                    pick = want + want // 2 + 1
+                    while True:
+                        pick = min(len(ok), pick)
+                        best = ok[np.argpartition(-upper, pick - 1)[:pick]]
+                        bar = max(bar, kth(score_exactly(best)))
+                        if unseen < bar or pick >= min(len(ok), MAX_PICK):
+                            break
+                        if lengths[order[step]] <= LONG_LIST:
+                            break
+                        pick *= PICK_ROUNDS
                 if step < n_query and unseen >= bar and len(ok) <= FULL_POOL:
                     # Few documents so far: look the remaining lists up for all of them.
+                    # If that does not settle it and the next list is not long, their
+                    # sums so far are put back and the list added whole (the raised bar
+                    # kept: the product's way, not the heads', is then left for later).
+                    saved = (acc[ok], cnt[ok]) if lengths[order[step]] <= LONG_LIST else None
                     for position in order[step:]:
                         self._add_found(own, position, weights[position], ok, acc, cnt)
-                    step = n_query
-                    lower, upper = bounds(ok, 0, rest[step])
+                    lower, upper = bounds(ok, 0, rest[n_query])
                     bar = max(bar, kth(lower))
+                    if unseen < bar or saved is None:
+                        step = n_query
+                    else:
+                        acc[ok], cnt[ok] = saved
+                        continue
                 if unseen >= bar and (step == n_query or lengths[order[step]] > LONG_LIST):
                     raise _Exhaustive  # common terms could still lift anyone
                 if unseen < bar or step == n_query:
@@ -3302,19 +3323,20 @@ class Index:
         n_query = len(weights)
         for i, local, glob in self._by_segment(docs):
             segment = self.segments[i]
-            total = np.zeros(len(local), dtype=np.float32)
-            matched = np.zeros(len(local), dtype=np.float32)
+            # Each term's hits found first, their tf read in one call, then added row by row.
+            hits = np.zeros((n_query, len(local)), dtype=bool)
+            places = np.zeros((n_query, len(local)), dtype=np.int64)
             for position in range(n_query):
                 term = own[i][position]
-                if term < 0:
-                    continue
-                hit, at = segment.find(term, local)
-                if not hit.any():
-                    continue
-                add = np.zeros(len(local), dtype=np.float32)
-                add[hit] = weights[position] * segment.tf_at(at[hit])
-                total += add
-                matched += hit
+                if term >= 0:
+                    hits[position], places[position] = segment.find(term, local)
+            rows, columns = np.nonzero(hits)
+            terms = np.zeros((n_query, len(local)), dtype=np.float32)
+            terms[rows, columns] = weights[rows] * segment.tf_at(places[rows, columns])
+            total = np.zeros(len(local), dtype=np.float32)
+            for position in range(n_query):
+                total += terms[position]
+            matched = hits.sum(axis=0, dtype=np.float32)
             self._finish(total, matched, glob, coordinate, n_query, out_docs, out_scores)
         return _joined(out_docs, out_scores)
 
@@ -3639,6 +3661,10 @@ LONG_LIST = 8192
 FULL_POOL = 1024
 #: ... and scores this few candidates exactly instead of looking up the next list for them.
 EXACT_AT = 64
+#: Before a long list, the bar is raised with the exact scores of up to this many of the
+#: likeliest documents (1.5 x want, then rounds this many times larger).
+MAX_PICK = 1024
+PICK_ROUNDS = 4
 #: A list longer than this (over the segments) has a head (``best_heads``) ...
 HEAD_MIN = 4096
 #: ... of this many documents.
