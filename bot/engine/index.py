@@ -339,6 +339,11 @@ def _chunk_docs(n_uni: int, n_fields: int) -> int:
     return max(1, min(step, (1 << 62) // ((n_uni * n_uni + 1) * max(n_fields, 1))))
 
 
+#: ``count_terms`` keeps the first pass's (bigram, paper) pairs for the second up to this
+#: many bytes (12 a pair: all of them at 87k papers, about 100 MB); beyond, a chunk's pairs
+#: are found again (sorted a second time) instead, so a larger corpus's build peak grows by
+#: no more than this.
+KEPT_PAIRS_BYTES = 384 << 20
 #: Threads counting a full build's chunks at once: numpy's sorts and searches and scipy's
 #: sparse conversions release the GIL, so two chunks are counted on two cores.
 COUNT_THREADS = BUILD_PROCESSES
@@ -379,7 +384,8 @@ def count_terms(
     fields + field``), sorted once: the first pass sums each (bigram, paper) pair's weighted
     count and each bigram's papers (its document frequency), and keeps the pairs (12 bytes
     each: about 100 MB at 87k papers) until the second pass looks them up among the kept
-    bigrams, in order, and frees them chunk by chunk.
+    bigrams, in order, and frees them chunk by chunk (up to ``KEPT_PAIRS_BYTES``: the pairs
+    of the chunks beyond are found again).
     """
     n_uni = len(unigrams)
     n_fields = len(fields)
@@ -387,8 +393,11 @@ def count_terms(
     chunks = [(a, min(a + step, n_docs)) for a in range(0, n_docs, step)]
     weights = np.asarray([f.weight for f in fields], dtype=np.float32)
     pairs_of: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(chunks)
+    room = [KEPT_PAIRS_BYTES]
+    room_lock = threading.Lock()
 
-    def pass_one(number: int) -> tuple[np.ndarray, np.ndarray]:
+    def pairs_in(number: int) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk's (bigram, paper) pairs, sorted, and their weighted counts."""
         a, b = chunks[number]
         _, (b_docs, b_keys, b_fields) = _pieces(fields, a, b, n_uni)
         # (bigram, paper, field) codes sorted: each distinct one's occurrences times its
@@ -403,8 +412,15 @@ def count_terms(
         del codes
         firsts = _starts(pairs)
         pair_counts = np.add.reduceat(counts, firsts) if len(firsts) else counts
-        pairs = pairs[firsts]
-        pairs_of[number] = (pairs, pair_counts)
+        return pairs[firsts], pair_counts
+
+    def pass_one(number: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = chunks[number]
+        pairs, pair_counts = pairs_in(number)
+        with room_lock:  # kept for pass 2 while they fit
+            if pairs.nbytes + pair_counts.nbytes <= room[0]:
+                room[0] -= pairs.nbytes + pair_counts.nbytes
+                pairs_of[number] = (pairs, pair_counts)
         pair_keys = pairs // (b - a)  # each (bigram, paper) once, by bigram
         firsts = _starts(pair_keys)
         return pair_keys[firsts], np.diff(firsts, append=len(pair_keys))
@@ -437,8 +453,8 @@ def count_terms(
         def pass_two(number: int) -> sp.csr_matrix:
             a, b = chunks[number]
             (u_docs, u_ids, u_vals), _ = _pieces(fields, a, b, n_uni, False)  # unigrams only
-            pairs, pair_counts = pairs_of[number]
-            pairs_of[number] = None
+            kept_pairs, pairs_of[number] = pairs_of[number], None
+            pairs, pair_counts = kept_pairs if kept_pairs is not None else pairs_in(number)
             pair_keys = pairs // (b - a)
             # Searched in sorted order: each search starts where the previous one ended
             # (numpy's bisection keeps its bounds), several times faster than random ones.
