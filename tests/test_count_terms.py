@@ -100,3 +100,53 @@ def test_plain_vocabulary_offsets_are_each_terms_start():
     assert blob == "a\né b\nßx\n".encode()
     assert offsets.tolist() == [0, 2, 7, 11]
     assert index_module._plain_vocabulary([])[1].tolist() == [0]
+
+
+def test_pairs_not_kept_between_the_passes_are_found_again(monkeypatch):
+    """The first pass keeps each chunk's (bigram, paper) pairs for the second only up to
+    ``KEPT_PAIRS_BYTES``; the chunks beyond are sorted again: none, some or all kept, in one
+    thread or two, the same matrix, bit for bit, and the dictionary count's values."""
+    rng = np.random.default_rng(5)
+    words = [f"w{k}" for k in range(15)]
+    weights = (2.0, 3.0, 1.0)
+    texts = [
+        [list(rng.choice(words, size=rng.integers(0, 12))) for _ in weights] for _ in range(83)
+    ]
+    monkeypatch.setattr(index_module, "CHUNK_DOCS", 10)
+    sorted_again = []
+    real_pieces = index_module._pieces
+
+    def pieces(*args):
+        sorted_again.append(len(args) == 4)  # the bigram pieces asked for
+        return real_pieces(*args)
+
+    monkeypatch.setattr(index_module, "_pieces", pieces)
+    results = []
+    for room, threads in ((0, 1), (3000, 2), (3000, 1), (1 << 30, 2)):
+        monkeypatch.setattr(index_module, "KEPT_PAIRS_BYTES", room)
+        monkeypatch.setattr(index_module, "COUNT_THREADS", threads)
+        vocabulary: dict[str, int] = {}
+        fields = [_Field(w) for w in weights]
+        for doc in texts:
+            for text_field, doc_words in zip(fields, doc, strict=True):
+                text_field.add(" ".join(doc_words), vocabulary)
+        sorted_again.clear()
+        matrix, terms = count_terms(fields, len(texts), list(vocabulary), 2)
+        chunks = -(-len(texts) // index_module._chunk_docs(len(vocabulary), 3))
+        bigram_sorts = sum(sorted_again)
+        if room == 0:
+            assert bigram_sorts == 2 * chunks
+        elif room == 1 << 30:
+            assert bigram_sorts == chunks
+        else:
+            assert chunks < bigram_sorts < 2 * chunks
+        results.append((matrix, terms))
+        got = [
+            {terms[j]: float(v) for j, v in zip(row.indices, row.data, strict=True)}
+            for row in matrix
+        ]
+        assert got == _reference(texts, weights, 2), room
+    for matrix, terms in results[1:]:
+        assert terms == results[0][1]
+        for name in ("indptr", "indices", "data"):
+            assert np.array_equal(getattr(matrix, name), getattr(results[0][0], name)), name

@@ -1,6 +1,6 @@
-"""A full build tokenises its texts in batches (``tokens_of_many``: the ASCII ones as bytes, the
-others joined and folded at once); every text must get exactly the terms ``words`` gives it
-alone, whatever texts sit beside it in the batch."""
+"""A full build tokenises its texts in batches (``tokens_of_many``: joined as bytes, the words
+that are not ASCII folded one by one, a batch with a capital sigma folded whole); every text
+must get exactly the terms ``words`` gives it alone, whatever texts sit beside it."""
 
 import itertools
 
@@ -108,3 +108,23 @@ def _check_fields(tokens, docs):
         for i, (_, doc) in enumerate(docs):
             got = [vocabulary[j] for j in ids[offsets[i] : offsets[i + 1]]]
             assert got == words(text_of(doc)), (i, text_of(doc))
+
+
+def test_only_a_batch_with_a_capital_sigma_is_folded_whole(monkeypatch):
+    """Other batches fold only their words that are not ASCII, each on its own, and still
+    get every text's own tokens (the same words repeated: the folded words' cache)."""
+    import bot.engine.text as text_module
+
+    def whole(texts):
+        raise AssertionError("folded whole")
+
+    without_sigma = [t for t in TRICKY if "\u03a3" not in t]
+    monkeypatch.setattr(text_module, "_folded_tokens_of_many", whole)
+    for size in (1, 2, len(without_sigma)):
+        for start in range(len(without_sigma)):
+            texts = (without_sigma[start:] + without_sigma[:start])[:size] * 2
+            got = _per_text(tokens_of_many(texts))
+            assert got == [_WORD.findall(fold(text)) for text in texts], texts
+    monkeypatch.undo()
+    sigma = ["ΑΣ'Β", "ΟΔΟΣ."]
+    assert _per_text(tokens_of_many(sigma)) == [_WORD.findall(fold(t)) for t in sigma]

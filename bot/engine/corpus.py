@@ -525,6 +525,21 @@ _UPSERT = (
 _json = json.JSONEncoder(ensure_ascii=False).encode
 
 
+def _json_names(names: list[str]) -> str:
+    """``_json(names)`` of a list of strings, joined by hand when no character needs escaping
+    (no quote but the separators', no backslash, nothing unprintable: every control character
+    is), a quarter of the encoder's time on the two lists of every paper."""
+    if not names:
+        return "[]"
+    try:
+        joined = '", "'.join(names)
+    except TypeError:
+        return _json(names)
+    if joined.count('"') != 2 * len(names) - 2 or "\\" in joined or not joined.isprintable():
+        return _json(names)
+    return f'["{joined}"]'
+
+
 def _values(paper: Paper, digest: str, now: str, added_at: str, stamp: int) -> tuple:
     """A paper's row for ``_UPSERT``."""
     authors = paper.authors
@@ -535,9 +550,9 @@ def _values(paper: Paper, digest: str, now: str, added_at: str, stamp: int) -> t
         paper.title,
         int(paper.title_derived),
         paper.abstract or "",
-        _json(authors),
+        _json_names(authors),
         authors_key(authors),
-        _json(paper.keywords),
+        _json_names(paper.keywords),
         paper.url or "",
         digest,
         added_at,

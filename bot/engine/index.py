@@ -296,8 +296,9 @@ def unique(values: np.ndarray, kind: str | None = None) -> np.ndarray:
     return values[keep]
 
 
-def _pieces(fields: list[_Field], start: int, end: int, n_uni: int):
-    """For documents [start, end): (docs, unigram ids, weights) and (docs, bigram keys, fields).
+def _pieces(fields: list[_Field], start: int, end: int, n_uni: int, bigrams: bool = True):
+    """For documents [start, end): (docs, unigram ids, weights) and (docs, bigram keys, fields)
+    (empty arrays when not ``bigrams``).
 
     Document numbers are local to the chunk; a bigram key is ``first * n_uni + second``, its
     field the index in ``fields``; bigrams never span two fields or two documents.
@@ -312,15 +313,20 @@ def _pieces(fields: list[_Field], start: int, end: int, n_uni: int):
         uni_docs.append(doc_of)
         uni_ids.append(ids)
         uni_vals.append(np.full(len(ids), text_field.weight, dtype=np.float32))
+        if not bigrams:
+            continue
         same_doc = doc_of[1:] == doc_of[:-1]
         bi_docs.append(doc_of[1:][same_doc])
         bi_keys.append(ids[:-1].astype(np.int64)[same_doc] * n_uni + ids[1:][same_doc])
         bi_fields.append(np.full(int(same_doc.sum()), number, dtype=np.int64))
-    cat = np.concatenate
-    return (cat(uni_docs), cat(uni_ids), cat(uni_vals)), (
-        cat(bi_docs),
-        cat(bi_keys),
-        cat(bi_fields),
+
+    def cat(arrays: list[np.ndarray], dtype) -> np.ndarray:
+        return np.concatenate(arrays) if arrays else np.zeros(0, dtype)
+
+    return (cat(uni_docs, np.int32), cat(uni_ids, np.int32), cat(uni_vals, np.float32)), (
+        cat(bi_docs, np.int32),
+        cat(bi_keys, np.int64),
+        cat(bi_fields, np.int64),
     )
 
 
@@ -339,6 +345,11 @@ def _chunk_docs(n_uni: int, n_fields: int) -> int:
     return max(1, min(step, (1 << 62) // ((n_uni * n_uni + 1) * max(n_fields, 1))))
 
 
+#: ``count_terms`` keeps the first pass's (bigram, paper) pairs for the second up to this
+#: many bytes (12 a pair: all of them at 87k papers, about 100 MB); beyond, a chunk's pairs
+#: are found again (sorted a second time) instead, so a larger corpus's build peak grows by
+#: no more than this.
+KEPT_PAIRS_BYTES = 384 << 20
 #: Threads counting a full build's chunks at once: numpy's sorts and searches and scipy's
 #: sparse conversions release the GIL, so two chunks are counted on two cores.
 COUNT_THREADS = BUILD_PROCESSES
@@ -375,26 +386,54 @@ def count_terms(
     summed with the field weights, plus a ``min_df`` for bigrams only; done with numpy on
     integer ids, a chunk of documents at a time, because the vectorizer's per-token Python
     loop and its dict of every bigram took 66 s and 2 GB for the 87k-paper corpus. Bigrams
-    are handled as one sorted array of codes per chunk, bigram-major (``key * docs + doc``):
-    one sort gives each bigram's papers (its document frequency) and, in the second pass,
-    each (bigram, paper) pair's weighted count, looked up among the kept bigrams in order.
+    are handled as one sorted array of codes per chunk, bigram-major (``(key * docs + doc) *
+    fields + field``), sorted once: the first pass sums each (bigram, paper) pair's weighted
+    count and each bigram's papers (its document frequency), and keeps the pairs (12 bytes
+    each: about 100 MB at 87k papers) until the second pass looks them up among the kept
+    bigrams, in order, and frees them chunk by chunk (up to ``KEPT_PAIRS_BYTES``: the pairs
+    of the chunks beyond are found again).
     """
     n_uni = len(unigrams)
     n_fields = len(fields)
     step = _chunk_docs(n_uni, n_fields)
     chunks = [(a, min(a + step, n_docs)) for a in range(0, n_docs, step)]
+    weights = np.asarray([f.weight for f in fields], dtype=np.float32)
+    pairs_of: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(chunks)
+    room = [KEPT_PAIRS_BYTES]
+    room_lock = threading.Lock()
 
-    def pass_one(chunk: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-        a, b = chunk
-        _, (docs, keys, _) = _pieces(fields, a, b, n_uni)
-        pairs = np.sort(keys * (b - a) + docs)
-        pair_keys = pairs[_starts(pairs)] // (b - a)  # each (bigram, paper) once, by bigram
+    def pairs_in(number: int) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk's (bigram, paper) pairs, sorted, and their weighted counts."""
+        a, b = chunks[number]
+        _, (b_docs, b_keys, b_fields) = _pieces(fields, a, b, n_uni)
+        # (bigram, paper, field) codes sorted: each distinct one's occurrences times its
+        # field's weight, summed over the fields of a (bigram, paper) pair.
+        codes = np.sort((b_keys * (b - a) + b_docs) * n_fields + b_fields)
+        del b_docs, b_keys, b_fields
+        firsts = _starts(codes)
+        counts = np.diff(firsts, append=len(codes)).astype(np.float32)
+        codes = codes[firsts]
+        pairs = codes // n_fields
+        counts *= weights[codes - pairs * n_fields]
+        del codes
+        firsts = _starts(pairs)
+        pair_counts = np.add.reduceat(counts, firsts) if len(firsts) else counts
+        return pairs[firsts], pair_counts
+
+    def pass_one(number: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = chunks[number]
+        pairs, pair_counts = pairs_in(number)
+        with room_lock:  # kept for pass 2 while they fit
+            if pairs.nbytes + pair_counts.nbytes <= room[0]:
+                room[0] -= pairs.nbytes + pair_counts.nbytes
+                pairs_of[number] = (pairs, pair_counts)
+        pair_keys = pairs // (b - a)  # each (bigram, paper) once, by bigram
         firsts = _starts(pair_keys)
         return pair_keys[firsts], np.diff(firsts, append=len(pair_keys))
 
     with _chunk_pool(len(chunks)) as pool:
         # Pass 1: each bigram's document frequency, merged over the chunks (in chunk order).
-        seen = list(pool.map(pass_one, chunks))
+        seen = list(pool.map(pass_one, range(len(chunks))))
         seen_keys, seen_counts = [k for k, _ in seen], [c for _, c in seen]
         del seen
         all_keys = np.concatenate(seen_keys) if seen_keys else np.zeros(0, np.int64)
@@ -409,7 +448,6 @@ def count_terms(
         else:
             kept = all_keys
         del seen_keys, seen_counts, all_keys
-        weights = np.asarray([f.weight for f in fields], dtype=np.float32)
         terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
         # Column ids in sorted-term order, so the vocabulary can be searched by bisection;
         # known before pass 2, so each chunk's columns come out sorted (no remapping).
@@ -418,20 +456,11 @@ def count_terms(
         rank[order] = np.arange(len(terms), dtype=np.int32)
         width = n_uni + len(kept)
 
-        def pass_two(chunk: tuple[int, int]) -> sp.csr_matrix:
-            a, b = chunk
-            (u_docs, u_ids, u_vals), (b_docs, b_keys, b_fields) = _pieces(fields, a, b, n_uni)
-            # (bigram, paper, field) codes sorted: each distinct one's occurrences times its
-            # field's weight, summed over the fields of a (bigram, paper) pair.
-            codes = np.sort((b_keys * (b - a) + b_docs) * n_fields + b_fields)
-            firsts = _starts(codes)
-            counts = np.diff(firsts, append=len(codes)).astype(np.float32)
-            codes = codes[firsts]
-            pairs = codes // n_fields
-            counts *= weights[codes - pairs * n_fields]
-            firsts = _starts(pairs)
-            pair_counts = np.add.reduceat(counts, firsts) if len(firsts) else counts
-            pairs = pairs[firsts]
+        def pass_two(number: int) -> sp.csr_matrix:
+            a, b = chunks[number]
+            (u_docs, u_ids, u_vals), _ = _pieces(fields, a, b, n_uni, False)  # unigrams only
+            kept_pairs, pairs_of[number] = pairs_of[number], None
+            pairs, pair_counts = kept_pairs if kept_pairs is not None else pairs_in(number)
             pair_keys = pairs // (b - a)
             # Searched in sorted order: each search starts where the previous one ended
             # (numpy's bisection keeps its bounds), several times faster than random ones.
@@ -449,7 +478,7 @@ def count_terms(
 
         # Pass 2: the counts, chunk by chunk (unigram columns, then the kept bigrams', by
         # rank), stacked in chunk order.
-        parts = list(pool.map(pass_two, chunks))
+        parts = list(pool.map(pass_two, range(len(chunks))))
     if parts:
         counts = sp.vstack(parts, format="csr", dtype=np.float32)
     else:

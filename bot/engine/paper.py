@@ -25,21 +25,23 @@ class Paper:
     title_derived: bool = False
 
     def content_hash(self) -> str:
-        """A digest of everything but the id, so re-ingesting can tell changed from unchanged."""
-        digest = hashlib.sha1()
-        for part in (
-            self.title,
-            self.abstract,
-            self.venue,
+        """A digest of everything but the id, so re-ingesting can tell changed from unchanged.
+
+        The parts, each followed by a record separator, hashed as one string: the digest of
+        feeding them to sha1 one by one, at a third of the calls (twice per paper in a first
+        ingest: the SQLite write and the build's reader)."""
+        parts = (
+            self.title or "",
+            self.abstract or "",
+            self.venue or "",
             str(self.year),
             "\x1f".join(self.authors),
             "\x1f".join(self.keywords),
-            self.url,
+            self.url or "",
             "derived" if self.title_derived else "",
-        ):
-            digest.update((part or "").encode())
-            digest.update(b"\x1e")
-        return digest.hexdigest()
+            "",
+        )
+        return hashlib.sha1("\x1e".join(parts).encode()).hexdigest()
 
 
 @dataclass
