@@ -843,10 +843,20 @@ class _IdTable:
     other), so only new rows are ever missing, and they come with the highest rowids."""
 
     def __init__(self, rowids: np.ndarray, starts: np.ndarray, ends: np.ndarray, blob: bytes):
-        #: (rowids ascending, where each one's UTF-8 id starts and ends in the blob, blob),
-        #: one tuple replaced whole, so a thread always reads one consistent state.
-        self._state = (rowids, starts, ends, blob)
+        #: (rowids ascending, where each one's UTF-8 id starts and ends in the blob, blob,
+        #: the first rowid when they are every one from it on (else None), the starts and
+        #: ends as memoryviews), one tuple replaced whole, so a thread always reads one
+        #: consistent state.
+        self._state = self._state_of(rowids, starts, ends, blob)
         self._lock = threading.Lock()
+
+    @staticmethod
+    def _state_of(rowids: np.ndarray, starts: np.ndarray, ends: np.ndarray, blob: bytes) -> tuple:
+        """The state tuple; rowids without gaps (the usual table: rows are never deleted)
+        are found by subtraction, and the memoryviews give Python ints without a numpy call."""
+        dense = len(rowids) and int(rowids[-1]) - int(rowids[0]) == len(rowids) - 1
+        first = int(rowids[0]) if dense else None
+        return (rowids, starts, ends, blob, first, memoryview(starts), memoryview(ends))
 
     @classmethod
     def read(cls, conn: sqlite3.Connection) -> _IdTable:
@@ -872,12 +882,12 @@ class _IdTable:
             blobs.append(b"".join(encoded))
         if not rowids:
             return
-        old_rowids, old_starts, old_ends, old_blob = self._state
+        old_rowids, old_starts, old_ends, old_blob = self._state[:4]
         new_rowids = np.concatenate(rowids)
         sizes = np.concatenate(lengths)
         ends = np.cumsum(sizes) + len(old_blob)
         order = np.argsort(new_rowids, kind="stable")  # (the first scan is in id order)
-        self._state = (
+        self._state = self._state_of(
             np.concatenate([old_rowids, new_rowids[order]]),
             np.concatenate([old_starts, (ends - sizes)[order].astype(np.int32)]),
             np.concatenate([old_ends, ends[order].astype(np.int32)]),
@@ -887,9 +897,14 @@ class _IdTable:
     def ids(self, rowids: list[int], conn: sqlite3.Connection) -> list[str] | None:
         """The ids of these rowids, in this order; the rows added since are read first when
         one is unknown, and None (ask SQL) when one still is."""
-        wanted = np.asarray(rowids, dtype=np.int64)
+        if not rowids:
+            return []
         for attempt in range(2):
-            known, starts, ends, blob = self._state
+            known, starts, ends, blob, first, begin, end = self._state
+            # Rowids without gaps: a page's few found by subtraction (no numpy call).
+            if first is not None and first <= min(rowids) and max(rowids) < first + len(known):
+                return [blob[begin[r - first] : end[r - first]].decode() for r in rowids]
+            wanted = np.asarray(rowids, dtype=np.int64)
             at = np.minimum(known.searchsorted(wanted), max(len(known) - 1, 0))
             if len(known) and (known[at] == wanted).all():
                 return [

@@ -1,0 +1,41 @@
+"""``_IdTable``: a serving process's paper ids by rowid, with and without gaps in the rowids."""
+
+import sqlite3
+
+import pytest
+
+from bot.engine.search import _IdTable
+
+
+def papers_table(rowids: list[int]) -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("create table papers (id text primary key)")
+    conn.executemany(
+        "insert into papers (rowid, id) values (?, ?)", [(r, f"p{r}-é") for r in rowids]
+    )
+    return conn
+
+
+@pytest.mark.parametrize(
+    "rowids", [[1, 2, 3, 4, 5], [3, 4, 5, 6], [1, 2, 5, 9, 10]], ids=["dense", "from 3", "gaps"]
+)
+def test_ids_by_rowid_in_the_order_asked(rowids):
+    conn = papers_table(rowids)
+    table = _IdTable.read(conn)
+    asked = rowids[::-1] + rowids[:2]
+    assert table.ids(asked, conn) == [f"p{r}-é" for r in asked]
+    for r in rowids:  # one at a time too (within the rows' span, gaps or not)
+        assert table.ids([r], conn) == [f"p{r}-é"]
+    assert table.ids([], conn) == []
+    assert table.ids([rowids[0] - 1], conn) is None  # below every row: SQL's to answer
+    assert table.ids([rowids[-1] + 1], conn) is None
+
+
+def test_rows_added_since_are_read_then_found_with_or_without_gaps():
+    conn = papers_table([1, 2, 3])
+    table = _IdTable.read(conn)
+    conn.execute("insert into papers (rowid, id) values (4, 'p4')")
+    assert table.ids([4, 1], conn) == ["p4", "p1-é"]  # dense still
+    conn.execute("insert into papers (rowid, id) values (8, 'p8')")
+    assert table.ids([8, 3, 4], conn) == ["p8", "p3-é", "p4"]  # a gap now
+    assert table.ids([5], conn) is None
