@@ -686,8 +686,11 @@ class Engine:
             return _Ranked(empty, np.zeros(0, np.float32), total, term_ids, weights)
         # Ties broken by document number so pages never overlap or skip.
         if n > SORT_ALL:  # sort only a pool that holds the page (and every tie at its end)
-            pool = _sampled_pool(scores, want) if n > 64 * want else None
-            if pool is None or len(pool) > SORT_ALL:
+            if n > 32 * want:  # every score at or above a sample's want-th best
+                pool = _sampled_pool(scores, want)
+            else:  # every score at or above the want-th best (one partition, no _best)
+                pool = np.flatnonzero(scores >= np.partition(scores, n - want)[n - want])
+            if len(pool) > SORT_ALL:  # (many ties)
                 pool = _best(scores, want, candidates)
             candidates, scores = candidates[pool], scores[pool]
         order = np.lexsort((candidates, -scores))[offset:want]
