@@ -39,3 +39,17 @@ def test_rows_added_since_are_read_then_found_with_or_without_gaps():
     conn.execute("insert into papers (rowid, id) values (8, 'p8')")
     assert table.ids([8, 3, 4], conn) == ["p8", "p3-é", "p4"]  # a gap now
     assert table.ids([5], conn) is None
+
+
+def test_a_warmed_up_engine_ranks_with_ids_from_memory_from_its_first_lookup(tmp_path):
+    from bot.engine.search import Engine
+    from tests.test_engine_hardening import many_papers, write_jsonl
+
+    sql = Engine.open(tmp_path / "ids.db")
+    sql.ingest([write_jsonl(tmp_path / "a.jsonl", many_papers("x", 120))])
+    served = Engine(sql.db_path)
+    assert served.warm_up() is served.index
+    assert served._id_table is not None and sql._id_table is None
+    assert served.rank("graph")
+    for query in ["graph", "neural networks", "zzz"]:
+        assert served.rank(query, k=50) == sql.rank(query, k=50)

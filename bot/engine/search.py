@@ -411,6 +411,15 @@ class Engine:
         """
         return self._index_for(self.corpus.version)
 
+    def warm_up(self) -> Index:
+        """``index``, and for a serving process (the Slack app calls this as it starts) the
+        ids of ``rank`` from memory (``_IdTable``) now: no user's lookup pays for reading
+        them (0.15 s at 87k papers), as the ``ID_TABLE_AFTER``-th would."""
+        index = self.index
+        if self._id_table is None and index.n_docs <= ID_TABLE_MAX_PAPERS:
+            self._id_table = _IdTable.read(self.db.conn)
+        return index
+
     def _index_for(self, version: int) -> Index:
         """``index`` for the corpus at ``version`` (read by the caller)."""
         index = self._index
