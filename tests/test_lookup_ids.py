@@ -53,3 +53,35 @@ def test_a_warmed_up_engine_ranks_with_ids_from_memory_from_its_first_lookup(tmp
     assert served.rank("graph")
     for query in ["graph", "neural networks", "zzz"]:
         assert served.rank(query, k=50) == sql.rank(query, k=50)
+
+
+def test_a_serving_process_reads_the_corpus_version_again_only_after_a_commit(tmp_path):
+    """The version from the WAL index's header: no SQL while nothing was committed, and
+    every commit since (another process's: another connection here) seen."""
+    import sqlite3
+
+    from bot.engine.search import Engine
+    from tests.test_engine_hardening import many_papers, write_jsonl
+
+    writer = Engine.open(tmp_path / "v.db")
+    writer.ingest([write_jsonl(tmp_path / "a.jsonl", many_papers("x", 50))])
+    served = Engine(writer.db_path)
+    served.warm_up()
+    assert served._wal_index is not None
+    version = served._version()  # (read once by SQL with the header)
+    statements = []
+    served.db.conn.set_trace_callback(statements.append)
+    assert served._version() == version and served.rank("graph")
+    assert not [s for s in statements if "corpus_version" in s]
+
+    other = sqlite3.connect(writer.db_path)
+    for bump in (1, 2):
+        with other:
+            other.execute("update meta set value = value + 1 where key = 'corpus_version'")
+        assert served._version() == version + bump
+    other.close()
+
+    writer.ingest(
+        [write_jsonl(tmp_path / "b.jsonl", [{**many_papers("y", 1)[0], "abstract": "Quokkanew."}])]
+    )
+    assert [i for i, _ in served.rank("quokkanew")] == [many_papers("y", 1)[0]["id"]]

@@ -17,6 +17,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,6 +196,8 @@ class Engine:
         self._failure: tuple[float, float, str] | None = None  # (retry after, delay, message)
         self._lookups = 0  # ``rank`` calls answered (up to ``ID_TABLE_AFTER``)
         self._id_table: _IdTable | None = None
+        self._wal_index: _WalIndex | None = None  # (``_version``, a serving process)
+        self._known_version: tuple[bytes, int] | None = None  # (WAL index header, version)
         self.clock: Callable[[], float] = time.time  # tests inject their own
         self.read_only = self.db_path.exists() and not is_writable(self.db_path)
         # Create and migrate once, up front (read-only: only check that no migration is due).
@@ -409,16 +412,38 @@ class Engine:
         only after a back-off (``BUILD_RETRY`` doubling up to ``BUILD_RETRY_MAX`` seconds);
         with no index to fall back on, lookups raise the build's one-sentence IndexBuildError.
         """
-        return self._index_for(self.corpus.version)
+        return self._index_for(self._version())
+
+    def _version(self) -> int:
+        """``corpus.version``; in a serving process, the one read last while the header of
+        SQLite's WAL index is unchanged since (``_WalIndex``: one ``pread``, no SQL)."""
+        wal = self._wal_index
+        header = wal.header() if wal is not None else None
+        if header is None:
+            return self.corpus.version
+        known = self._known_version
+        if known is not None and known[0] == header:
+            return known[1]
+        version = self.corpus.version  # (read after the header: a commit in between is
+        self._known_version = (header, version)  # seen by the next lookup's header)
+        return version
 
     def warm_up(self) -> Index:
-        """``index``, and for a serving process (the Slack app calls this as it starts) the
-        ids of ``rank`` from memory (``_IdTable``) now: no user's lookup pays for reading
-        them (0.15 s at 87k papers), as the ``ID_TABLE_AFTER``-th would."""
+        """``index``, and the serving process's shortcuts (``_serving``) now, so that no
+        user's lookup pays for them (the ids: 0.15 s at 87k papers), as the
+        ``ID_TABLE_AFTER``-th would. The Slack app calls this as it starts."""
         index = self.index
+        self._serving(index)
+        return index
+
+    def _serving(self, index: Index) -> None:
+        """A serving process's shortcuts: the ids of ``rank`` from memory (``_IdTable``, a
+        corpus of at most ``ID_TABLE_MAX_PAPERS`` papers), the corpus version from the WAL
+        index's header when it has not changed (``_WalIndex``)."""
         if self._id_table is None and index.n_docs <= ID_TABLE_MAX_PAPERS:
             self._id_table = _IdTable.read(self.db.conn)
-        return index
+        if self._wal_index is None:
+            self._wal_index = _WalIndex.open(self.db_path)
 
     def _index_for(self, version: int) -> Index:
         """``index`` for the corpus at ``version`` (read by the caller)."""
@@ -516,8 +541,8 @@ class Engine:
                 raise
             return []
         self._lookups += 1
-        if self._lookups == ID_TABLE_AFTER and ranked.index.n_docs <= ID_TABLE_MAX_PAPERS:
-            self._id_table = _IdTable.read(self.db.conn)
+        if self._lookups == ID_TABLE_AFTER:
+            self._serving(ranked.index)
         return list(zip(ids, ranked.scores.tolist(), strict=True))
 
     def _ids_at_version(self, ranked: _Ranked) -> tuple[list[str], int]:
@@ -926,6 +951,51 @@ class _IdTable:
             if attempt == 0:
                 self._extend(conn)
         return None
+
+
+class _WalIndex:
+    """The header of SQLite's WAL index (the database's ``-shm`` file), which every commit
+    changes (its change counter and last frame), read with one ``pread``: while it is the
+    same, so is the corpus version read after it. SQLite removes or resets that file only
+    when no connection has the database open, so this keeps one open (idle: it holds no
+    read lock, checkpoints go on)."""
+
+    HEADER = 48  # the first of its two copies (``WalIndexHdr``)
+
+    def __init__(self, pin: sqlite3.Connection, fd: int):
+        self._pin, self._fd = pin, fd
+        weakref.finalize(self, _close_wal_index, pin, fd)
+
+    @classmethod
+    def open(cls, db_path: Path) -> _WalIndex | None:
+        """None when the database is not in WAL mode or its index cannot be read."""
+        pin = None
+        try:
+            uri = db_path.absolute().as_uri() + "?mode=ro"
+            pin = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            ((mode,),) = pin.execute("PRAGMA journal_mode").fetchall()
+            pin.execute("select count(*) from sqlite_master").fetchall()  # (maps the index)
+            if mode != "wal":
+                raise OSError("not in WAL mode")
+            fd = os.open(f"{db_path}-shm", os.O_RDONLY | os.O_CLOEXEC)
+        except (OSError, sqlite3.Error):
+            if pin is not None:
+                pin.close()
+            return None
+        return cls(pin, fd)
+
+    def header(self) -> bytes | None:
+        try:
+            data = os.pread(self._fd, self.HEADER, 0)
+        except OSError:
+            return None
+        return data if len(data) == self.HEADER else None
+
+
+def _close_wal_index(pin: sqlite3.Connection, fd: int) -> None:
+    with contextlib.suppress(OSError, sqlite3.Error):
+        os.close(fd)
+        pin.close()
 
 
 @dataclass
