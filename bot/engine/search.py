@@ -970,8 +970,9 @@ class _WalIndex:
     def open(cls, db_path: Path) -> _WalIndex | None:
         """None when the database is not in WAL mode or its index cannot be read."""
         pin = None
+        db_path = db_path.resolve()  # (SQLite keeps the -shm beside the file links lead to)
         try:
-            uri = db_path.absolute().as_uri() + "?mode=ro"
+            uri = db_path.as_uri() + "?mode=ro"
             pin = sqlite3.connect(uri, uri=True, check_same_thread=False)
             ((mode,),) = pin.execute("PRAGMA journal_mode").fetchall()
             pin.execute("select count(*) from sqlite_master").fetchall()  # (maps the index)
