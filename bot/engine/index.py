@@ -3237,7 +3237,8 @@ class Index:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         if len(doc_parts) == 1:  # one list: each document once
             docs, total = doc_parts[0], value_parts[0]
-            matched = np.ones(len(docs), dtype=np.intp) if coordinate else None
+            # (One query term: no counts, its share is 1 for all; see below.)
+            matched = np.ones(len(docs), dtype=np.intp) if coordinate and n_query > 1 else None
         else:
             # One sort of (document, posting) keys: the postings in document order, each
             # document's in the query's order (sorted runs: timsort merges them), without
@@ -3272,7 +3273,7 @@ class Index:
             keep = total != 0 if keep is None else keep & (total != 0)
         if keep is not None and not keep.all():
             docs, total = docs[keep], total[keep]
-            matched = matched[keep] if coordinate else None
+            matched = matched[keep] if matched is not None else None
         scores = total * self.inverse_pivot[docs]
         if coordinate and n_query > 1:  # x share x share, the share of each count looked up
             # (one query term: every share is 1, x 1 changes no bit)
