@@ -184,6 +184,28 @@ def test_top_k_selection_matches_a_full_sort():
         assert list(ranked.docs) == [candidates[i] for i in expected[offset : offset + limit]]
 
 
+def test_top_k_selection_with_ties_at_the_page_end_matches_a_full_sort():
+    """Every path of ``_top`` (the whole partition, a sample's bar, ``_best`` after too many
+    ties) keeps the ties at the page's end in document order."""
+    import numpy as np
+
+    rng = np.random.default_rng(8)
+    for total, limit, offset, tied in [
+        (300, 10, 0, 30),  # partition of all the scores, ties in the pool
+        (400, 20, 5, 300),  # partition, more ties than SORT_ALL: _best
+        (10_000, 10, 0, 50),  # a sample's bar
+        (10_000, 10, 0, 2_000),  # a sample's bar, more ties than SORT_ALL
+    ]:
+        scores = rng.random(total, dtype=np.float32)
+        best = np.argsort(-scores)[:tied]
+        scores[best] = scores[best[-1]]  # the page and beyond all tied
+        candidates = rng.permutation(total) * 3
+        ranked = Engine._top(candidates, scores, limit, offset, None, None)
+        expected = sorted(range(total), key=lambda i: (-scores[i], candidates[i]))
+        assert list(ranked.docs) == [candidates[i] for i in expected[offset : offset + limit]]
+        assert ranked.scores.tobytes() == scores[expected[offset : offset + limit]].tobytes()
+
+
 def test_building_in_chunks_gives_the_same_index(seeded, tmp_path, monkeypatch):
     import numpy as np
 

@@ -3066,7 +3066,10 @@ class Index:
             return None
         weights = np.asarray(weights, dtype=np.float32) * self.idf[term_ids]
         own = self._own_terms(term_ids)
-        lengths = [self._total_length(own, position) for position in range(n_query)]
+        if len(self.segments) == 1 and -1 not in own[0]:  # one gather, no call per term
+            lengths = self.segments[0].df[term_ids].tolist()
+        else:
+            lengths = [self._total_length(own, position) for position in range(n_query)]
         if sum(lengths) <= ALL_LISTS:
             return self._all_lists(own, weights, passes, coordinate)
         if self.impacts is None:
@@ -3269,7 +3272,8 @@ class Index:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         if len(doc_parts) == 1:  # one list: each document once
             docs, total = doc_parts[0], value_parts[0]
-            matched = np.ones(len(docs), dtype=np.intp) if coordinate else None
+            # (One query term: no counts, its share is 1 for all; see below.)
+            matched = np.ones(len(docs), dtype=np.intp) if coordinate and n_query > 1 else None
         else:
             # One sort of (document, posting) keys: the postings in document order, each
             # document's in the query's order (sorted runs: timsort merges them), without
@@ -3286,8 +3290,9 @@ class Index:
             first[0] = True
             np.not_equal(docs[1:], docs[:-1], out=first[1:])
             starts = np.flatnonzero(first)
+            first[0] = False  # each posting's document's number among them: a cumsum
             total = np.zeros(len(starts), dtype=np.float32)
-            np.add.at(total, np.cumsum(first) - 1, np.concatenate(value_parts)[order])
+            np.add.at(total, np.cumsum(first), np.concatenate(value_parts).take(order))
             if coordinate:  # each document's run length (``np.diff`` costs 5 µs more)
                 matched = np.empty_like(starts)
                 matched[:-1] = starts[1:]
@@ -3303,9 +3308,10 @@ class Index:
             keep = total != 0 if keep is None else keep & (total != 0)
         if keep is not None and not keep.all():
             docs, total = docs[keep], total[keep]
-            matched = matched[keep] if coordinate else None
+            matched = matched[keep] if matched is not None else None
         scores = total * self.inverse_pivot[docs]
-        if coordinate:  # x share x share, the share of each count looked up
+        if coordinate and n_query > 1:  # x share x share, the share of each count looked up
+            # (one query term: every share is 1, x 1 changes no bit)
             share = (np.arange(n_query + 1, dtype=np.float32) / np.float32(n_query))[matched]
             scores *= share
             scores *= share

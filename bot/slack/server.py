@@ -667,7 +667,7 @@ def open_engine(settings: Settings) -> Engine:
     # the index once; /healthz says "catching up" meanwhile), then follow it.
     replica.follow(engine, settings.corpus_sync_seconds)
     try:
-        engine.index  # noqa: B018 - load or build it now, not on the first lookup
+        engine.warm_up()  # load or build the index now (and the ids), not on the first lookup
     except Exception as error:  # the engine says what went wrong in one sentence
         log.error("The index could not be loaded or built now: %s", error)
     log.info("corpus: %s papers in %s", f"{engine.corpus.count():,}", settings.db_path)
