@@ -62,11 +62,18 @@ def test_shared_prefixes_longer_than_a_byte_are_cut_at_255():
     assert [vocab.term(i) for i in range(len(terms))] == terms
 
 
-@pytest.mark.parametrize("chunk", [1 << 20, 50])
-def test_a_papers_terms_come_back_exactly_as_counted(tmp_path, sentences, monkeypatch, chunk):
+@pytest.mark.parametrize(
+    ("chunk", "block"), [(1 << 20, 1 << 16), (50, 1 << 16), (50, 64), (1 << 20, 32)]
+)
+def test_a_papers_terms_come_back_exactly_as_counted(
+    tmp_path, sentences, monkeypatch, chunk, block
+):
     """Each paper's (term ids, counts), read from the inverted lists (a pass ``chunk``
-    postings at a time: 50 cuts it between lists often) and from its text, are the row the
-    build counted: the counts matrix ``_count`` gives for the corpus, an independent copy."""
+    postings at a time: 50 cuts it between lists often; papers in blocks of ``block``: 64
+    and 32 make 3 and 5, whose papers share their low bits) and from its text, are the row
+    the build counted: the counts matrix ``_count`` gives for the corpus, an independent
+    copy."""
+    monkeypatch.setattr(index_module, "BLOCK", block)
     papers = make_papers(sentences, "v", 150, seed=12)
     for i, paper in enumerate(papers[::9]):
         paper["abstract"] += f" {paper['abstract'].split()[0]}" * (14 + i)  # escaped counts
@@ -80,7 +87,9 @@ def test_a_papers_terms_come_back_exactly_as_counted(tmp_path, sentences, monkey
     rows = counted.counts.tocsr()
     assert (rows.data > 15).sum() >= 3 and (np.diff(rows.indptr) == 0).sum() == 1
     rng = np.random.default_rng(chunk)
+    assert segment.blocks == -(-segment.n_docs // block)
     picks = [np.arange(segment.n_docs), rng.permutation(segment.n_docs)[:37], np.asarray([3, 3])]
+    picks.append(np.asarray([segment.n_docs - 1, 1]))  # in different blocks, unsorted
     for docs in picks:
         lengths, terms, counts = segment.doc_terms(docs, chunk=chunk)
         assert lengths.tolist() == [rows.indptr[d + 1] - rows.indptr[d] for d in docs]

@@ -2126,27 +2126,49 @@ class Segment:
         reads a few papers from their text instead).
         """
         docs = np.asarray(docs, dtype=np.int64)
-        wanted = np.zeros(self.n_docs, dtype=bool)
-        wanted[docs] = True
+        distinct = unique(docs)
+        # Each wanted paper's rank among them (-1: not wanted), in the narrowest type: the
+        # postings found are sorted by it (a radix sort for 16 bits).
+        kind = np.int16 if len(distinct) < 1 << 15 else np.int32
+        rank = np.full(self.n_docs, -1, dtype=kind)
+        rank[distinct] = np.arange(len(distinct), dtype=kind)
+        # A posting holds its paper's low bits: a table of those flags the postings worth
+        # decoding (a small table, read in cache); their blocks then tell the papers apart.
+        flagged = np.zeros(self.block, dtype=bool)
+        flagged[distinct % self.block] = True
         indptr = np.asarray(self.list_ptr, dtype=np.int64)
-        owners, positions = [], []
-        for term, end, a, _ in _posting_chunks(indptr, self.n_terms, chunk):
-            listed = self.docs(term, end)
-            hit = np.flatnonzero(wanted[listed])
-            if len(hit):
-                owners.append(listed[hit])
-                positions.append(hit + a)
-        owner = np.concatenate(owners) if owners else np.zeros(0, np.int32)
-        position = np.concatenate(positions) if positions else np.zeros(0, np.int64)
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for term, end, a, b in _posting_chunks(indptr, self.n_terms, chunk):
+            lows = self.xt_indices[a:b]
+            hit = np.flatnonzero(flagged[lows])
+            if not len(hit):
+                continue
+            # Each posting's (list, block) run in the chunk: its term, and its block's start.
+            if self.blocks > 1:
+                sizes = self._sizes(np.arange(term, end, dtype=np.int64)).ravel()
+            else:
+                sizes = np.diff(indptr[term : end + 1])
+            run = np.searchsorted(np.cumsum(sizes), hit, side="right")
+            listed = lows[hit].astype(np.int64)
+            if self.blocks > 1:
+                listed += run % self.blocks * self.block
+            owner = rank[listed]
+            keep = owner >= 0
+            found.append((owner[keep], term + run[keep] // self.blocks, hit[keep] + a))
+        owner, terms, position = (
+            np.concatenate([f[k] for f in found]) if found else np.zeros(0, np.int64)
+            for k in range(3)
+        )
         # Postings come by term; a stable sort by paper keeps each paper's terms ascending.
         order = np.argsort(owner, kind="stable")
-        owner, position = owner[order], position[order]
-        starts = np.searchsorted(owner, docs)
-        lengths = np.searchsorted(owner, docs, side="right") - starts
+        terms, position = terms[order], position[order]
+        ends = np.cumsum(np.bincount(owner, minlength=len(distinct)))
+        at = np.searchsorted(distinct, docs)
+        lengths = (ends - np.concatenate([[0], ends[:-1]]))[at] if len(distinct) else ends[at]
+        starts = ends[at] - lengths
         before = np.cumsum(lengths) - lengths
-        picked = position[np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))]
-        terms = np.searchsorted(indptr, picked, side="right") - 1
-        return lengths, terms, self.xt_data.at(picked)
+        picked = np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
+        return lengths, terms[picked], self.xt_data.at(position[picked])
 
     def _check(self, verify: bool) -> list[tuple[int, int, int]]:
         """Each file's (inode, size, mtime), after checking it against the manifest."""
