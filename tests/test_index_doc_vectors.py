@@ -13,6 +13,7 @@ import pytest
 from bot.engine import index as index_module
 from bot.engine.search import Engine
 from tests.digest_support import write_corpus
+from tests.test_pruning import main_and_deltas
 from tests.test_taste_ranking import _generative_papers, generative  # noqa: F401
 
 
@@ -42,3 +43,45 @@ def test_many_documents_read_at_once_are_each_one_read_alone(
     _same(index, docs)
     _same(index, np.concatenate([docs[:3], docs[:3]]))  # the same paper twice
     assert index.doc_vectors(np.zeros(0, np.int64)) == []
+
+
+@pytest.mark.parametrize("from_text", [True, False])
+def test_every_papers_vector_is_its_column_of_the_inverted_index(
+    tmp_path: Path, sentences, monkeypatch: pytest.MonkeyPatch, from_text: bool
+) -> None:
+    """Format 14 keeps no forward index: a paper's vector is read from its text (checked
+    against the lists) or from the lists alone. Over a main segment, two deltas and 40
+    updated papers (deleted in the main segment), and two papers whose text changed in the
+    corpus before the index heard of it (their vectors stay what the index serves), each
+    paper's vector is, to the bit, its column of ``matrix_xt`` (the inverted lists with
+    their final weights)."""
+    engine = main_and_deltas(tmp_path, sentences, "d", seed=4)
+    index = engine.index
+    monkeypatch.setattr(index_module, "TEXT_POSTINGS", 1 if from_text else 10**12)
+    stale = [int(index.rowids[d]) for d in np.flatnonzero(index.live)[[0, 7]]]
+    engine.corpus.db.execute(
+        "update papers set title = 'Rewritten', abstract = 'Short now.' where rowid in (?, ?)",
+        stale,
+    )
+    engine.corpus.db.conn.commit()
+    from_texts: set[int] = set()  # rowids of the papers read from their text
+    real = index_module.Index._terms_from_text
+
+    def counted(self, segment, local):
+        found = real(self, segment, local)
+        from_texts.update(int(segment.rowids[doc]) for doc in found)
+        return found
+
+    monkeypatch.setattr(index_module.Index, "_terms_from_text", counted)
+    columns = index.matrix_xt().tocsc()
+    for doc in range(index.n_docs):
+        terms, values = index.doc_vector(doc)
+        a, b = columns.indptr[doc], columns.indptr[doc + 1]
+        assert terms.tolist() == columns.indices[a:b].tolist(), doc
+        assert values.tobytes() == columns.data[a:b].tobytes(), doc
+    # Every live paper but the two changed ones came from its text (a deleted copy too
+    # when its paper's new text still holds all its terms: the index's counts, checked).
+    live = {int(r) for r in index.rowids[index.live]}
+    assert from_texts >= live - set(stale) if from_text else not from_texts
+    assert from_texts.isdisjoint(stale)
+    _same(index, np.arange(index.n_docs))

@@ -1,7 +1,7 @@
-"""Format 11's encodings, read back exactly: the front-coded vocabulary (terms sharing long
-prefixes, more than 255 bytes of them, multi-byte characters, blocks of every fill) and each
-paper's own vector (varint gaps of one to four bytes, counts of two bits with the larger ones
-kept after the gaps, papers with no terms, the writer working a few postings at a time).
+"""Encodings read back exactly: the front-coded vocabulary (terms sharing long prefixes,
+more than 255 bytes of them, multi-byte characters, blocks of every fill) and each paper's
+own terms and counts (format 14 stores no forward index: they are read from the inverted
+lists, a pass a few postings at a time, or from the paper's text checked against them).
 """
 
 import bisect
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import bot.engine.index as index_module
-from bot.engine.index import Segment, Vocabulary
+from bot.engine.index import Vocabulary
 from bot.engine.search import Engine
 from tests.test_live_index import make_papers, write_jsonl
 
@@ -62,53 +62,47 @@ def test_shared_prefixes_longer_than_a_byte_are_cut_at_255():
     assert [vocab.term(i) for i in range(len(terms))] == terms
 
 
-def _papers_x(seed: int, n_docs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Random sorted term ids per paper (gaps up to 2**27) and counts from 1 to 5,000."""
-    rng = np.random.default_rng(seed)
-    indices, counts, indptr = [], [], [0]
-    for doc in range(n_docs):
-        size = 0 if doc % 7 == 3 else int(rng.integers(1, 60))
-        top = [2**7, 2**14, 2**21, 2**27][doc % 4]
-        ids = np.unique(rng.integers(0, top, size))
-        indices.append(ids)
-        counts.append(rng.choice([1, 1, 1, 2, 3, 4, 17, 255, 256, 5000], len(ids)))
-        indptr.append(indptr[-1] + len(ids))
-    return np.concatenate(indices), np.asarray(indptr), np.concatenate(counts).astype(np.uint16)
-
-
-class _X:
-    """The ``x`` arrays of a segment, as ``Segment.doc_terms`` reads them."""
-
-    def __init__(self, arrays: dict, counts_dtype) -> None:
-        self.x_terms, self.x_codes = arrays["x_terms"], arrays["x_codes"]
-        self.x_indptr, self.x_bytes = arrays["x_indptr"], arrays["x_bytes"]
-        self.xt_data = np.zeros(0, counts_dtype)
-
-
-@pytest.mark.parametrize("chunk", [1 << 22, 50])
-def test_a_papers_vector_comes_back_exactly(monkeypatch, chunk):
-    monkeypatch.setattr(index_module, "_X_CHUNK", chunk)  # 50: the writer's chunks meet
-    indices, indptr, counts = _papers_x(seed=chunk, n_docs=300)
-    arrays = index_module._encode_x(indices, indptr, counts)
-    x = _X(arrays, counts.dtype)
-    assert arrays["x_terms"].max() >= 0x80 and (counts > 3).sum() > 100
-    rng = np.random.default_rng(1)
-    for doc in range(300):
-        lengths, ids, got = Segment.doc_terms(x, np.asarray([doc]))
-        a, b = indptr[doc], indptr[doc + 1]
-        assert lengths.tolist() == [b - a]
-        assert np.array_equal(ids, indices[a:b]) and np.array_equal(got, counts[a:b]), doc
-        assert got.dtype == counts.dtype
-    for _ in range(30):
-        docs = rng.choice(300, int(rng.integers(2, 40)))
-        lengths, ids, got = Segment.doc_terms(x, docs)
-        assert lengths.tolist() == [indptr[d + 1] - indptr[d] for d in docs]
-        assert np.array_equal(
-            ids, np.concatenate([indices[indptr[d] : indptr[d + 1]] for d in docs])
-        )
-        assert np.array_equal(
-            got, np.concatenate([counts[indptr[d] : indptr[d + 1]] for d in docs])
-        )
+@pytest.mark.parametrize(
+    ("chunk", "block"), [(1 << 20, 1 << 16), (50, 1 << 16), (50, 64), (1 << 20, 32)]
+)
+def test_a_papers_terms_come_back_exactly_as_counted(
+    tmp_path, sentences, monkeypatch, chunk, block
+):
+    """Each paper's (term ids, counts), read from the inverted lists (a pass ``chunk``
+    postings at a time: 50 cuts it between lists often; papers in blocks of ``block``: 64
+    and 32 make 3 and 5, whose papers share their low bits) and from its text, are the row
+    the build counted: the counts matrix ``_count`` gives for the corpus, an independent
+    copy."""
+    monkeypatch.setattr(index_module, "BLOCK", block)
+    papers = make_papers(sentences, "v", 150, seed=12)
+    for i, paper in enumerate(papers[::9]):
+        paper["abstract"] += f" {paper['abstract'].split()[0]}" * (14 + i)  # escaped counts
+    papers.append({"id": "empty", "title": "the of", "abstract": "a an the", "authors": []})
+    engine = Engine.open(tmp_path / "v.db")
+    engine.ingest([write_jsonl(tmp_path / "v.jsonl", papers)])
+    index = engine.index
+    (segment,) = index.segments
+    counted = index_module._count(engine.corpus.iter_documents(), index_module.MIN_BIGRAM_DF)
+    assert counted.vocabulary == [segment.vocab.term(t) for t in range(segment.n_terms)]
+    rows = counted.counts.tocsr()
+    assert (rows.data > 15).sum() >= 3 and (np.diff(rows.indptr) == 0).sum() == 1
+    rng = np.random.default_rng(chunk)
+    assert segment.blocks == -(-segment.n_docs // block)
+    picks = [np.arange(segment.n_docs), rng.permutation(segment.n_docs)[:37], np.asarray([3, 3])]
+    picks.append(np.asarray([segment.n_docs - 1, 1]))  # in different blocks, unsorted
+    for docs in picks:
+        lengths, terms, counts = segment.doc_terms(docs, chunk=chunk)
+        assert lengths.tolist() == [rows.indptr[d + 1] - rows.indptr[d] for d in docs]
+        want = np.concatenate([rows.indices[rows.indptr[d] : rows.indptr[d + 1]] for d in docs])
+        assert np.array_equal(terms, want)
+        want = np.concatenate([rows.data[rows.indptr[d] : rows.indptr[d + 1]] for d in docs])
+        assert np.array_equal(counts, want) and counts.dtype == segment.xt_data.dtype
+    from_text = index._terms_from_text(segment, np.arange(segment.n_docs))
+    assert len(from_text) == segment.n_docs  # every paper's text gives what the index holds
+    for doc, (terms, counts) in from_text.items():
+        a, b = rows.indptr[doc], rows.indptr[doc + 1]
+        assert np.array_equal(terms, rows.indices[a:b]), doc
+        assert np.array_equal(counts, rows.data[a:b]) and counts.dtype == segment.xt_data.dtype
 
 
 def test_an_index_reads_its_papers_vectors_and_vocabulary_back(tmp_path, sentences):

@@ -42,7 +42,7 @@ def engine(tmp_path) -> Engine:
 def test_a_segment_file_touched_or_cut_under_the_mmap_is_noticed(engine):
     index = engine.index
     assert index.intact()
-    path = os.path.join(index.segments[0].directory, "x_terms.npy")
+    path = os.path.join(index.segments[0].directory, "doc_sizes.npy")
     st = os.stat(path)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert not index.intact()

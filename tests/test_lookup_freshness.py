@@ -67,7 +67,7 @@ def watched(engine: Engine):
 
 def test_a_file_changed_under_the_watch_is_noticed_each_time_until_put_back(served):
     index = watched(served)
-    path = os.path.join(index.segments[0].directory, "x_terms.npy")
+    path = os.path.join(index.segments[0].directory, "doc_sizes.npy")
     st = os.stat(path)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert not index.intact()
@@ -80,7 +80,7 @@ def test_a_file_changed_under_the_watch_is_noticed_each_time_until_put_back(serv
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_leaves_its_parents_events_alone(served):
     index = watched(served)
-    path = os.path.join(index.segments[0].directory, "x_terms.npy")
+    path = os.path.join(index.segments[0].directory, "doc_sizes.npy")
     pid = os.fork()
     if pid == 0:  # the child cuts a file and checks: it must not take the parent's event
         try:

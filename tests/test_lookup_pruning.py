@@ -15,16 +15,15 @@ import bot.engine.search as search_module
 from bot.engine.index import Index, _accumulators
 from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engine fixture)
 
-#: (ALL_LISTS, SHORT_LIST, LONG_LIST, FULL_POOL, EXACT_AT, EXACT_BY_LISTS) and the branch
-#: each setting must reach.
+#: (ALL_LISTS, SHORT_LIST, LONG_LIST, FULL_POOL, EXACT_AT) and the branch each setting must
+#: reach (exact scores always come from the lists: there are no stored paper vectors).
 SETTINGS = {
-    "bar then lookups": ((0, 0, 10**9, 0, 0, 64), "_add_found"),
-    "whole pool looked up": ((0, 0, 10**9, 10**6, 0, 64), "_add_found"),
-    "hand over to the product": ((0, 0, 0, 0, 0, 64), "exhaustive"),
-    "exact scores from the papers' vectors": ((0, 0, 10**9, 0, 10**6, 0), "by_vectors"),
-    "exact scores from the lists": ((0, 0, 10**9, 0, 10**6, 10**6), "by_lists"),
-    "every list whole": ((10**9, 0, 0, 0, 0, 64), "all_lists"),
-    "defaults of MaxScore": ((0, 2048, 8192, 1024, 64, 64), None),
+    "bar then lookups": ((0, 0, 10**9, 0, 0), "_add_found"),
+    "whole pool looked up": ((0, 0, 10**9, 10**6, 0), "_add_found"),
+    "hand over to the product": ((0, 0, 0, 0, 0), "exhaustive"),
+    "exact scores from the lists": ((0, 0, 10**9, 0, 10**6), "by_lists"),
+    "every list whole": ((10**9, 0, 0, 0, 0), "all_lists"),
+    "defaults of MaxScore": ((0, 2048, 8192, 1024, 64), None),
     "defaults": (None, None),
 }
 
@@ -32,13 +31,13 @@ SETTINGS = {
 @pytest.mark.parametrize("name", list(SETTINGS))
 def test_every_path_gives_the_exhaustive_top_10(engine, monkeypatch, name):  # noqa: F811
     values, branch = SETTINGS[name]
-    names = ("ALL_LISTS", "SHORT_LIST", "LONG_LIST", "FULL_POOL", "EXACT_AT", "EXACT_BY_LISTS")
+    names = ("ALL_LISTS", "SHORT_LIST", "LONG_LIST", "FULL_POOL", "EXACT_AT")
     for constant, value in zip(names, values or (), strict=False):  # None: as shipped
         monkeypatch.setattr(index_module, constant, value)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
-    reached = {"_add_found": 0, "exhaustive": 0, "by_vectors": 0, "by_lists": 0, "all_lists": 0}
+    reached = {"_add_found": 0, "exhaustive": 0, "by_lists": 0, "all_lists": 0}
     real_add, real_top = Index._add_found, Index.top_candidates
-    real_exact, real_vectors = Index._exact_scores, Index._exact_scores_by_vectors
+    real_exact = Index._exact_scores
     real_all = Index._all_lists
 
     def all_lists(self, *args):
@@ -46,12 +45,8 @@ def test_every_path_gives_the_exhaustive_top_10(engine, monkeypatch, name):  # n
         return real_all(self, *args)
 
     def exact_scores(self, docs, *args):
-        reached["by_lists"] += len(docs) <= index_module.EXACT_BY_LISTS
+        reached["by_lists"] += 1
         return real_exact(self, docs, *args)
-
-    def by_vectors(self, *args):
-        reached["by_vectors"] += 1
-        return real_vectors(self, *args)
 
     def add_found(self, *args):
         reached["_add_found"] += 1
@@ -64,7 +59,6 @@ def test_every_path_gives_the_exhaustive_top_10(engine, monkeypatch, name):  # n
 
     monkeypatch.setattr(Index, "_add_found", add_found)
     monkeypatch.setattr(Index, "_exact_scores", exact_scores)
-    monkeypatch.setattr(Index, "_exact_scores_by_vectors", by_vectors)
     monkeypatch.setattr(Index, "top_candidates", top_candidates)
     monkeypatch.setattr(Index, "_all_lists", all_lists)
     for query in lookups(engine.papers)[:120]:

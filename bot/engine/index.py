@@ -18,11 +18,12 @@ Each segment holds, for its documents (papers, in ``rowid`` order):
   lists in one vectorised copy and adds each block's start: no running sum; MaxScore
   bisects within a block); each posting's count in four bits, the rare larger one beside
   (``_pack_counts``);
-* ``x`` (documents x terms): a paper's own vector, for "similar papers", the taste model,
-  digests' "why" and deleted papers' document frequencies; only ever read a few papers at a
-  time, so it is packed tight: per paper its term ids as varint gaps, and every count in two
-  bits, the rare larger one after the gaps (``_encode_x``); a lookup's own "why" reads the
-  query's posting lists instead, so lookups never touch ``x``;
+* no forward index (documents x terms: it took as many bytes as the inverted lists): a
+  paper's own vector, for "similar papers", the taste model and digests' "why", is read
+  from its text in the corpus (tokenised as the build does, each term's count looked up in
+  its list, checked against ``doc_sizes``, each paper's number of terms), or, for many
+  papers at once, by one pass over the lists (``Index._doc_terms``); deleted papers'
+  document frequencies are found so by the generation's writer and stored with it;
 * its own sorted vocabulary, front-coded in blocks of ``VOCAB_BLOCK`` terms (each term as
   the bytes it shares with the previous one and the rest), searched by bisection over the
   blocks' first terms; a delta also stores where each of its terms is in the main segment's
@@ -104,7 +105,10 @@ KEYWORD_WEIGHT = 3
 # years and venue codes in their narrowest integer types.
 # 13 (size): at three blocks or more, only each list's non-empty blocks are recorded
 # (``_sparse_block_sizes``).
-FORMAT_VERSION = 13
+# 14: no forward index (``x``, 437 bytes a paper at 872k): a paper's vector is read from its
+# text, checked against the inverted lists and ``doc_sizes``, or from the lists alone; each
+# generation with deleted papers stores their terms' document frequencies (``deleted_df``).
+FORMAT_VERSION = 14
 #: Papers per block of an inverted list: a posting stores its paper number's low 16 bits,
 #: the block (the high bits) is known from where the posting sits (``xt_indptr``).
 BLOCK = 1 << 16
@@ -133,10 +137,7 @@ _ARRAYS = (
     "xt_wide_blocks",
     "xt_block_masks",
     "xt_block_starts",
-    "x_terms",
-    "x_codes",
-    "x_indptr",
-    "x_bytes",
+    "doc_sizes",
     "rowids",
     "years",
     "venue_codes",
@@ -952,126 +953,6 @@ def term_frequencies(counts: np.ndarray) -> np.ndarray:
     return sublinear(counts)
 
 
-#: A count in ``x_codes`` that does not fit its two bits: the real one follows the paper's
-#: gaps in ``x_terms``.
-_ESCAPE = 0
-#: Postings encoded at a time by the writer (bounds its temporary arrays at any size).
-_X_CHUNK = 1 << 20
-
-
-def _varint_bytes(values: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Non-negative integers as LEB128 varints (7 bits a byte, low first, the high bit set
-    on every byte but a value's last; ``sizes``: ``_varint_sizes``), vectorised: the first
-    byte of every value, then the second of those that have one..."""
-    at = np.cumsum(sizes) - sizes
-    out = np.empty(int(sizes.sum()), dtype=np.uint8)
-    rest, left = np.asarray(values, dtype=np.int64), sizes
-    while len(at):
-        more = left > 1
-        out[at] = (rest & 0x7F).astype(np.uint8) | (more.astype(np.uint8) << 7)
-        at, rest, left = at[more] + 1, rest[more] >> 7, left[more] - 1
-    return out
-
-
-def _varint_values(data: np.ndarray) -> np.ndarray:
-    """``_varint_bytes`` read back (int64), vectorised."""
-    ends = np.flatnonzero(data < 0x80)
-    if len(ends) == len(data):
-        return data.astype(np.int64)
-    starts = np.empty_like(ends)
-    starts[0] = 0
-    starts[1:] = ends[:-1] + 1
-    shift = np.arange(len(data)) - np.repeat(starts, ends - starts + 1)
-    shift *= 7
-    payload = (data & 0x7F).astype(np.int64)
-    payload <<= shift
-    return np.add.reduceat(payload, starts)
-
-
-#: The four two-bit counts packed in each byte of ``x_codes``, for every byte value.
-_CODES = ((np.arange(256)[:, None] >> np.array([0, 2, 4, 6])) & 3).astype(np.uint8)
-
-
-def _restart_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The running sum of ``values``, restarted at each of the runs of ``lengths``."""
-    total = np.cumsum(values)
-    if len(lengths) > 1:
-        ends = np.cumsum(lengths)[:-1]
-        ends = unique(ends[(ends > 0) & (ends < len(values))])
-        offsets = np.zeros(len(values), dtype=np.int64)
-        offsets[ends] = 1
-        restart = np.cumsum(offsets)
-        base = np.concatenate([[0], total[ends - 1]])
-        total -= base[restart]
-    return total
-
-
-def _encode_x(indices: np.ndarray, indptr: np.ndarray, counts: np.ndarray) -> dict:
-    """A segment's documents x terms, compressed: ``x_terms`` holds, per paper, its sorted
-    term ids as varint gaps (the first from 0), then, as varints, the counts that do not
-    fit two bits; ``x_codes`` every posting's count in two bits (0: escaped); ``x_indptr``
-    where each paper's postings start, ``x_bytes`` where its bytes start in ``x_terms``."""
-    indptr = np.asarray(indptr, dtype=np.int64)
-    n_docs, nnz = len(indptr) - 1, int(indptr[-1])
-    padded = np.zeros(-(-nnz // 4) * 4, dtype=np.uint8)
-    padded[:nnz] = np.where(np.asarray(counts) > 3, _ESCAPE, counts)
-    packed = padded.reshape(-1, 4) << np.array([0, 2, 4, 6], dtype=np.uint8)
-    x_codes = np.bitwise_or.reduce(packed, axis=1).astype(np.uint8)
-    pieces, x_bytes, written = [], np.zeros(n_docs + 1, dtype=np.int64), 0
-    doc = 0
-    while doc < n_docs:
-        end = int(np.searchsorted(indptr, indptr[doc] + _X_CHUNK, side="right")) - 1
-        end = min(max(end, doc + 1), n_docs)
-        a, b = int(indptr[doc]), int(indptr[end])
-        lengths = np.diff(indptr[doc : end + 1])
-        ids = np.asarray(indices[a:b], dtype=np.int64)
-        gaps = np.empty_like(ids)
-        if len(ids):
-            gaps[0] = ids[0]
-            np.subtract(ids[1:], ids[:-1], out=gaps[1:])
-            firsts = indptr[doc:end] - a
-            firsts = firsts[firsts < len(ids)]
-            gaps[firsts] = ids[firsts]
-        part_counts = np.asarray(counts[a:b], dtype=np.int64)
-        escaped = part_counts > 3
-        owner = np.repeat(np.arange(end - doc), lengths)
-        # Each paper's values: its gaps, then its escaped counts, in order.
-        before = np.cumsum(escaped) - escaped  # escaped counts before each posting
-        doc_esc = np.bincount(owner[escaped], minlength=end - doc)
-        esc_before = np.cumsum(doc_esc) - doc_esc
-        values = np.empty(len(ids) + int(escaped.sum()), dtype=np.int64)
-        values[np.arange(len(ids)) + esc_before[owner]] = gaps
-        where = np.flatnonzero(escaped)
-        values[(indptr[doc + 1 : end + 1] - a)[owner[where]] + before[where]] = part_counts[where]
-        sizes = _varint_sizes(values)
-        encoded = _varint_bytes(values, sizes)
-        byte_starts = np.concatenate([[0], np.cumsum(sizes)])
-        value_ends = np.cumsum(lengths + doc_esc)
-        x_bytes[doc + 1 : end + 1] = written + byte_starts[value_ends]
-        pieces.append(encoded)
-        written += len(encoded)
-        doc = end
-    x_terms = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
-    wide = nnz >= 1 << 32 or len(x_terms) >= 1 << 32
-    kind = np.int64 if wide else np.uint32
-    return {
-        "x_terms": x_terms,
-        "x_codes": x_codes,
-        "x_indptr": indptr.astype(kind),
-        "x_bytes": x_bytes.astype(kind),
-    }
-
-
-def _varint_sizes(values: np.ndarray) -> np.ndarray:
-    """How many bytes each value's varint takes."""
-    sizes = np.ones(len(values), dtype=np.int64)
-    rest = np.asarray(values, dtype=np.int64) >> 7
-    while rest.any():
-        sizes += rest > 0
-        rest >>= 7
-    return sizes
-
-
 def _blocks_of(n_docs: int, block: int) -> int:
     """How many ``block``-paper blocks a segment of ``n_docs`` papers has (at least one)."""
     return max(1, -(-n_docs // block))
@@ -1390,7 +1271,7 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
         "xt_indices": (np.asarray(xt.indices) % block).astype(np.uint16),
         "xt_indptr": np.asarray(xt.indptr).astype(np.uint32 if nnz < 1 << 32 else np.int64),
         **_block_layout(xt.indices, xt.indptr, blocks, block),
-        **_encode_x(x.indices, x.indptr, x.data),
+        "doc_sizes": _doc_sizes(x.indptr),
         "rowids": counted.rowids,
         "years": _narrowest_years(counted.years),
         "venue_codes": np.asarray(
@@ -1414,6 +1295,14 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
         "built_at": time.time(),
     }
     return arrays, blob, meta
+
+
+def _doc_sizes(indptr: np.ndarray) -> np.ndarray:
+    """How many distinct terms each paper has, in the narrowest unsigned type: what a
+    paper's vector read from its text is checked against (``Index._doc_terms``)."""
+    sizes = np.diff(np.asarray(indptr, dtype=np.int64))
+    top = int(sizes.max()) if len(sizes) else 0
+    return sizes.astype(np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.uint32)
 
 
 def _narrowest_years(years: np.ndarray) -> np.ndarray:
@@ -1512,6 +1401,7 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
             "norms": lambda: pending.inverse_pivot,
             "impacts": lambda: rounded_up(pending.best_impacts()),
             "heads": pending.best_heads,
+            "deleted_df": lambda: pending.deleted_df,
         }
         for key in GENERATION_FILES:
             current[key] = {
@@ -1535,8 +1425,10 @@ def _publish(directory: Path, corpus_version: int, segments: list[dict], previou
 
 
 #: What a generation's writer stores beside its segments (``gen-<n>.<key>.npy``, named in
-#: CURRENT): the documents' pivoted norms, each term's best impact, the long lists' heads.
-GENERATION_FILES = ("norms", "impacts", "heads")
+#: CURRENT): the documents' pivoted norms, each term's best impact, the long lists' heads,
+#: the deleted papers' terms' document frequencies (``Index._deleted_df``: a reader would
+#: otherwise pass over every list of a segment with deletions to find them).
+GENERATION_FILES = ("norms", "impacts", "heads", "deleted_df")
 
 
 def rounded_up(values: np.ndarray) -> np.ndarray:
@@ -2001,16 +1893,10 @@ class Segment:
         #: Each posting's count (``_Counts``: four bits each, the larger ones beside).
         counts = np.dtype(self.meta["counts"])
         self.xt_data = _Counts(arrays["xt_data"], arrays["xt_escaped"], counts).sized(nnz)
-        #: Each paper's own terms and counts (``_encode_x``).
-        self.x_terms, self.x_codes = arrays["x_terms"], arrays["x_codes"]
-        self.x_indptr, self.x_bytes = arrays["x_indptr"], arrays["x_bytes"]
-        if (
-            len(self.x_indptr) != self.n_docs + 1
-            or len(self.x_bytes) != self.n_docs + 1
-            or len(self.x_codes) != -(-int(self.x_indptr[-1]) // 4)
-            or len(self.x_terms) != int(self.x_bytes[-1])
-        ):
-            raise IndexDamaged(f"{self.name}/x_*.npy do not match its papers")
+        #: How many distinct terms each paper has (``_doc_sizes``).
+        self.doc_sizes = arrays["doc_sizes"]
+        if len(self.doc_sizes) != self.n_docs:
+            raise IndexDamaged(f"{self.name}/doc_sizes.npy does not match its papers")
         self.rowids = arrays["rowids"]
         self.years = arrays["years"]
         self.venue_codes = arrays["venue_codes"]
@@ -2263,42 +2149,61 @@ class Segment:
         data = sublinear(counts)
         return sp.csr_matrix((data, indices, indptr), shape=(len(terms), self.n_docs), copy=False)
 
-    def doc_terms(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def doc_terms(
+        self, docs: np.ndarray, chunk: int = 1 << 20
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(how many terms each, their term ids, their weighted counts) of these documents,
-        concatenated in the given order, each document's ids ascending."""
+        concatenated in the given order, each document's ids ascending.
+
+        There is no forward index (it took as many bytes as the inverted one): one pass
+        over every inverted list, about ``chunk`` postings at a time, keeps these papers'
+        postings. Costs the same for one paper as for thousands (``Index._doc_terms``
+        reads a few papers from their text instead).
+        """
         docs = np.asarray(docs, dtype=np.int64)
-        if len(docs) == 1:  # "why" and the taste model: one paper at a time, scalars only
-            doc = int(docs[0])
-            a, n = int(self.x_indptr[doc]), int(self.x_indptr[doc + 1])
-            n -= a
-            values = _varint_values(
-                self.x_terms[int(self.x_bytes[doc]) : int(self.x_bytes[doc + 1])]
-            )
-            codes = _CODES[self.x_codes[a >> 2 : (a + n + 3) >> 2]].ravel()[a & 3 : (a & 3) + n]
-            counts = codes.astype(self.xt_data.dtype)
-            if len(values) > n:
-                counts[codes == _ESCAPE] = values[n:]
-            return np.asarray([n]), np.cumsum(values[:n]), counts
-        starts = np.asarray(self.x_indptr[docs], dtype=np.int64)
-        lengths = np.asarray(self.x_indptr[docs + 1], dtype=np.int64) - starts
-        byte_starts, byte_ends = self.x_bytes[docs], self.x_bytes[docs + 1]
-        pairs = zip(byte_starts.tolist(), byte_ends.tolist(), strict=True)
-        data = np.concatenate([self.x_terms[a:b] for a, b in pairs] or [self.x_terms[:0]])
+        distinct = unique(docs)
+        # Each wanted paper's rank among them (-1: not wanted), in the narrowest type: the
+        # postings found are sorted by it (a radix sort for 16 bits).
+        kind = np.int16 if len(distinct) < 1 << 15 else np.int32
+        rank = np.full(self.n_docs, -1, dtype=kind)
+        rank[distinct] = np.arange(len(distinct), dtype=kind)
+        # A posting holds its paper's low bits: a table of those flags the postings worth
+        # decoding (a small table, read in cache); their blocks then tell the papers apart.
+        flagged = np.zeros(self.block, dtype=bool)
+        flagged[distinct % self.block] = True
+        indptr = np.asarray(self.list_ptr, dtype=np.int64)
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for term, end, a, b in _posting_chunks(indptr, self.n_terms, chunk):
+            lows = self.xt_indices[a:b]
+            hit = np.flatnonzero(flagged[lows])
+            if not len(hit):
+                continue
+            # Each posting's (list, block) run in the chunk: its term, and its block's start.
+            if self.blocks > 1:
+                sizes = self._sizes(np.arange(term, end, dtype=np.int64)).ravel()
+            else:
+                sizes = np.diff(indptr[term : end + 1])
+            run = np.searchsorted(np.cumsum(sizes), hit, side="right")
+            listed = lows[hit].astype(np.int64)
+            if self.blocks > 1:
+                listed += run % self.blocks * self.block
+            owner = rank[listed]
+            keep = owner >= 0
+            found.append((owner[keep], term + run[keep] // self.blocks, hit[keep] + a))
+        owner, terms, position = (
+            np.concatenate([f[k] for f in found]) if found else np.zeros(0, np.int64)
+            for k in range(3)
+        )
+        # Postings come by term; a stable sort by paper keeps each paper's terms ascending.
+        order = np.argsort(owner, kind="stable")
+        terms, position = terms[order], position[order]
+        ends = np.cumsum(np.bincount(owner, minlength=len(distinct)))
+        at = np.searchsorted(distinct, docs)
+        lengths = (ends - np.concatenate([[0], ends[:-1]]))[at] if len(distinct) else ends[at]
+        starts = ends[at] - lengths
         before = np.cumsum(lengths) - lengths
-        postings = np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
-        values = _varint_values(data)
-        codes = (self.x_codes[postings >> 2] >> ((postings & 3) * 2).astype(np.uint8)) & 3
-        counts = codes.astype(self.xt_data.dtype)
-        escaped = np.flatnonzero(codes == _ESCAPE)
-        # Per paper: its gaps, then its escaped counts.
-        owner = np.repeat(np.arange(len(docs)), lengths)
-        n_escaped = np.bincount(owner[escaped], minlength=len(docs))
-        first = np.cumsum(lengths + n_escaped) - (lengths + n_escaped)
-        within = np.arange(len(postings)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        gaps = values[np.repeat(first, lengths) + within]
-        rank = np.arange(len(escaped)) - np.repeat(np.cumsum(n_escaped) - n_escaped, n_escaped)
-        counts[escaped] = values[np.repeat(first + lengths, n_escaped) + rank]
-        return lengths, _restart_sums(gaps, lengths), counts
+        picked = np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
+        return lengths, terms[picked], self.xt_data.at(position[picked])
 
     def _check(self, verify: bool) -> list[tuple[int, int, int]]:
         """Each file's (inode, size, mtime), after checking it against the manifest."""
@@ -2429,7 +2334,13 @@ class Index:
                 segment = Segment(self.directory / entry["name"], verify=verify)
             self.segments.append(segment)
             deleted.append(self._deletions(entry, verify))
-        self._assemble(deleted, self._stored("norms", verify))
+        #: The corpus database beside the index (``index_dir_for``), if any: a few papers'
+        #: vectors are read from their text (``_doc_terms``).
+        name, self._database = self.directory.name, None
+        if name.endswith(".index") and len(name) > len(".index"):
+            database = self.directory.with_name(name[: -len(".index")])
+            self._database = str(database) if database.is_file() else None
+        self._assemble(deleted, self._stored("norms", verify), self._stored("deleted_df", verify))
         #: Each term's highest ``tf / pivoted norm`` over the live papers (for MaxScore);
         #: None while the writer computes it (``best_impacts``).
         self.impacts = self._stored("impacts", verify)
@@ -2477,9 +2388,15 @@ class Index:
         self._deletion_stats.append((str(path), (st.st_ino, st.st_size, st.st_mtime_ns)))
         return np.load(path).astype(np.int64)
 
-    def _assemble(self, deleted: list[np.ndarray], inverse_pivot: np.ndarray | None) -> None:
+    def _assemble(
+        self,
+        deleted: list[np.ndarray],
+        inverse_pivot: np.ndarray | None,
+        deleted_df: np.ndarray | None = None,
+    ) -> None:
         """Global term ids, document numbers, idf and pivoted norms over all segments (the
-        norms are computed only when the generation has none stored: by its writer)."""
+        norms, and the deleted papers' document frequencies, are computed only when the
+        generation has none stored: by its writer)."""
         main = self.segments[0]
         n_main = main.n_terms
         extra_terms: list[str] = []
@@ -2580,13 +2497,15 @@ class Index:
             df += np.bincount(to_global[ok], weights=segment.df[ok], minlength=self.n_terms).astype(
                 np.int32
             )
-        for i, (segment, gone) in enumerate(zip(self.segments, deleted, strict=True)):
-            if len(gone):
-                terms = segment.doc_terms(gone)[1]
-                if self._to_global[i] is not None:
-                    terms = self._to_global[i][terms]
-                    terms = terms[terms >= 0]
-                df -= np.bincount(terms, minlength=self.n_terms).astype(np.int32)
+        if deleted_df is None:
+            deleted_df = self._deleted_df(deleted)
+        elif (
+            deleted_df.ndim != 2 or len(deleted_df) != 2 or deleted_df[0].max(initial=-1) >= len(df)
+        ):
+            raise IndexDamaged(f"{self.meta['deleted_df']['file']} does not match its segments")
+        #: (term ids, how many deleted papers have each): taken from the document frequencies.
+        self.deleted_df = deleted_df
+        df[deleted_df[0]] -= deleted_df[1]
         self.df = df
         # scikit-learn's smooth idf: ln((1 + n) / (1 + df)) + 1.
         # (in place: one temporary array, not four)
@@ -2625,6 +2544,21 @@ class Index:
         #: 1 / pivoted norm of each document (0 for deleted ones).
         self.inverse_pivot = np.asarray(inverse_pivot, dtype=np.float32)
         self._matrix_xt: sp.csr_matrix | None = None
+
+    def _deleted_df(self, deleted: list[np.ndarray]) -> np.ndarray:
+        """(term ids, how many of the deleted papers have each) as two int32 rows, the ids
+        ascending: read from the segments' lists (``Segment.doc_terms``), once, by the
+        generation's writer, which stores it (``deleted_df``)."""
+        df = np.zeros(self.n_terms, dtype=np.int64)
+        for i, (segment, gone) in enumerate(zip(self.segments, deleted, strict=True)):
+            if len(gone):
+                terms = segment.doc_terms(gone)[1]
+                if self._to_global[i] is not None:
+                    terms = self._to_global[i][terms]
+                    terms = terms[terms >= 0]
+                df += np.bincount(terms, minlength=self.n_terms)
+        terms = np.flatnonzero(df)
+        return np.stack([terms, df[terms]]).astype(np.int32)
 
     # -- freshness ---------------------------------------------------------------------------
 
@@ -3356,10 +3290,8 @@ class Index:
     ) -> tuple[np.ndarray, np.ndarray]:
         """These documents' final scores, bit for bit those of ``score`` (each query term's
         weight x tf added in the query's order, as the sparse product adds them), without
-        the documents that score 0: a few found in each query term's lists by bisection,
-        more (``EXACT_BY_LISTS``) read from their own vectors."""
-        if len(docs) > EXACT_BY_LISTS:
-            return self._exact_scores_by_vectors(docs, own, weights, coordinate)
+        the documents that score 0, found in each query term's lists by bisection (nearly
+        flat in the number of documents: 30-500 us for 16-2,048 at 87k)."""
         out_docs, out_scores = [], []
         n_query = len(weights)
         for i, local, glob in self._by_segment(docs):
@@ -3378,34 +3310,6 @@ class Index:
             for position in range(n_query):
                 total += terms[position]
             matched = hits.sum(axis=0, dtype=np.float32)
-            self._finish(total, matched, glob, coordinate, n_query, out_docs, out_scores)
-        return _joined(out_docs, out_scores)
-
-    def _exact_scores_by_vectors(
-        self, docs: np.ndarray, own: list[list[int]], weights: np.ndarray, coordinate: bool
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``_exact_scores`` from the documents' own vectors (``doc_terms``, one call for all
-        of them, each query term found there by one bisection): cheaper than a bisection
-        per list for many documents."""
-        out_docs, out_scores = [], []
-        n_query = len(weights)
-        for i, local, glob in self._by_segment(docs):
-            segment = self.segments[i]
-            lengths, terms, counts = segment.doc_terms(local)
-            if not len(terms):
-                continue  # papers without a term score 0
-            # Each document's term ids ascending, documents in order: one sorted key array.
-            width = np.int64(segment.n_terms + 1)
-            keys = np.repeat(np.arange(len(local), dtype=np.int64) * width, lengths) + terms
-            query = np.asarray(own[i], dtype=np.int64)
-            needles = (np.arange(len(local), dtype=np.int64) * width)[:, None] + query[None, :]
-            at = np.minimum(np.searchsorted(keys, needles), len(keys) - 1)
-            hit = (keys[at] == needles) & (query >= 0)[None, :]
-            contributions = np.where(hit, weights[None, :] * sublinear(counts[at]), 0)
-            total = np.zeros(len(local), dtype=np.float32)
-            for position in range(n_query):
-                total += contributions[:, position]
-            matched = hit.sum(axis=1, dtype=np.float32)
             self._finish(total, matched, glob, coordinate, n_query, out_docs, out_scores)
         return _joined(out_docs, out_scores)
 
@@ -3529,11 +3433,84 @@ class Index:
             return 0, doc
         return int(self._segment_of_doc[doc]), int(self._local_of_doc[doc])
 
+    def _doc_terms(self, i: int, local: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``Segment.doc_terms`` of segment i's papers: a few read from their text (each a
+        few milliseconds), the rest (and any whose text no longer gives what the index
+        holds) by a pass over the segment's lists (``Segment.doc_terms``)."""
+        segment = self.segments[i]
+        local = np.asarray(local, dtype=np.int64)
+        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        postings = int(segment.list_ptr[-1])
+        if self._database is not None and 0 < len(local) * TEXT_POSTINGS < postings:
+            found = self._terms_from_text(segment, local)
+        rest = np.asarray(sorted(set(local.tolist()) - set(found)), dtype=np.int64)
+        if len(rest):
+            lengths, terms, counts = segment.doc_terms(rest)
+            ends = np.cumsum(lengths).tolist()
+            for doc, a, b in zip(rest.tolist(), [0, *ends[:-1]], ends, strict=True):
+                found[doc] = terms[a:b], counts[a:b]
+        pieces = [found[doc] for doc in local.tolist()]
+        lengths = np.asarray([len(t) for t, _ in pieces], dtype=np.int64)
+        if not pieces:
+            return lengths, np.zeros(0, np.int64), segment.xt_data.at(np.zeros(0, np.int64))
+        return (
+            lengths,
+            np.concatenate([t for t, _ in pieces]),
+            np.concatenate([c for _, c in pieces]),
+        )
+
+    def _terms_from_text(
+        self, segment: Segment, local: np.ndarray
+    ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """(term ids ascending, weighted counts) of these papers of a segment, read from
+        their text in the corpus: tokenised and counted as the build does (every bigram
+        kept), the terms the segment's vocabulary holds looked up in their lists (so the
+        counts are the index's own), and kept only when as many were found as the paper
+        has (``doc_sizes``): a paper whose text changed since it was indexed, or is gone,
+        is left out (the caller reads it from the lists)."""
+        rowids = np.asarray(segment.rowids)[local]
+        try:
+            db = connect(self._database, read_only=True)
+        except Exception:  # noqa: BLE001  (no database to read: the lists answer)
+            log.debug("index: cannot open %s; papers read from the lists", self._database)
+            return {}
+        try:
+            documents = dict(Corpus(db).documents_of(rowids.tolist()))
+        except Exception:  # noqa: BLE001
+            log.debug("index: cannot read papers from %s", self._database, exc_info=True)
+            return {}
+        finally:
+            db.close()
+        # All of them counted at once, each distinct term looked up once in the vocabulary.
+        present = [(int(r), documents[int(r)]) for r in np.unique(rowids) if int(r) in documents]
+        counted = _count(present, 1)
+        ids = np.asarray([segment.vocab.id_of(t) for t in counted.vocabulary], dtype=np.int64)
+        rows = counted.counts.tocsr()
+        row_of = {rowid: row for row, (rowid, _) in enumerate(present)}
+        out = {}
+        for doc, rowid in zip(local.tolist(), rowids.tolist(), strict=True):
+            row = row_of.get(rowid)
+            if row is None or doc in out:
+                continue
+            candidates = ids[rows.indices[rows.indptr[row] : rows.indptr[row + 1]]]
+            needle = np.asarray([doc], dtype=np.int64)
+            terms, positions = [], []
+            for term in np.sort(candidates[candidates >= 0]).tolist():
+                hit, at = segment.find(term, needle)
+                if hit[0]:
+                    terms.append(term)
+                    positions.append(int(at[0]))
+            if len(terms) == int(segment.doc_sizes[doc]):
+                out[doc] = (
+                    np.asarray(terms, dtype=np.int64),
+                    segment.xt_data.at(np.asarray(positions, dtype=np.int64)),
+                )
+        return out
+
     def doc_vector(self, doc: int) -> tuple[np.ndarray, np.ndarray]:
         """A document's (term ids ascending, final weights)."""
         i, local = self._segment_of(doc)
-        segment = self.segments[i]
-        _, terms, counts = segment.doc_terms(np.asarray([local]))
+        _, terms, counts = self._doc_terms(i, np.asarray([local]))
         values = term_frequencies(counts) * self._idf_local[i][terms]
         values *= self.inverse_pivot[doc]
         if self._to_global[i] is None:  # the main segment's ids: already ascending
@@ -3547,18 +3524,19 @@ class Index:
 
     def doc_vectors(self, docs: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """``doc_vector`` of each of many documents (the same numbers), each segment's papers
-        decoded together: digests read thousands at once."""
+        read together (``_doc_terms``: one pass over its lists): digests read thousands at
+        once."""
         docs = np.asarray(docs, dtype=np.int64)
         out: list = [None] * len(docs)
         if self._segment_of_doc is None:
             owner, local = np.zeros(len(docs), np.int64), docs
         else:
             owner, local = self._segment_of_doc[docs], self._local_of_doc[docs]
-        for i, segment in enumerate(self.segments):
+        for i in range(len(self.segments)):
             at = np.flatnonzero(owner == i)
             if not len(at):
                 continue
-            lengths, terms, counts = segment.doc_terms(local[at])
+            lengths, terms, counts = self._doc_terms(i, local[at])
             values = term_frequencies(counts) * self._idf_local[i][terms]
             values *= np.repeat(self.inverse_pivot[docs[at]], lengths)
             to_global = self._to_global[i]
@@ -3588,8 +3566,8 @@ class Index:
 
         Each query term's count in the document is found by bisection in the term's own
         posting list (which the lookup has just read), not from the paper's vector: a
-        lookup's "why" then never touches ``x`` (its pages stay out of the serving
-        process). The weights are ``doc_vector``'s, to the bit.
+        lookup's "why" then never reads the paper's text nor passes over the lists.
+        The weights are ``doc_vector``'s, to the bit.
         """
         i, local = self._segment_of(doc)
         segment = self.segments[i]
@@ -3687,6 +3665,10 @@ class Index:
         return self._matrix_xt
 
 
+#: Reading a paper's vector from its text (``Index._terms_from_text``, 4-6 ms) costs about
+#: as much as this many postings of a pass over a segment's lists (5-10 ns each): fewer
+#: papers than the segment's postings over this are read from their text (87k: 15; 872k: 157).
+TEXT_POSTINGS = 1_000_000
 #: Longer queries are scored exhaustively: ``top_candidates``' float margins assume fewer.
 MAX_PRUNED_TERMS = 512
 #: ``top_candidates`` adds every list whole, in the query's order, when they hold this few
@@ -3713,9 +3695,6 @@ HEAD = 512
 #: A query whose lists hold more postings than this together tries the heads before
 #: MaxScore (whose cost grows with the lists' lengths, the heads' does not).
 HEADS_FIRST = 200_000
-#: Up to this many documents are scored exactly by bisection in each query term's lists,
-#: more from their own vectors.
-EXACT_BY_LISTS = 64
 
 
 def heads_type(n: int, head: int) -> np.dtype:
