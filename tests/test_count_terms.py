@@ -150,3 +150,40 @@ def test_pairs_not_kept_between_the_passes_are_found_again(monkeypatch):
         assert terms == results[0][1]
         for name in ("indptr", "indices", "data"):
             assert np.array_equal(getattr(matrix, name), getattr(results[0][0], name)), name
+
+
+def test_work_beside_runs_in_a_thread_of_its_own_and_raises_where_it_is_read():
+    """``_beside`` (the vocabulary's strings beside pass 2, its front coding beside the
+    transpose): the result comes from another thread, and what it raised is raised by
+    ``result()``, not lost in the thread."""
+    import threading
+
+    import pytest
+
+    assert index_module._beside(lambda: threading.current_thread().name).result() == "beside"
+    assert index_module._beside(divmod, 7, 2).result() == (3, 1)
+    with pytest.raises(ZeroDivisionError):
+        index_module._beside(divmod, 1, 0).result()
+
+
+def test_a_failed_front_coding_fails_the_segment_write(tmp_path, monkeypatch):
+    """The front coding runs beside the matrix's transpose: when it fails, the segment is
+    not written (no folder, not even a temporary one) and the error reaches the caller."""
+    import pytest
+
+    vocabulary: dict[str, int] = {}
+    fields = [_Field(1.0)]
+    for text in ("a b c", "b c d", "a b"):
+        fields[0].add(text, vocabulary)
+    counts, terms = count_terms(fields, 3, list(vocabulary), 1)
+    counted = index_module._Counted(
+        np.arange(1, 4, dtype=np.int64), np.zeros(3, np.int32), ["", "", ""], counts, terms
+    )
+
+    def broken(*args):
+        raise RuntimeError("front coding failed")
+
+    monkeypatch.setattr(index_module, "_front_code", broken)
+    with pytest.raises(RuntimeError, match="front coding failed"):
+        index_module._write_segment(tmp_path, counted)
+    assert list(tmp_path.iterdir()) == []

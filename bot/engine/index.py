@@ -74,7 +74,7 @@ import weakref
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -449,13 +449,14 @@ def count_terms(
         else:
             kept = all_keys
         del seen_keys, seen_counts, all_keys
-        terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
         # Column ids in sorted-term order, so the vocabulary can be searched by bisection;
         # known before pass 2, so each chunk's columns come out sorted (no remapping).
         order = _sorted_terms(unigrams, kept)
-        rank = np.empty(len(terms), dtype=np.int32)
-        rank[order] = np.arange(len(terms), dtype=np.int32)
         width = n_uni + len(kept)
+        rank = np.empty(width, dtype=np.int32)
+        rank[order] = np.arange(width, dtype=np.int32)
+        # The terms' strings (Python work) are made while pass 2's threads are in numpy.
+        vocabulary = _beside(_vocabulary_of, unigrams, kept, order)
 
         def pass_two(number: int) -> sp.csr_matrix:
             a, b = chunks[number]
@@ -486,7 +487,30 @@ def count_terms(
         counts = sp.csr_matrix((n_docs, width), dtype=np.float32)
     del parts
     counts.sort_indices()  # sorted already, chunk by chunk; this only checks the flag
-    return counts, [terms[i] for i in order.tolist()]
+    return counts, vocabulary.result()
+
+
+def _vocabulary_of(unigrams: list[str], bigrams: np.ndarray, order: np.ndarray) -> list[str]:
+    """The unigrams then the bigrams (keys ``first * n + second``) as terms, in ``order``."""
+    n_uni = max(len(unigrams), 1)
+    terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in bigrams.tolist()]
+    return [terms[i] for i in order.tolist()]
+
+
+def _beside(function, *arguments) -> Future:
+    """``function(*arguments)`` in a thread of its own, started now: for Python work that
+    can run while other threads are in numpy (which lets the GIL go). Its ``result()``
+    re-raises what it raised."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(function(*arguments))
+        except BaseException as error:
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="beside", daemon=True).start()
+    return future
 
 
 def _sorted_terms(unigrams: list[str], bigrams: np.ndarray) -> np.ndarray:
@@ -1250,6 +1274,8 @@ def _front_code(
 
 def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes, dict]:
     """The files of a segment: weighted counts both ways, vocabulary, hashes."""
+    # The vocabulary's front coding (its own arrays) beside the matrix's transpose and blocks.
+    coded = _beside(lambda: _front_code(*_plain_vocabulary(counted.vocabulary), VOCAB_BLOCK))
     x = counted.counts
     x.sort_indices()
     # Counts in their narrowest type before the transpose: at 872k papers each float copy of
@@ -1262,15 +1288,16 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     block = BLOCK  # read once: recorded in meta.json, which readers go by
     blocks = _blocks_of(x.shape[0], block)
     vocabulary = counted.vocabulary
-    blob, vocab_shared, vocab_heads = _front_code(*_plain_vocabulary(vocabulary), VOCAB_BLOCK)
     venue_names = sorted(set(counted.venues))
     venue_code = {v: i for i, v in enumerate(venue_names)}
     nnz = int(xt.indptr[-1])
+    layout = _block_layout(xt.indices, xt.indptr, blocks, block)
+    blob, vocab_shared, vocab_heads = coded.result()
     arrays = {
         **_pack_counts(xt.data),
         "xt_indices": (np.asarray(xt.indices) % block).astype(np.uint16),
         "xt_indptr": np.asarray(xt.indptr).astype(np.uint32 if nnz < 1 << 32 else np.int64),
-        **_block_layout(xt.indices, xt.indptr, blocks, block),
+        **layout,
         "doc_sizes": _doc_sizes(x.indptr),
         "rowids": counted.rowids,
         "years": _narrowest_years(counted.years),
