@@ -153,9 +153,8 @@ def test_pairs_not_kept_between_the_passes_are_found_again(monkeypatch):
 
 
 def test_work_beside_runs_in_a_thread_of_its_own_and_raises_where_it_is_read():
-    """``_beside`` (the vocabulary's strings beside pass 2, its front coding beside the
-    transpose): the result comes from another thread, and what it raised is raised by
-    ``result()``, not lost in the thread."""
+    """``_beside`` (the vocabulary's front coding beside the matrix's transpose): the result
+    comes from another thread, and what it raised is raised by ``result()``, not lost."""
     import threading
 
     import pytest

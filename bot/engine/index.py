@@ -432,8 +432,6 @@ def count_terms(
         firsts = _starts(pair_keys)
         return pair_keys[firsts], np.diff(firsts, append=len(pair_keys))
 
-    # The unigrams' string sort (Python work) while pass 1's threads are in numpy.
-    unigram_ranks = _beside(_unigram_ranks, unigrams)
     with _chunk_pool(len(chunks)) as pool:
         # Pass 1: each bigram's document frequency, merged over the chunks (in chunk order).
         seen = list(pool.map(pass_one, range(len(chunks))))
@@ -451,14 +449,13 @@ def count_terms(
         else:
             kept = all_keys
         del seen_keys, seen_counts, all_keys
+        terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
         # Column ids in sorted-term order, so the vocabulary can be searched by bisection;
         # known before pass 2, so each chunk's columns come out sorted (no remapping).
-        order = _sorted_terms(unigrams, kept, unigram_ranks.result())
+        order = _sorted_terms(unigrams, kept)
+        rank = np.empty(len(terms), dtype=np.int32)
+        rank[order] = np.arange(len(terms), dtype=np.int32)
         width = n_uni + len(kept)
-        rank = np.empty(width, dtype=np.int32)
-        rank[order] = np.arange(width, dtype=np.int32)
-        # The terms' strings (Python work) are made while pass 2's threads are in numpy.
-        vocabulary = _beside(_vocabulary_of, unigrams, kept, order)
 
         def pass_two(number: int) -> sp.csr_matrix:
             a, b = chunks[number]
@@ -489,30 +486,30 @@ def count_terms(
         counts = sp.csr_matrix((n_docs, width), dtype=np.float32)
     del parts
     counts.sort_indices()  # sorted already, chunk by chunk; this only checks the flag
-    return counts, vocabulary.result()
+    return counts, [terms[i] for i in order.tolist()]
 
 
-def _unigram_ranks(unigrams: list[str]) -> np.ndarray:
-    """Each unigram's place (int64) in the unigrams sorted as strings."""
+def _sorted_terms(unigrams: list[str], bigrams: np.ndarray) -> np.ndarray:
+    """The order of ``unigrams`` followed by the ``bigrams`` (keys ``first * n + second``,
+    as terms ``"first second"``) that ``sorted`` would give the terms, from a sort of the
+    unigrams only. A word never holds a space nor a character below it, so ``"a b"`` sorts
+    exactly as the pair (a, b) does, and after ``"a"`` itself: the order is by the first
+    word's rank, then the second's (a unigram first), which numpy sorts as integers."""
     n_uni = len(unigrams)
     rank = np.empty(n_uni, dtype=np.int64)
     rank[np.asarray(sorted(range(n_uni), key=unigrams.__getitem__), dtype=np.int64)] = np.arange(
         n_uni, dtype=np.int64
     )
-    return rank
-
-
-def _vocabulary_of(unigrams: list[str], bigrams: np.ndarray, order: np.ndarray) -> list[str]:
-    """The unigrams then the bigrams (keys ``first * n + second``) as terms, in ``order``."""
-    n_uni = max(len(unigrams), 1)
-    terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in bigrams.tolist()]
-    return [terms[i] for i in order.tolist()]
+    bigrams = np.asarray(bigrams, dtype=np.int64)
+    first = np.concatenate([rank, rank[bigrams // max(n_uni, 1)]])
+    second = np.concatenate([np.zeros(n_uni, np.int64), 1 + rank[bigrams % max(n_uni, 1)]])
+    return np.lexsort((second, first))
 
 
 def _beside(function, *arguments) -> Future:
-    """``function(*arguments)`` in a thread of its own, started now: for Python work that
-    can run while other threads are in numpy (which lets the GIL go). Its ``result()``
-    re-raises what it raised."""
+    """``function(*arguments)`` in a thread of its own, started now: for work that can run
+    while this thread is in numpy (which lets the GIL go). Its ``result()`` re-raises what
+    it raised."""
     future: Future = Future()
 
     def run() -> None:
@@ -523,23 +520,6 @@ def _beside(function, *arguments) -> Future:
 
     threading.Thread(target=run, name="beside", daemon=True).start()
     return future
-
-
-def _sorted_terms(
-    unigrams: list[str], bigrams: np.ndarray, rank: np.ndarray | None = None
-) -> np.ndarray:
-    """The order of ``unigrams`` followed by the ``bigrams`` (keys ``first * n + second``,
-    as terms ``"first second"``) that ``sorted`` would give the terms, from a sort of the
-    unigrams only (``rank``: ``_unigram_ranks``, when already made). A word never holds a
-    space nor a character below it, so ``"a b"`` sorts exactly as the pair (a, b) does, and
-    after ``"a"`` itself: the order is by the first word's rank, then the second's (a
-    unigram first), which numpy sorts as integers."""
-    n_uni = len(unigrams)
-    rank = _unigram_ranks(unigrams) if rank is None else rank
-    bigrams = np.asarray(bigrams, dtype=np.int64)
-    first = np.concatenate([rank, rank[bigrams // max(n_uni, 1)]])
-    second = np.concatenate([np.zeros(n_uni, np.int64), 1 + rank[bigrams % max(n_uni, 1)]])
-    return np.lexsort((second, first))
 
 
 def term_hashes(blob: bytes | mmap.mmap, offsets: np.ndarray) -> np.ndarray:
