@@ -1266,7 +1266,8 @@ def _front_code(
 
 def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes, dict]:
     """The files of a segment: weighted counts both ways, vocabulary, hashes."""
-    # The vocabulary's front coding (its own arrays) beside the matrix's transpose and blocks.
+    # The vocabulary's front coding (its own arrays) beside the matrix's transpose, and the
+    # lists' blocks beside their counts' packing: numpy lets the GIL go, both cores work.
     coded = _beside(lambda: _front_code(*_plain_vocabulary(counted.vocabulary), VOCAB_BLOCK))
     x = counted.counts
     x.sort_indices()
@@ -1283,13 +1284,15 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     venue_names = sorted(set(counted.venues))
     venue_code = {v: i for i, v in enumerate(venue_names)}
     nnz = int(xt.indptr[-1])
-    layout = _block_layout(xt.indices, xt.indptr, blocks, block)
+    layout = _beside(_block_layout, xt.indices, xt.indptr, blocks, block)
+    packed = _pack_counts(xt.data)
+    indices = (np.asarray(xt.indices) % block).astype(np.uint16)
     blob, vocab_shared, vocab_heads = coded.result()
     arrays = {
-        **_pack_counts(xt.data),
-        "xt_indices": (np.asarray(xt.indices) % block).astype(np.uint16),
+        **packed,
+        "xt_indices": indices,
         "xt_indptr": np.asarray(xt.indptr).astype(np.uint32 if nnz < 1 << 32 else np.int64),
-        **layout,
+        **layout.result(),
         "doc_sizes": _doc_sizes(x.indptr),
         "rowids": counted.rowids,
         "years": _narrowest_years(counted.years),
