@@ -2952,16 +2952,10 @@ class Index:
         unread = tails > 0  # the long lists not looked up yet
         for position in np.argsort(-tails, kind="stable")[: int(unread.sum())].tolist():
             lacking = np.flatnonzero(~hit[:, position])
-            for i, local, glob in self._by_segment(docs[lacking]):
-                term = own[i][position]
-                if term < 0:
-                    continue
-                segment = self.segments[i]
-                found, where = segment.find(term, local)
-                if found.any():
-                    row_of = np.searchsorted(docs, glob[found])
-                    terms[row_of, position] = weights[position] * segment.tf_at(where[found])
-                    hit[row_of, position] = True
+            for found, tf in self._found(own, position, docs[lacking]):
+                row_of = np.searchsorted(docs, found)
+                terms[row_of, position] = weights[position] * tf
+                hit[row_of, position] = True
             unread[position] = False
             # Drop the documents that cannot reach the bar any more (bounds as in
             # ``_from_heads``: float64 with margins).
@@ -3296,6 +3290,14 @@ class Index:
 
     def _add_found(self, own, position: int, weight, docs: np.ndarray, acc, cnt) -> None:
         """Add one query term's contributions to these documents (bisection in its lists)."""
+        for found, tf in self._found(own, position, docs):
+            acc[found] += tf * weight
+            cnt[found] += 1
+
+    def _found(self, own, position: int, docs: np.ndarray):
+        """(the generation's numbers of those of ``docs`` whose list of query term
+        ``position`` holds them, their tf), one pair per segment with any: bisection in the
+        term's list of each segment (``Segment.find``)."""
         for i, local, glob in self._by_segment(docs):
             term = own[i][position]
             if term < 0:
@@ -3303,9 +3305,7 @@ class Index:
             segment = self.segments[i]
             hit, at = segment.find(term, local)
             if hit.any():
-                glob = glob[hit]
-                acc[glob] += segment.tf_at(at[hit]) * weight
-                cnt[glob] += 1
+                yield glob[hit], segment.tf_at(at[hit])
 
     def _exact_scores(
         self, docs: np.ndarray, own: list[list[int]], weights: np.ndarray, coordinate: bool
