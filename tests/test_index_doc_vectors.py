@@ -5,6 +5,7 @@ moved from one to the other (deleted in the main segment)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -85,3 +86,59 @@ def test_every_papers_vector_is_its_column_of_the_inverted_index(
     assert from_texts >= live - set(stale) if from_text else not from_texts
     assert from_texts.isdisjoint(stale)
     _same(index, np.arange(index.n_docs))
+
+
+def test_papers_read_from_text_use_one_connection_per_thread_that_sees_later_changes(
+    tmp_path: Path, sentences, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The corpus connection ``_terms_from_text`` keeps is opened once per thread (not once
+    per paper), and it reads the corpus as it is now: a paper whose text changes after the
+    connection was opened is no longer read from its text (its vector stays the index's)."""
+    engine = main_and_deltas(tmp_path, sentences, "k", seed=6)
+    index = engine.index
+    monkeypatch.setattr(index_module, "TEXT_POSTINGS", 1)
+    opened: list[str] = []
+    real_connect = index_module.connect
+
+    def counting_connect(path, **kwargs):
+        opened.append(str(path))
+        return real_connect(path, **kwargs)
+
+    monkeypatch.setattr(index_module, "connect", counting_connect)
+    from_texts: list[int] = []  # docs read from their text, in order
+    real = index_module.Index._terms_from_text
+
+    def counted(self, segment, local):
+        found = real(self, segment, local)
+        from_texts.extend(
+            int(self._to_docs(self.segments.index(segment), np.asarray([d]))[0]) for d in found
+        )
+        return found
+
+    monkeypatch.setattr(index_module.Index, "_terms_from_text", counted)
+    columns = index.matrix_xt().tocsc()
+
+    def check(doc: int) -> None:
+        terms, values = index.doc_vector(doc)
+        a, b = columns.indptr[doc], columns.indptr[doc + 1]
+        assert terms.tolist() == columns.indices[a:b].tolist(), doc
+        assert values.tobytes() == columns.data[a:b].tobytes(), doc
+
+    live = np.flatnonzero(index.live)[:12].tolist()
+    for doc in live[:6]:
+        check(doc)
+    assert from_texts == live[:6] and len(opened) == 1
+    changed = live[6]
+    engine.corpus.db.execute(
+        "update papers set abstract = 'Nothing of what the index holds.' where rowid = ?",
+        [int(index.rowids[changed])],
+    )
+    engine.corpus.db.conn.commit()
+    for doc in live[6:]:
+        check(doc)
+    assert from_texts == live[:6] + live[7:] and len(opened) == 1
+    other = []
+    thread = threading.Thread(target=lambda: other.append(index.doc_vector(live[0])))
+    thread.start()
+    thread.join()
+    assert other and len(opened) == 2  # a thread of its own gets a connection of its own
