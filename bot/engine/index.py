@@ -3021,6 +3021,10 @@ class Index:
         else:
             lengths = [self._total_length(own, position) for position in range(n_query)]
         if sum(lengths) <= ALL_LISTS:
+            if coordinate and 1 < n_query <= SHORTEST_TERMS and self.impacts is not None:
+                found = self._from_shortest(term_ids, own, weights, lengths, want, passes)
+                if found is not None:
+                    return found
             return self._all_lists(own, weights, passes, coordinate)
         if self.impacts is None:
             return None
@@ -3191,6 +3195,47 @@ class Index:
                 ids[position] = term
             own.append(ids)
         return own
+
+    def _from_shortest(
+        self, term_ids, own, weights, lengths: list[int], want: int, passes
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(documents, final coordinated scores) of the documents of the query's shortest
+        list, when its ``want``-th best is above what any other document could score; else
+        None (``_all_lists`` then). A document outside that list has at most ``m`` of the
+        other terms (``m`` < the query's), so at most their ``m`` highest bounds (weight x
+        ``impacts``) x the squared share ``m / n``: when a query's rare term (often its
+        bigram) is in enough good papers, they are scored exactly (``_exact_scores``, the
+        same bits) without the common terms' lists being read whole."""
+        n_query = len(lengths)
+        shortest = min(range(n_query), key=lengths.__getitem__)
+        if lengths[shortest] < want or lengths[shortest] * SHORTEST_SHARE > sum(lengths):
+            return None
+        bounds = weights.astype(np.float64) * self.impacts[term_ids]
+        others = sorted(np.delete(bounds, shortest).tolist(), reverse=True)
+        best, outside = 0.0, 0.0
+        for m, bound in enumerate(others, start=1):
+            best += bound
+            outside = max(outside, best * (m / n_query) ** 2)
+        outside = outside * (1 + 1e-4) + 1e-12  # (a margin for float rounding, as ``rest``)
+        parts = []
+        for i, segment in enumerate(self.segments):
+            term = own[i][shortest]
+            if term >= 0:
+                docs = segment.docs(term, term + 1)
+                parts.append(
+                    docs.astype(np.intp) if self._global is None else self._global[i][docs]
+                )
+        docs = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if not getattr(passes, "keeps_all", False):
+            docs = docs[passes(docs)]
+        if self.n_live != self.n_docs:
+            docs = docs[self.live[docs]]
+        if len(docs) < want:
+            return None
+        docs, scores = self._exact_scores(docs, own, weights, True)
+        if len(scores) < want or np.partition(scores, len(scores) - want)[-want] <= outside:
+            return None
+        return docs, scores
 
     def _all_lists(
         self, own: list[list[int]], weights: np.ndarray, passes, coordinate: bool
@@ -3717,6 +3762,12 @@ HEAD = 512
 #: A query whose lists hold more postings than this together tries the heads before
 #: MaxScore (whose cost grows with the lists' lengths, the heads' does not).
 HEADS_FIRST = 200_000
+#: ``_from_shortest`` is tried when the query's shortest list has at most 1 / this of its
+#: postings (scoring its papers exactly costs a bisection per term and paper).
+SHORTEST_SHARE = 8
+#: ... for queries of at most this many terms: with more, a paper without the rare term can
+#: still have most of them (its bound, x ((n - 1) / n) ** 2, is seldom below the bar).
+SHORTEST_TERMS = 3
 
 
 def heads_type(n: int, head: int) -> np.dtype:

@@ -1,0 +1,50 @@
+"""``Index._from_shortest``: a short query's top k from the papers of its shortest list alone,
+only when no other paper could reach it, gives the exhaustive answer (ids and scores) on the
+main + deltas corpus of tests/test_pruning.py (deleted papers, filters, phrases, exclusions).
+"""
+
+import bot.engine.index as index_module
+import bot.engine.search as search_module
+from bot.engine.index import Index
+from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engine fixture)
+
+
+def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch):  # noqa: F811
+    # Tried for every query of up to 4 terms whose lists are short together.
+    monkeypatch.setattr(index_module, "ALL_LISTS", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
+    monkeypatch.setattr(index_module, "SHORTEST_TERMS", 4)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    outcomes = {"settled": 0, "declined": 0}
+    real = Index._from_shortest
+
+    def from_shortest(self, *args):
+        found = real(self, *args)
+        outcomes["settled" if found is not None else "declined"] += 1
+        return found
+
+    monkeypatch.setattr(Index, "_from_shortest", from_shortest)
+    queries = lookups(engine.papers)[:160]
+    queries += [" ".join(q.split()[:2]) for q in queries]  # short ones: 2-3 terms
+    for query in queries:
+        for k in (3, 10):
+            want = engine.rank(query, k=k, prune=False)
+            assert engine.rank(query, k=k, prune=True) == want, (query, k)
+    # Both ways taken many times (so the comparison above covers the shortcut).
+    assert outcomes["settled"] > 20 and outcomes["declined"] > 20, outcomes
+
+
+def test_a_lookup_without_coordination_never_takes_it(engine, monkeypatch):  # noqa: F811
+    """Its bound counts on coordination's (m / n) ** 2 for a paper without the rare term."""
+    monkeypatch.setattr(index_module, "ALL_LISTS", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    calls = []
+    real = Index._from_shortest
+    monkeypatch.setattr(
+        Index, "_from_shortest", lambda self, *args: calls.append(1) or real(self, *args)
+    )
+    for query in lookups(engine.papers)[:40]:
+        want = engine.rank(query, k=10, coordinate=False, prune=False)
+        assert engine.rank(query, k=10, coordinate=False, prune=True) == want, query
+    assert not calls
