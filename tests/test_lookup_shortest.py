@@ -1,11 +1,15 @@
 """``Index._from_shortest``: a short query's top k from the papers of its shortest list alone,
 only when no other paper could reach it, gives the exhaustive answer (ids and scores) on the
-main + deltas corpus of tests/test_pruning.py (deleted papers, filters, phrases, exclusions).
+main + deltas corpus of tests/test_pruning.py (deleted papers, filters, phrases, exclusions);
+and ``Segment.find_all``, the exact scores' bisections, is ``find`` for each term.
 """
+
+import numpy as np
 
 import bot.engine.index as index_module
 import bot.engine.search as search_module
 from bot.engine.index import Index
+from tests.test_index_blocks import pair  # noqa: F401  (64-paper and whole blocks)
 from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engine fixture)
 
 
@@ -48,3 +52,23 @@ def test_a_lookup_without_coordination_never_takes_it(engine, monkeypatch):  # n
         want = engine.rank(query, k=10, coordinate=False, prune=False)
         assert engine.rank(query, k=10, coordinate=False, prune=True) == want, query
     assert not calls
+
+
+def test_find_all_is_find_for_each_term(pair):  # noqa: F811
+    """Several terms' bisections at once (``_exact_scores``'), in 64-paper blocks (9 of them,
+    numbers not wrapping at 16 bits) and in one block: each row is ``find``'s."""
+    small, whole, _ = pair
+    rng = np.random.default_rng(5)
+    for segment in [*small.index.segments, *whole.index.segments]:
+        for size in (0, 1, 7, 60, segment.n_docs):
+            docs = np.sort(rng.choice(segment.n_docs, min(size, segment.n_docs), replace=False))
+            terms = [*rng.choice(segment.n_terms, 6).tolist(), -1]
+            hits, places = segment.find_all(terms, docs)
+            assert hits.shape == places.shape == (len(terms), len(docs))
+            for row, term in enumerate(terms):
+                if term < 0:
+                    assert not hits[row].any()
+                    continue
+                hit, at = segment.find(term, docs)
+                assert np.array_equal(hits[row], hit), (term, size)
+                assert np.array_equal(places[row][hit], at[hit])

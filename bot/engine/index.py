@@ -2136,6 +2136,41 @@ class Segment:
             return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
         return hit, positions
 
+    def find_all(self, terms: list[int], docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``find`` for several terms (-1: none) and the same ``docs`` (ascending): (which
+        of them each term's list has, their posting positions), rows in ``terms``' order.
+        The docs' blocks and 16-bit halves are found once for all the terms, and each
+        block's bisection written in place: a third of ``find``'s numpy calls per term."""
+        docs = np.asarray(docs, dtype=np.int64)
+        n = len(docs)
+        hits = np.zeros((len(terms), n), dtype=bool)
+        places = np.zeros((len(terms), n), dtype=np.int64)
+        if not n:
+            return hits, places
+        cuts = [0, n] if self.blocks == 1 else [0, *docs.searchsorted(self._firsts).tolist(), n]
+        spans = [(k, cuts[k], cuts[k + 1]) for k in range(self.blocks) if cuts[k + 1] > cuts[k]]
+        if self._wraps or self.blocks == 1:  # a paper's low half: its number cast to 16 bits
+            needles = docs.astype(np.uint16)
+        else:
+            needles = np.empty(n, dtype=np.uint16)
+            for k, lo, hi in spans:
+                needles[lo:hi] = docs[lo:hi] - k * self.block
+        indices = self.xt_indices
+        for row, term in enumerate(terms):
+            if term < 0:
+                continue
+            bounds = self._list_bounds(term)
+            for k, lo, hi in spans:
+                a, b = bounds[k], bounds[k + 1]
+                if b > a:
+                    at = indices[a:b].searchsorted(needles[lo:hi])
+                    at += a
+                    np.minimum(at, b - 1, out=at)
+                    places[row, lo:hi] = at
+                    hits[row, lo:hi] = True  # (a candidate: compared below)
+        hits &= indices.take(places) == needles
+        return hits, places
+
     def main_terms(self, main: Segment) -> np.ndarray:
         """Each of this (delta) segment's terms' id in ``main`` (int64, -1: not there): as its
         writer stored it, or matched by hashes when it was written against another main."""
@@ -3364,15 +3399,10 @@ class Index:
         for i, local, glob in self._by_segment(docs):
             segment = self.segments[i]
             # Each term's hits found first, their tf read in one call, then added row by row.
-            hits = np.zeros((n_query, len(local)), dtype=bool)
-            places = np.zeros((n_query, len(local)), dtype=np.int64)
-            for position in range(n_query):
-                term = own[i][position]
-                if term >= 0:
-                    hits[position], places[position] = segment.find(term, local)
-            rows, columns = np.nonzero(hits)
+            hits, places = segment.find_all(own[i], local)
+            rows = np.nonzero(hits)[0]  # (a mask takes the hits in the same row-major order)
             terms = np.zeros((n_query, len(local)), dtype=np.float32)
-            terms[rows, columns] = weights[rows] * segment.tf_at(places[rows, columns])
+            terms[hits] = weights[rows] * segment.tf_at(places[hits])
             total = np.zeros(len(local), dtype=np.float32)
             for position in range(n_query):
                 total += terms[position]
