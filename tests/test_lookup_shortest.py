@@ -5,6 +5,7 @@ and ``Segment.find_all``, the exact scores' bisections, is ``find`` for each ter
 """
 
 import numpy as np
+import pytest
 
 import bot.engine.index as index_module
 import bot.engine.search as search_module
@@ -13,9 +14,10 @@ from tests.test_index_blocks import pair  # noqa: F401  (64-paper and whole bloc
 from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engine fixture)
 
 
-def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch):  # noqa: F811
-    # Tried for every query of up to 4 terms whose lists are short together.
-    monkeypatch.setattr(index_module, "ALL_LISTS", 10**9)
+@pytest.mark.parametrize("all_lists", [0, 10**9])  # declined: MaxScore, or every list
+def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch, all_lists):  # noqa: F811
+    # Tried for every query of up to 4 terms.
+    monkeypatch.setattr(index_module, "ALL_LISTS", all_lists)
     monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
     monkeypatch.setattr(index_module, "SHORTEST_TERMS", 4)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)

@@ -3038,7 +3038,9 @@ class Index:
         their bounds tighten. The few left are scored exactly (every query term, added in
         ``score``'s order, so the score is the same to the bit) and returned.
 
-        When even the likeliest term's lists are long (``LONG_LIST``), or a long list could
+        A coordinated query of a few terms (``SHORTEST_TERMS``) is first tried from its
+        shortest list alone (``_from_shortest``). When even the likeliest term's lists are
+        long (``LONG_LIST``), or a long list could
         still lift any document into the top, the long lists' heads are tried
         (``_from_heads``; first, for a query with many postings: ``HEADS_FIRST``). None
         (the exhaustive product is cheaper) when they do not settle it either, or for a
@@ -3055,11 +3057,11 @@ class Index:
             lengths = self.segments[0].df[term_ids].tolist()
         else:
             lengths = [self._total_length(own, position) for position in range(n_query)]
+        if coordinate and 1 < n_query <= SHORTEST_TERMS and self.impacts is not None:
+            found = self._from_shortest(term_ids, own, weights, lengths, want, passes)
+            if found is not None:
+                return found
         if sum(lengths) <= ALL_LISTS:
-            if coordinate and 1 < n_query <= SHORTEST_TERMS and self.impacts is not None:
-                found = self._from_shortest(term_ids, own, weights, lengths, want, passes)
-                if found is not None:
-                    return found
             return self._all_lists(own, weights, passes, coordinate)
         if self.impacts is None:
             return None
@@ -3236,7 +3238,7 @@ class Index:
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """(documents, final coordinated scores) of the documents of the query's shortest
         list, when its ``want``-th best is above what any other document could score; else
-        None (``_all_lists`` then). A document outside that list has at most ``m`` of the
+        None (every list, or MaxScore, then). A document outside that list has at most ``m`` of the
         other terms (``m`` < the query's), so at most their ``m`` highest bounds (weight x
         ``impacts``) x the squared share ``m / n``: when a query's rare term (often its
         bigram) is in enough good papers, they are scored exactly (``_exact_scores``, the
