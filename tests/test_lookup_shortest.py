@@ -16,10 +16,11 @@ from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engi
 
 @pytest.mark.parametrize("all_lists", [0, 10**9])  # declined: MaxScore, or every list
 def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch, all_lists):  # noqa: F811
-    # Tried for every query of up to 4 terms.
+    # Tried for every query (its rarer half of terms, whatever their lists' lengths).
     monkeypatch.setattr(index_module, "ALL_LISTS", all_lists)
     monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
-    monkeypatch.setattr(index_module, "SHORTEST_TERMS", 4)
+    monkeypatch.setattr(index_module, "SHORTEST_MAX", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
     outcomes = {"settled": 0, "declined": 0}
     real = Index._from_shortest

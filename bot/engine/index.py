@@ -3237,32 +3237,43 @@ class Index:
         self, term_ids, own, weights, lengths: list[int], want: int, passes
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """(documents, final coordinated scores) of the documents of the query's shortest
-        list, when its ``want``-th best is above what any other document could score; else
-        None (every list, or MaxScore, then). A document outside that list has at most ``m`` of the
-        other terms (``m`` < the query's), so at most their ``m`` highest bounds (weight x
-        ``impacts``) x the squared share ``m / n``: when a query's rare term (often its
-        bigram) is in enough good papers, they are scored exactly (``_exact_scores``, the
-        same bits) without the common terms' lists being read whole."""
+        lists (the rarer half of its terms), when their ``want``-th best is above what any
+        other document could score; else None (every list, or MaxScore, then).
+
+        A document in none of those lists has at most ``m`` of the other terms (``m`` <= the
+        others' number), so at most their ``m`` highest bounds (weight x ``impacts``) x the
+        squared share ``m / n``: when a query's rare terms (often its bigrams) are in
+        enough good papers, those are scored exactly (``_exact_scores``, the same bits)
+        without the common terms' lists being read whole.
+        """
         n_query = len(lengths)
-        shortest = min(range(n_query), key=lengths.__getitem__)
-        if lengths[shortest] < want or lengths[shortest] * SHORTEST_SHARE > sum(lengths):
+        rare = sorted(range(n_query), key=lengths.__getitem__)[: n_query // 2]
+        postings = sum(lengths[j] for j in rare)
+        if postings > SHORTEST_MAX or postings * SHORTEST_SHARE > sum(lengths):
             return None
-        bounds = weights.astype(np.float64) * self.impacts[term_ids]
-        others = sorted(np.delete(bounds, shortest).tolist(), reverse=True)
+        bounds = (weights.astype(np.float64) * self.impacts[term_ids]).tolist()
+        others = sorted((bounds[j] for j in range(n_query) if j not in rare), reverse=True)
         best, outside = 0.0, 0.0
         for m, bound in enumerate(others, start=1):
             best += bound
             outside = max(outside, best * (m / n_query) ** 2)
         outside = outside * (1 + 1e-4) + 1e-12  # (a margin for float rounding, as ``rest``)
         parts = []
-        for i, segment in enumerate(self.segments):
-            term = own[i][shortest]
-            if term >= 0:
-                docs = segment.docs(term, term + 1)
-                parts.append(
-                    docs.astype(np.intp) if self._global is None else self._global[i][docs]
-                )
+        for j in rare:
+            for i, segment in enumerate(self.segments):
+                term = own[i][j]
+                if term >= 0:
+                    docs = segment.docs(term, term + 1)
+                    parts.append(
+                        docs.astype(np.intp) if self._global is None else self._global[i][docs]
+                    )
+        if not parts:
+            return None
         docs = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if len(rare) > 1:
+            docs = np.unique(docs)
+        if len(docs) < want:
+            return None
         if not getattr(passes, "keeps_all", False):
             docs = docs[passes(docs)]
         if self.n_live != self.n_docs:
@@ -3794,12 +3805,14 @@ HEAD = 512
 #: A query whose lists hold more postings than this together tries the heads before
 #: MaxScore (whose cost grows with the lists' lengths, the heads' does not).
 HEADS_FIRST = 200_000
-#: ``_from_shortest`` is tried when the query's shortest list has at most 1 / this of its
-#: postings (scoring its papers exactly costs a bisection per term and paper).
+#: ``_from_shortest`` is tried when the rarer half of the query's terms have at most 1 / this
+#: of its postings, and at most ``SHORTEST_MAX`` (their papers are scored exactly: bisections
+#: in every query term's lists; 2,000 papers take 1-3 ms) ...
 SHORTEST_SHARE = 8
-#: ... for queries of at most this many terms: with more, a paper without the rare term can
-#: still have most of them (its bound, x ((n - 1) / n) ** 2, is seldom below the bar).
-SHORTEST_TERMS = 3
+SHORTEST_MAX = 1024
+#: ... for queries of at most this many terms (on the speed queries: 2-3 terms settle 90% of
+#: the time, 5 (3 words, 2 bigrams) 85%, 7-8 most; on declining, every list or MaxScore).
+SHORTEST_TERMS = 8
 
 
 def heads_type(n: int, head: int) -> np.dtype:
