@@ -3039,9 +3039,9 @@ class Index:
         ``score``'s order, so the score is the same to the bit) and returned.
 
         A coordinated query of a few terms (``SHORTEST_TERMS``) is first tried from its
-        shortest list alone (``_from_shortest``). When even the likeliest term's lists are
-        long (``LONG_LIST``), or a long list could
-        still lift any document into the top, the long lists' heads are tried
+        shortest lists' papers alone (``_from_shortest``; when they do not settle it, they
+        are MaxScore's first exact scores and bar). When even the likeliest term's lists
+        are long (``LONG_LIST``), or a long list could still lift any document into the top, the long lists' heads are tried
         (``_from_heads``; first, for a query with many postings: ``HEADS_FIRST``). None
         (the exhaustive product is cheaper) when they do not settle it either, or for a
         query of more than ``MAX_PRUNED_TERMS`` terms. ``budget`` is unused (kept for
@@ -3242,9 +3242,10 @@ class Index:
         self, term_ids, own, weights, lengths: list[int], want: int, passes
     ) -> tuple[np.ndarray, np.ndarray, bool] | None:
         """(documents, final coordinated scores) of the documents of the query's shortest
-        lists (the rarer half of its terms, fewer if they are long), and whether their ``want``-th best is above
-        what any other document could score (then they hold the top; else MaxScore starts
-        from them and their bar, or every list is read); None when not worth trying.
+        lists (the rarer half of its terms, fewer if they are long), and whether their
+        ``want``-th best is above what any other document could score (then they hold the
+        top; else MaxScore starts from them and their bar, or every list is read); None
+        when not worth trying.
 
         A document in none of those lists has at most ``m`` of the other terms (``m`` <= the
         others' number), so at most their ``m`` highest bounds (weight x ``impacts``) x the
