@@ -3041,8 +3041,9 @@ class Index:
         A coordinated query of a few terms (``SHORTEST_TERMS``) is first tried from its
         shortest lists' papers alone (``_from_shortest``; when they do not settle it, they
         are MaxScore's first exact scores and bar). When even the likeliest term's lists
-        are long (``LONG_LIST``), or a long list could still lift any document into the top, the long lists' heads are tried
-        (``_from_heads``; first, for a query with many postings: ``HEADS_FIRST``). None
+        are long (``LONG_LIST``), or a long list could still lift any document into the
+        top, the long lists' heads are tried (``_from_heads``; first, for a query with many
+        postings: ``HEADS_FIRST``). None
         (the exhaustive product is cheaper) when they do not settle it either, or for a
         query of more than ``MAX_PRUNED_TERMS`` terms. ``budget`` is unused (kept for
         callers).
