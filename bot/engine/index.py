@@ -3182,8 +3182,7 @@ class Index:
                     # sums so far are put back and the list added whole (the raised bar
                     # kept: the product's way, not the heads', is then left for later).
                     saved = (acc[ok], cnt[ok]) if lengths[order[step]] <= LONG_LIST else None
-                    for position in order[step:]:
-                        self._add_found(own, position, weights[position], ok, acc, cnt)
+                    self._add_found_all(own, order[step:], weights, ok, acc, cnt)
                     lower, upper = bounds(ok, 0, rest[n_query])
                     bar = max(bar, kth(lower))
                     if unseen < bar or saved is None:
@@ -3399,6 +3398,20 @@ class Index:
         for found, tf in self._found(own, position, docs):
             acc[found] += tf * weight
             cnt[found] += 1
+
+    def _add_found_all(self, own, positions: list[int], weights, docs: np.ndarray, acc, cnt):
+        """``_add_found`` of several query terms in turn, their bisections made at once per
+        segment (``Segment.find_all``): each document's contributions still added in the
+        terms' order (a document is in one segment)."""
+        for i, local, glob in self._by_segment(docs):
+            segment = self.segments[i]
+            hits, places = segment.find_all([own[i][p] for p in positions], local)
+            for row, position in enumerate(positions):
+                hit = hits[row]
+                if hit.any():
+                    found = glob[hit]
+                    acc[found] += segment.tf_at(places[row][hit]) * weights[position]
+                    cnt[found] += 1
 
     def _found(self, own, position: int, docs: np.ndarray):
         """(the generation's numbers of those of ``docs`` whose list of query term
