@@ -1,0 +1,79 @@
+"""``Index._from_shortest``: a short query's top k from the papers of its shortest list alone,
+only when no other paper could reach it, gives the exhaustive answer (ids and scores) on the
+main + deltas corpus of tests/test_pruning.py (deleted papers, filters, phrases, exclusions);
+and ``Segment.find_all``, the exact scores' bisections, is ``find`` for each term.
+"""
+
+import numpy as np
+import pytest
+
+import bot.engine.index as index_module
+import bot.engine.search as search_module
+from bot.engine.index import Index
+from tests.test_index_blocks import pair  # noqa: F401  (64-paper and whole blocks)
+from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engine fixture)
+
+
+# Declined: MaxScore from the papers scored and their bar (ALL_LISTS 0), or every list read.
+# SHORTEST_MAX 40: the rarer half's commonest lists left out until they have 40 postings.
+@pytest.mark.parametrize(("all_lists", "most"), [(0, 10**9), (10**9, 10**9), (0, 40)])
+def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch, all_lists, most):  # noqa: F811
+    # Tried for every query (its rarer half of terms, whatever their lists' lengths).
+    monkeypatch.setattr(index_module, "ALL_LISTS", all_lists)
+    monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
+    monkeypatch.setattr(index_module, "SHORTEST_MAX", most)
+    monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    outcomes = {"settled": 0, "declined": 0}
+    real = Index._from_shortest
+
+    def from_shortest(self, *args):
+        found = real(self, *args)
+        outcomes["settled" if found is not None and found[2] else "declined"] += 1
+        return found
+
+    monkeypatch.setattr(Index, "_from_shortest", from_shortest)
+    queries = lookups(engine.papers)[:160]
+    queries += [" ".join(q.split()[:2]) for q in queries]  # short ones: 2-3 terms
+    for query in queries:
+        for k in (3, 10):
+            want = engine.rank(query, k=k, prune=False)
+            assert engine.rank(query, k=k, prune=True) == want, (query, k)
+    # Both ways taken many times (so the comparison above covers the shortcut).
+    assert outcomes["settled"] > 20 and outcomes["declined"] > 20, outcomes
+
+
+def test_a_lookup_without_coordination_never_takes_it(engine, monkeypatch):  # noqa: F811
+    """Its bound counts on coordination's (m / n) ** 2 for a paper without the rare term."""
+    monkeypatch.setattr(index_module, "ALL_LISTS", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    calls = []
+    real = Index._from_shortest
+    monkeypatch.setattr(
+        Index, "_from_shortest", lambda self, *args: calls.append(1) or real(self, *args)
+    )
+    for query in lookups(engine.papers)[:40]:
+        want = engine.rank(query, k=10, coordinate=False, prune=False)
+        assert engine.rank(query, k=10, coordinate=False, prune=True) == want, query
+    assert not calls
+
+
+def test_find_all_is_find_for_each_term(pair):  # noqa: F811
+    """Several terms' bisections at once (``_exact_scores``'), in 64-paper blocks (9 of them,
+    numbers not wrapping at 16 bits) and in one block: each row is ``find``'s."""
+    small, whole, _ = pair
+    rng = np.random.default_rng(5)
+    for segment in [*small.index.segments, *whole.index.segments]:
+        for size in (0, 1, 7, 60, segment.n_docs):
+            docs = np.sort(rng.choice(segment.n_docs, min(size, segment.n_docs), replace=False))
+            terms = [*rng.choice(segment.n_terms, 6).tolist(), -1]
+            hits, places = segment.find_all(terms, docs)
+            assert hits.shape == places.shape == (len(terms), len(docs))
+            for row, term in enumerate(terms):
+                if term < 0:
+                    assert not hits[row].any()
+                    continue
+                hit, at = segment.find(term, docs)
+                assert np.array_equal(hits[row], hit), (term, size)
+                assert np.array_equal(places[row][hit], at[hit])
