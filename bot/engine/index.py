@@ -1830,45 +1830,57 @@ class Vocabulary:
 
     def ids_of(self, blob: bytes, offsets: np.ndarray) -> np.ndarray:
         """Each term of a plain blob (``plain``'s form)'s id here (int64, -1: not there),
-        as ``id_of`` finds it, vectorised: one search of the blocks' first terms, then only
-        the blocks found are decoded. A delta's writer matches its terms so (hashing the
-        whole 872k main vocabulary took 3 s, this about 0.1)."""
+        as ``id_of`` finds it, vectorised: one search of the blocks' first terms, the
+        blocks found decoded, then a bisection in each term's block. A delta's writer
+        matches its terms so (hashing the whole 872k main vocabulary took 3 s)."""
         out = np.full(len(offsets) - 1, -1, dtype=np.int64)
         if not self.size or not len(out):
             return out
         vocab = np.frombuffer(self._blob, dtype=np.uint8)
-        newlines = np.flatnonzero(vocab == 10)  # a term's newline: the n-th is term n's
         heads = np.asarray(self._heads, dtype=np.int64)
-        firsts = np.arange(0, self.size, self._block)
-        terms = np.frombuffer(blob, dtype=np.uint8) if len(blob) else np.zeros(0, np.uint8)
-        starts = np.asarray(offsets[:-1], dtype=np.int64)
-        lengths = np.asarray(offsets[1:], dtype=np.int64) - starts - 1
-        head_lengths = newlines[firsts] - heads[:-1]
+        newlines = np.flatnonzero(vocab == 10)  # the n-th ends term n
+        head_lengths = newlines[np.arange(0, self.size, self._block)] - heads[:-1]
+        terms = np.frombuffer(blob, dtype=np.uint8)
+        lengths = np.diff(np.asarray(offsets, dtype=np.int64)) - 1
         width = int(max(lengths.max(), head_lengths.max(), 1))
-        wanted = _fixed_width(terms, starts, lengths, width)
-        block = np.searchsorted(
-            _fixed_width(vocab, heads[:-1], head_lengths, width), wanted, "right"
-        )
-        block -= 1  # the last block whose first term is <= the term (-1: before them all)
-        blocks = unique(block[block >= 0])
-        if not len(blocks):
-            return out
-        # The blocks found, decoded as ``_decode_all`` decodes them all (each starts whole).
-        ends = heads[blocks + 1]
-        data = vocab[_ranges(heads[blocks], ends - heads[blocks])]
+        wanted = _fixed_width(terms[terms != 10], lengths, width)
+        firsts = _fixed_width(vocab[_ranges(heads[:-1], head_lengths)], head_lengths, width)
+        # The last block whose first term is <= the term (-1: before them all).
+        block = np.searchsorted(firsts, wanted, "right") - 1
+        asked = np.flatnonzero(block >= 0)
+        blocks = unique(block[asked])
+        keep = np.zeros(self._n_blocks, dtype=bool)
+        keep[blocks] = True
         ids = (blocks[:, None] * self._block + np.arange(self._block)).ravel()
         ids = ids[ids < self.size]
-        plain, found_offsets = self._decode(data, np.asarray(self._shared, np.int64)[ids])
-        found_lengths = np.diff(found_offsets) - 1
-        if found_lengths.max() > width:  # a longer term inside a block: compare at its width
-            width = int(found_lengths.max())
-            wanted = wanted.astype(f"S{width}")
-        found = _fixed_width(
-            np.frombuffer(plain, dtype=np.uint8), found_offsets[:-1], found_lengths, width
-        )
-        at = np.minimum(np.searchsorted(found, wanted), len(found) - 1)
-        hit = (found[at] == wanted) & (block >= 0)
-        out[hit] = ids[at[hit]]
+        # Those blocks decoded as ``_decode_all`` decodes them all (each starts whole).
+        data = vocab[np.repeat(keep, np.diff(heads))]
+        plain, found = self._decode(data, np.asarray(self._shared, dtype=np.int64)[ids])
+        plain = np.frombuffer(plain, dtype=np.uint8)
+        found_lengths = np.diff(found) - 1
+        width = max(width, int(found_lengths.max()))  # a longer term inside a block
+        wanted = wanted[asked].astype(f"S{width}")
+
+        def terms_at(at: np.ndarray) -> np.ndarray:
+            return _fixed_width(
+                plain[_ranges(found[at], found_lengths[at])], found_lengths[at], width
+            )
+
+        # Each term's first position in its block's decoded terms whose term is >= it.
+        lo = np.searchsorted(blocks, block[asked]) * self._block
+        end = np.minimum(lo + self._block, len(ids))
+        hi = end.copy()
+        for _ in range(self._block.bit_length()):
+            go = np.flatnonzero(lo < hi)
+            if not len(go):
+                break
+            mid = (lo[go] + hi[go]) // 2
+            less = terms_at(mid) < wanted[go]
+            lo[go[less]] = mid[less] + 1
+            hi[go[~less]] = mid[~less]
+        hit = np.flatnonzero(lo < end)
+        hit = hit[terms_at(lo[hit]) == wanted[hit]]
+        out[asked[hit]] = ids[lo[hit]]
         return out
 
 
@@ -1878,12 +1890,12 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts, lengths) + within
 
 
-def _fixed_width(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int):
-    """The byte strings ``data[start : start + length]`` as one numpy ``S<width>`` array,
-    NUL-padded: numpy compares them as ``bytes`` does (no term holds a NUL), so a sorted
-    vocabulary stays sorted and ``np.searchsorted`` finds terms in it."""
-    out = np.zeros((len(starts), width), dtype=np.uint8)
-    out[np.arange(width) < lengths[:, None]] = data[_ranges(starts, lengths)]
+def _fixed_width(data: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarray:
+    """Byte strings (``data``: their bytes one after the other, ``lengths``) as one numpy
+    ``S<width>`` array, NUL-padded: numpy compares them as ``bytes`` does (no term holds a
+    NUL), so a sorted vocabulary stays sorted and ``np.searchsorted`` finds terms in it."""
+    out = np.zeros((len(lengths), width), dtype=np.uint8)
+    out[np.arange(width) < lengths[:, None]] = data
     return out.view(f"S{width}").ravel()
 
 
