@@ -2138,6 +2138,39 @@ class Segment:
             docs += np.repeat(first, sizes)
         return docs
 
+    def run_docs(self, term: int, end: int) -> np.ndarray:
+        """``docs(term, end)`` for a pass over every list (``_posting_chunks``), from the
+        sparse layout: the lists' stored block sizes are one run of ``xt_blocks`` (read in
+        one slice) and the lists' non-empty blocks the set bits of their masks in order, so
+        each posting gets its block's start by one ``repeat`` (``_sizes`` makes a row of
+        every block for every list: 20% slower at 872k, measured)."""
+        if not self._sparse or end - term < 2:
+            return self.docs(term, end)
+        ptr = np.asarray(self.xt_indptr[term : end + 1], dtype=np.int64)
+        docs = self.xt_indices[ptr[0] : ptr[-1]].astype(np.int32)
+        masks = np.ascontiguousarray(self.xt_block_masks[term:end])
+        width = masks.itemsize * 8
+        bits = np.flatnonzero(np.unpackbits(masks.view(np.uint8), bitorder="little"))
+        if not len(bits):
+            return docs
+        lists, blocks = bits // width, bits % width  # each list's non-empty blocks
+        # A list's last non-empty block stores no size: the rest of the list.
+        last = np.ones(len(lists), dtype=bool)
+        last[:-1] = lists[1:] != lists[:-1]
+        first = int(self._size_offsets(np.asarray([term], dtype=np.int64))[0])
+        stored = np.asarray(self.xt_blocks[first : first + len(lists) - int(last.sum())])
+        stored = stored.astype(np.int64)
+        wide = np.flatnonzero(stored == _WIDE_BLOCK)
+        if len(wide):
+            stored[wide] = self._wide_blocks[self._wide_block_at.searchsorted(wide + first)]
+        sizes = np.zeros(len(lists), dtype=np.int64)
+        sizes[~last] = stored
+        within = np.cumsum(sizes)  # minus the sizes of earlier lists: the last block's start
+        ends = within[last]
+        sizes[last] = np.diff(ptr)[lists[last]] - (ends - np.r_[0, ends[:-1]])
+        docs += np.repeat((blocks * self.block).astype(np.int32), sizes)
+        return docs
+
     def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """One term's list: (document numbers as intp, ready to index with; term frequencies,
         float32), its bounds read once."""
@@ -2801,7 +2834,7 @@ class Index:
         order = np.argsort(docs, kind="stable")
         return docs[order], values[order]
 
-    def best_impacts(self, chunk: int = 1 << 22) -> np.ndarray:
+    def best_impacts(self, chunk: int = 1 << 20) -> np.ndarray:
         """Each term's highest ``tf x 1 / pivoted norm`` over the live papers: a term's best
         possible contribution to a score is its query weight x idf x this (MaxScore's bound).
         A pass over every posting, a few terms' postings at a time; done by the writer,
@@ -2822,7 +2855,7 @@ class Index:
         """
         return self._impacts_and_heads()[1]
 
-    def _impacts_and_heads(self, chunk: int = 1 << 22) -> tuple[np.ndarray, np.ndarray]:
+    def _impacts_and_heads(self, chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
         """``best_impacts`` and ``best_heads`` from one pass over the postings (kept): each
         long list's best ``HEAD`` + 1 live postings are taken in each segment while its
         impacts are at hand, and the head chosen among those (a second pass read the long
@@ -2860,7 +2893,7 @@ class Index:
                 hit[hit] = long[rows[hit]] == to_global[at[hit]]
                 own[at[hit]] = rows[hit]
             for term, end, a, b in _posting_chunks(indptr, segment.n_terms, chunk):
-                docs = segment.docs(term, end)
+                docs = segment.run_docs(term, end)
                 if offset is None:
                     docs = self._global[i][docs]
                 elif offset:
@@ -3887,7 +3920,7 @@ def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 20) -> np.nd
     for term, end, a, b in _posting_chunks(indptr, segment.n_terms, chunk):
         weight = segment.tf(a, b)
         weight *= np.repeat(idf[term:end], np.diff(indptr[term : end + 1]))
-        docs = segment.docs(term, end)
+        docs = segment.run_docs(term, end)
         out += np.bincount(
             docs, weights=np.square(weight, dtype=np.float64), minlength=segment.n_docs
         )
