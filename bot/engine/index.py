@@ -2883,6 +2883,7 @@ class Index:
             segment, to_global = self.segments[i], self._to_global[i]
             indptr = np.asarray(segment.list_ptr, dtype=np.int64)
             offset = self._doc_offset(i)
+            all_live = self._live_local[i] is None
             own = np.full(segment.n_terms, -1, dtype=np.int64)  # local term -> long row
             if to_global is None:
                 own[long[long < segment.n_terms]] = np.flatnonzero(long < segment.n_terms)
@@ -2904,7 +2905,8 @@ class Index:
                 for local in (np.flatnonzero(own[term:end] >= 0) + term).tolist():
                     row = int(own[local])
                     start, stop = int(indptr[local]) - a, int(indptr[local + 1]) - a
-                    found[row].append(_best_postings(segment, docs, values, start, stop, a))
+                    piece = _best_postings(segment, docs, values, start, stop, a, all_live)
+                    found[row].append(piece)
                     if i == 0:
                         _choose_head(heads, row, found[row])
                         found[row] = None
@@ -3927,16 +3929,23 @@ def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 20) -> np.nd
     return np.sqrt(np.maximum(out, 0))
 
 
-def _best_postings(segment: Segment, docs, values, start: int, stop: int, a: int) -> tuple:
+def _best_postings(
+    segment: Segment, docs, values, start: int, stop: int, a: int, all_live: bool
+) -> tuple:
     """(documents, counts, impacts, [cut]) of one list's live postings (``values[start:stop]``,
     its impacts, a chunk from posting ``a`` on) of which a head is chosen: the ``HEAD`` + 1
     best when there are more (the best ``HEAD`` over all segments, and the highest impact
-    outside them, are among the segments' best ``HEAD`` + 1); ``cut``: partitioned so."""
+    outside them, are among the segments' best ``HEAD`` + 1); ``cut``: partitioned so.
+    ``all_live``: the segment has no deleted paper (none to leave out)."""
     impact = values[start:stop]
-    at = np.flatnonzero(impact > 0)  # a deleted document's inverse pivot is 0
-    cut = len(at) > HEAD + 1
-    if cut:  # the best HEAD first, then the best of the rest
-        at = at[np.argpartition(-impact[at], HEAD)[: HEAD + 1]]
+    if all_live:
+        cut = len(impact) > HEAD + 1
+        at = np.argpartition(-impact, HEAD)[: HEAD + 1] if cut else np.arange(len(impact))
+    else:
+        at = np.flatnonzero(impact > 0)  # a deleted document's inverse pivot is 0
+        cut = len(at) > HEAD + 1
+        if cut:  # the best HEAD first, then the best of the rest
+            at = at[np.argpartition(-impact[at], HEAD)[: HEAD + 1]]
     return docs[start:stop][at], segment.xt_data.at(a + start + at), impact[at], [cut]
 
 
