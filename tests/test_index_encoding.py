@@ -56,7 +56,7 @@ def test_the_front_coded_vocabulary_finds_every_term_and_nothing_else(n):
 
 @pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 1000])
 def test_many_terms_looked_up_at_once_are_each_one_looked_up_alone(n):
-    """``ids_of`` (a paper's terms at once, blocks found by their 8-byte prefixes) gives
+    """``ids_of_terms`` (a paper's terms at once, blocks found by their 8-byte prefixes) gives
     ``id_of``'s answers: heads sharing their first 8 bytes (or more than 255), terms shorter
     than 8 bytes, absent terms before, between and after all others, repeats, any order."""
     terms = _terms(n, seed=n)
@@ -64,10 +64,10 @@ def test_many_terms_looked_up_at_once_are_each_one_looked_up_alone(n):
     absent = ["", "a", "graph", "graph neural 5x", "zz", "ÿ", "z" * 301, "x" * 270 + "0", "\x00"]
     queries = [*terms, *absent, *terms[:5]]
     random.Random(n).shuffle(queries)
-    found = vocab.ids_of(queries)
+    found = vocab.ids_of_terms(queries)
     assert found.dtype == np.int64
     assert found.tolist() == [vocab.id_of(t) for t in queries]
-    assert vocab.ids_of([]).tolist() == []
+    assert vocab.ids_of_terms([]).tolist() == []
 
 
 def test_shared_prefixes_longer_than_a_byte_are_cut_at_255():

@@ -27,8 +27,8 @@ Each segment holds, for its documents (papers, in ``rowid`` order):
 * its own sorted vocabulary, front-coded in blocks of ``VOCAB_BLOCK`` terms (each term as
   the bytes it shares with the previous one and the rest), searched by bisection over the
   blocks' first terms; a delta also stores where each of its terms is in the main segment's
-  vocabulary (``main_terms``, matched by 64-bit hashes by its writer), so readers never hash
-  the main vocabulary.
+  vocabulary (``main_terms``, found by its writer: ``Vocabulary.ids_of``), so readers never
+  decode the main vocabulary.
 
 Segments store each term's *weighted count* in a paper (a whole number, in the narrowest
 unsigned type: uint8 at 87k, four bits in ``xt``), not a final weight: its sublinear term frequency
@@ -1344,13 +1344,13 @@ def _write_segment(
     segment's name is always whole. Any failure removes the temporary folder; an
     ``OSError`` comes back as one ``IndexBuildError`` sentence. A delta names its ``main``
     segment: where each of its terms is in that segment's vocabulary is stored with it
-    (matched by hashes here, by the writer, so no reader computes the main segment's).
+    (matched here, by the writer: ``Vocabulary.ids_of``).
     """
     arrays, blob, meta = _segment_arrays(counted, min_bigram_df)
     if main is not None:
-        main_segment = Segment(directory / main, verify=False)
-        hashes = term_hashes(*_plain_vocabulary(counted.vocabulary))
-        arrays["main_terms"] = _match_terms(hashes, main_segment).astype(np.int32)
+        main_vocab = Segment(directory / main, verify=False).vocab
+        arrays["main_terms"] = main_vocab.ids_of(*_plain_vocabulary(counted.vocabulary))
+        arrays["main_terms"] = arrays["main_terms"].astype(np.int32)
         meta["main"] = main
     name = _next_segment_name(directory)
     tmp = directory / f"{name}.tmp-{os.getpid()}"
@@ -1369,19 +1369,6 @@ def _write_segment(
             raise IndexBuildError(_build_error(directory, error)) from None
         raise
     return name
-
-
-def _match_terms(hashes: np.ndarray, main: Segment) -> np.ndarray:
-    """Where terms (by their hashes) are in the main segment's vocabulary (-1: not there)."""
-    main_hashes, order = main.hashes()
-    sorted_hashes = main_hashes[order]
-    out = np.full(len(hashes), -1, dtype=np.int64)
-    if not main.n_terms or not len(hashes):
-        return out
-    pos = np.minimum(np.searchsorted(sorted_hashes, hashes), main.n_terms - 1)
-    found = sorted_hashes[pos] == hashes
-    out[found] = order[pos[found]]
-    return out
 
 
 def _next_segment_name(directory: Path) -> str:
@@ -1783,11 +1770,12 @@ class Vocabulary:
             self._cache[term] = found
         return found
 
-    def ids_of(self, terms: Sequence[str]) -> np.ndarray:
-        """``id_of`` of many terms at once (int64, -1 where absent): each key's block found
-        among the blocks' 8-byte prefixes by one ``searchsorted`` (a bisection over the
-        whole heads only among blocks sharing its prefix), and each block decoded up to the key.
-        A paper's vector looks up its ~200 terms so, instead of ~200 bisections."""
+    def ids_of_terms(self, terms: Sequence[str]) -> np.ndarray:
+        """``id_of`` of a few hundred terms at once (int64, -1 where absent): each key's
+        block found among the blocks' 8-byte prefixes by one ``searchsorted`` (a bisection
+        over the whole heads only among blocks sharing its prefix), and each block decoded
+        up to the key. A paper's vector looks up its ~200 terms so; a delta's writer, with
+        hundreds of thousands, uses ``ids_of`` (vectorised, but a pass over the whole blob)."""
         out = np.full(len(terms), -1, dtype=np.int64)
         if not self.size or not len(terms):
             return out
@@ -1857,8 +1845,8 @@ class Vocabulary:
 
     def plain(self) -> tuple[bytes, np.ndarray]:
         """Every term whole, each followed by a newline, and where each starts (int64):
-        decoded in ``VOCAB_BLOCK`` vectorised steps (the writer hashes the main segment's
-        terms so; a reader only a delta's, for its hashes and its bigrams: decoded once)."""
+        decoded in ``VOCAB_BLOCK`` vectorised steps (a delta's, for its hashes and its
+        bigrams: decoded once)."""
         if self._plain is None:
             self._plain = self._decode_all()
         return self._plain
@@ -1866,10 +1854,14 @@ class Vocabulary:
     def _decode_all(self) -> tuple[bytes, np.ndarray]:
         blob = self._blob
         data = np.frombuffer(blob, dtype=np.uint8) if len(blob) else np.zeros(0, np.uint8)
-        n = self.size
+        return self._decode(data, np.asarray(self._shared, dtype=np.int64))
+
+    def _decode(self, data: np.ndarray, shared: np.ndarray) -> tuple[bytes, np.ndarray]:
+        """``plain`` of whole blocks' front-coded bytes (``data``) and their terms' shared
+        byte counts (``shared``): every block, or a few (``ids_of``)."""
+        n = len(shared)
         ends = np.flatnonzero(data == 10)
         starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)[:n]
-        shared = np.asarray(self._shared, dtype=np.int64)
         suffix = ends - starts
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(shared + suffix + 1, out=offsets[1:])
@@ -1892,6 +1884,76 @@ class Vocabulary:
                 np.repeat(offsets[terms - 1], count) + within
             ]
         return out.tobytes(), offsets
+
+    def ids_of(self, blob: bytes, offsets: np.ndarray) -> np.ndarray:
+        """Each term of a plain blob (``plain``'s form)'s id here (int64, -1: not there),
+        as ``id_of`` finds it, vectorised: one search of the blocks' first terms, the
+        blocks found decoded, then a bisection in each term's block. A delta's writer
+        matches its terms so (hashing the whole 872k main vocabulary took 3 s)."""
+        out = np.full(len(offsets) - 1, -1, dtype=np.int64)
+        if not self.size or not len(out):
+            return out
+        vocab = np.frombuffer(self._blob, dtype=np.uint8)
+        heads = np.asarray(self._heads, dtype=np.int64)
+        newlines = np.flatnonzero(vocab == 10)  # the n-th ends term n
+        head_lengths = newlines[np.arange(0, self.size, self._block)] - heads[:-1]
+        terms = np.frombuffer(blob, dtype=np.uint8)
+        lengths = np.diff(np.asarray(offsets, dtype=np.int64)) - 1
+        width = int(max(lengths.max(), head_lengths.max(), 1))
+        wanted = _fixed_width(terms[terms != 10], lengths, width)
+        firsts = _fixed_width(vocab[_ranges(heads[:-1], head_lengths)], head_lengths, width)
+        # The last block whose first term is <= the term (-1: before them all).
+        block = np.searchsorted(firsts, wanted, "right") - 1
+        asked = np.flatnonzero(block >= 0)
+        blocks = unique(block[asked])
+        keep = np.zeros(self._n_blocks, dtype=bool)
+        keep[blocks] = True
+        ids = (blocks[:, None] * self._block + np.arange(self._block)).ravel()
+        ids = ids[ids < self.size]
+        # Those blocks decoded as ``_decode_all`` decodes them all (each starts whole).
+        data = vocab[np.repeat(keep, np.diff(heads))]
+        plain, found = self._decode(data, np.asarray(self._shared, dtype=np.int64)[ids])
+        plain = np.frombuffer(plain, dtype=np.uint8)
+        found_lengths = np.diff(found) - 1
+        width = max(width, int(found_lengths.max()))  # a longer term inside a block
+        wanted = wanted[asked].astype(f"S{width}")
+
+        def terms_at(at: np.ndarray) -> np.ndarray:
+            return _fixed_width(
+                plain[_ranges(found[at], found_lengths[at])], found_lengths[at], width
+            )
+
+        # Each term's first position in its block's decoded terms whose term is >= it.
+        lo = np.searchsorted(blocks, block[asked]) * self._block
+        end = np.minimum(lo + self._block, len(ids))
+        hi = end.copy()
+        for _ in range(self._block.bit_length()):
+            go = np.flatnonzero(lo < hi)
+            if not len(go):
+                break
+            mid = (lo[go] + hi[go]) // 2
+            less = terms_at(mid) < wanted[go]
+            lo[go[less]] = mid[less] + 1
+            hi[go[~less]] = mid[~less]
+        hit = np.flatnonzero(lo < end)
+        hit = hit[terms_at(lo[hit]) == wanted[hit]]
+        out[asked[hit]] = ids[lo[hit]]
+        return out
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``start .. start + length - 1`` of every range, one after the other."""
+    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(starts, lengths) + within
+
+
+def _fixed_width(data: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarray:
+    """Byte strings (``data``: their bytes one after the other, ``lengths``) as one numpy
+    ``S<width>`` array, NUL-padded: numpy compares them as ``bytes`` does (no term holds a
+    NUL), so a sorted vocabulary stays sorted and ``np.searchsorted`` finds terms in it."""
+    out = np.zeros((len(lengths), width), dtype=np.uint8)
+    out[np.arange(width) < lengths[:, None]] = data
+    return out.view(f"S{width}").ravel()
 
 
 class Segment:
@@ -2133,6 +2195,39 @@ class Segment:
             docs += np.repeat(first, sizes)
         return docs
 
+    def run_docs(self, term: int, end: int) -> np.ndarray:
+        """``docs(term, end)`` for a pass over every list (``_posting_chunks``), from the
+        sparse layout: the lists' stored block sizes are one run of ``xt_blocks`` (read in
+        one slice) and the lists' non-empty blocks the set bits of their masks in order, so
+        each posting gets its block's start by one ``repeat`` (``_sizes`` makes a row of
+        every block for every list: 20% slower at 872k, measured)."""
+        if not self._sparse or end - term < 2:
+            return self.docs(term, end)
+        ptr = np.asarray(self.xt_indptr[term : end + 1], dtype=np.int64)
+        docs = self.xt_indices[ptr[0] : ptr[-1]].astype(np.int32)
+        masks = np.ascontiguousarray(self.xt_block_masks[term:end])
+        width = masks.itemsize * 8
+        bits = np.flatnonzero(np.unpackbits(masks.view(np.uint8), bitorder="little"))
+        if not len(bits):
+            return docs
+        lists, blocks = bits // width, bits % width  # each list's non-empty blocks
+        # A list's last non-empty block stores no size: the rest of the list.
+        last = np.ones(len(lists), dtype=bool)
+        last[:-1] = lists[1:] != lists[:-1]
+        first = int(self._size_offsets(np.asarray([term], dtype=np.int64))[0])
+        stored = np.asarray(self.xt_blocks[first : first + len(lists) - int(last.sum())])
+        stored = stored.astype(np.int64)
+        wide = np.flatnonzero(stored == _WIDE_BLOCK)
+        if len(wide):
+            stored[wide] = self._wide_blocks[self._wide_block_at.searchsorted(wide + first)]
+        sizes = np.zeros(len(lists), dtype=np.int64)
+        sizes[~last] = stored
+        within = np.cumsum(sizes)  # minus the sizes of earlier lists: the last block's start
+        ends = within[last]
+        sizes[last] = np.diff(ptr)[lists[last]] - (ends - np.r_[0, ends[:-1]])
+        docs += np.repeat((blocks * self.block).astype(np.int32), sizes)
+        return docs
+
     def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """One term's list: (document numbers as intp, ready to index with; term frequencies,
         float32), its bounds read once."""
@@ -2229,10 +2324,10 @@ class Segment:
 
     def main_terms(self, main: Segment) -> np.ndarray:
         """Each of this (delta) segment's terms' id in ``main`` (int64, -1: not there): as its
-        writer stored it, or matched by hashes when it was written against another main."""
+        writer stored it, or matched here when it was written against another main."""
         if self._main_terms is not None and self.main_name == main.name:
             return np.asarray(self._main_terms, dtype=np.int64)
-        return _match_terms(self.hashes()[0], main)
+        return main.vocab.ids_of(*self.vocab.plain())
 
     def hashes(self) -> tuple[np.ndarray, np.ndarray]:
         """(each term's 64-bit hash, the term ids in hash order): computed on first use (only
@@ -2657,6 +2752,7 @@ class Index:
             raise IndexDamaged(f"{self.meta['norms']['file']} does not match its segments")
         #: 1 / pivoted norm of each document (0 for deleted ones).
         self.inverse_pivot = np.asarray(inverse_pivot, dtype=np.float32)
+        self._best: tuple | None = None  # ``_impacts_and_heads``, once computed
         self._matrix_xt: sp.csr_matrix | None = None
 
     def _deleted_df(self, deleted: list[np.ndarray]) -> np.ndarray:
@@ -2831,24 +2927,12 @@ class Index:
         order = np.argsort(docs, kind="stable")
         return docs[order], values[order]
 
-    def best_impacts(self, chunk: int = 1 << 22) -> np.ndarray:
+    def best_impacts(self, chunk: int = 1 << 20) -> np.ndarray:
         """Each term's highest ``tf x 1 / pivoted norm`` over the live papers: a term's best
         possible contribution to a score is its query weight x idf x this (MaxScore's bound).
-        A pass over every posting, a few terms' postings at a time; done by the writer."""
-        out = np.zeros(self.n_terms, dtype=np.float32)
-        for i, segment in enumerate(self.segments):
-            indptr = np.asarray(segment.list_ptr, dtype=np.int64)
-            for term, end, a, b in _posting_chunks(indptr, segment.n_terms, chunk):
-                docs = self._to_docs(i, segment.docs(term, end))
-                values = segment.tf(a, b) * self.inverse_pivot[docs]
-                rows = np.flatnonzero(np.diff(indptr[term : end + 1]) > 0)
-                best = np.maximum.reduceat(values, indptr[term + rows] - a)
-                rows = rows + term
-                if self._to_global[i] is not None:
-                    rows = self._to_global[i][rows]
-                    best, rows = best[rows >= 0], rows[rows >= 0]
-                np.maximum.at(out, rows, best)
-        return out
+        A pass over every posting, a few terms' postings at a time; done by the writer,
+        in the same pass as ``best_heads``."""
+        return self._impacts_and_heads(chunk)[0]
 
     def best_heads(self) -> np.ndarray:
         """The head of every long list (more than ``HEAD_MIN`` postings over the segments):
@@ -2860,8 +2944,18 @@ class Index:
         the term, the tail's bound, the head's documents ascending and their counts
         (padded with count 0 when the term has fewer live documents); columns, so that a
         reader finds a term touching the terms' pages only. Done by the writer, once a
-        generation.
+        generation, in ``best_impacts``' pass.
         """
+        return self._impacts_and_heads()[1]
+
+    def _impacts_and_heads(self, chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+        """``best_impacts`` and ``best_heads`` from one pass over the postings (kept): each
+        long list's best ``HEAD`` + 1 live postings are taken in each segment while its
+        impacts are at hand, and the head chosen among those (a second pass read the long
+        lists again: 2.2 s of a 872k delta). The same bounds and tails as choosing over the
+        whole lists; among papers of equal impact the head may take another one."""
+        if self._best is not None and self._best[0] == chunk:
+            return self._best[1]
         lengths = np.zeros(self.n_terms, dtype=np.int64)
         for segment, to_global in zip(self.segments, self._to_global, strict=True):
             sizes = np.diff(np.asarray(segment.list_ptr, dtype=np.int64))
@@ -2871,34 +2965,64 @@ class Index:
                 ok = to_global >= 0
                 np.add.at(lengths, to_global[ok], sizes[ok])
         long = np.flatnonzero(lengths > HEAD_MIN)
-        out = np.zeros(1, dtype=heads_type(len(long), HEAD))
-        terms, tails, head_docs, head_counts = (out[key][0] for key in out.dtype.names)
-        terms[:] = long
-        own = self._own_terms(long)
-        for row in range(len(long)):
-            docs, counts = [], []
-            for i, segment in enumerate(self.segments):
-                local = own[i][row]
-                if local >= 0:
-                    a, b = int(segment.list_ptr[local]), int(segment.list_ptr[local + 1])
-                    seg_docs = segment.docs(local, local + 1)
-                    docs.append(seg_docs if self._global is None else self._global[i][seg_docs])
-                    counts.append(segment.xt_data.span(a, b))
-            docs, counts = np.concatenate(docs), np.concatenate(counts)
-            impact = term_frequencies(counts) * self.inverse_pivot[docs]
-            live = impact > 0  # a deleted document's inverse pivot is 0
-            if not live.all():
-                docs, counts, impact = docs[live], counts[live], impact[live]
-            tail = 0.0
-            if len(docs) > HEAD:
-                part = np.argpartition(-impact, HEAD)
-                tail = impact[part[HEAD]]  # the highest impact outside the head
-                docs, counts = docs[part[:HEAD]], counts[part[:HEAD]]
-            by_doc = np.argsort(docs, kind="stable")  # segments' runs, or a selection
-            tails[row] = tail
-            head_docs[row, : len(docs)] = docs[by_doc]
-            head_counts[row, : len(docs)] = counts[by_doc]
-        return out
+        heads = np.zeros(1, dtype=heads_type(len(long), HEAD))
+        heads["term"][0] = long
+        # Per long term, its best postings in each segment read so far: the deltas first,
+        # so that a term's head is chosen as soon as the main segment's list is read and
+        # only the deltas' (short) pieces wait.
+        found: list[list | None] = [[] for _ in long]
+        out = np.zeros(self.n_terms, dtype=np.float32)
+        for i in reversed(range(len(self.segments))):
+            segment, to_global = self.segments[i], self._to_global[i]
+            indptr = np.asarray(segment.list_ptr, dtype=np.int64)
+            offset = self._doc_offset(i)
+            all_live = self._live_local[i] is None
+            own = np.full(segment.n_terms, -1, dtype=np.int64)  # local term -> long row
+            if to_global is None:
+                own[long[long < segment.n_terms]] = np.flatnonzero(long < segment.n_terms)
+            else:
+                at = np.flatnonzero(to_global >= 0)
+                rows = np.searchsorted(long, to_global[at])
+                hit = rows < len(long)
+                hit[hit] = long[rows[hit]] == to_global[at[hit]]
+                own[at[hit]] = rows[hit]
+            for term, end, a, b in _posting_chunks(indptr, segment.n_terms, chunk):
+                docs = segment.run_docs(term, end)
+                if offset is None:
+                    docs = self._global[i][docs]
+                elif offset:
+                    docs += offset
+                values = segment.tf(a, b) * self.inverse_pivot[docs]
+                rows = np.flatnonzero(np.diff(indptr[term : end + 1]) > 0)
+                best = np.maximum.reduceat(values, indptr[term + rows] - a)
+                for local in (np.flatnonzero(own[term:end] >= 0) + term).tolist():
+                    row = int(own[local])
+                    start, stop = int(indptr[local]) - a, int(indptr[local + 1]) - a
+                    piece = _best_postings(segment, docs, values, start, stop, a, all_live)
+                    found[row].append(piece)
+                    if i == 0:
+                        _choose_head(heads, row, found[row])
+                        found[row] = None
+                rows = rows + term
+                if to_global is not None:
+                    rows = to_global[rows]
+                    best, rows = best[rows >= 0], rows[rows >= 0]
+                np.maximum.at(out, rows, best)
+        for row, pieces in enumerate(found):
+            if pieces is not None:  # a term the main segment lacks
+                _choose_head(heads, row, pieces)
+        self._best = chunk, (out, heads)
+        return out, heads
+
+    def _doc_offset(self, i: int) -> int | None:
+        """What segment i's document numbers add to become the generation's, when they are
+        one run there (new papers after the main segment's), else None (``_global``)."""
+        if self._global is None:
+            return 0
+        numbers = self._global[i]
+        if not len(numbers) or int(numbers[-1]) - int(numbers[0]) == len(numbers) - 1:
+            return int(numbers[0]) if len(numbers) else 0  # ascending: one run
+        return None
 
     def _head(self, term_id: int) -> tuple[np.ndarray, np.ndarray, float] | None:
         """(documents ascending, their tf, the tail's bound) of a long list's head, or None
@@ -3675,7 +3799,7 @@ class Index:
         # All of them counted at once, each distinct term looked up once in the vocabulary.
         present = [(int(r), documents[int(r)]) for r in np.unique(rowids) if int(r) in documents]
         counted = _count(present, 1)
-        ids = segment.vocab.ids_of(counted.vocabulary)
+        ids = segment.vocab.ids_of_terms(counted.vocabulary)
         rows = counted.counts.tocsr()
         row_of = {rowid: row for row, (rowid, _) in enumerate(present)}
         out = {}
@@ -3993,11 +4117,49 @@ def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 20) -> np.nd
     for term, end, a, b in _posting_chunks(indptr, segment.n_terms, chunk):
         weight = segment.tf(a, b)
         weight *= np.repeat(idf[term:end], np.diff(indptr[term : end + 1]))
-        docs = segment.docs(term, end)
+        docs = segment.run_docs(term, end)
         out += np.bincount(
             docs, weights=np.square(weight, dtype=np.float64), minlength=segment.n_docs
         )
     return np.sqrt(np.maximum(out, 0))
+
+
+def _best_postings(
+    segment: Segment, docs, values, start: int, stop: int, a: int, all_live: bool
+) -> tuple:
+    """(documents, counts, impacts, [cut]) of one list's live postings (``values[start:stop]``,
+    its impacts, a chunk from posting ``a`` on) of which a head is chosen: the ``HEAD`` + 1
+    best when there are more (the best ``HEAD`` over all segments, and the highest impact
+    outside them, are among the segments' best ``HEAD`` + 1); ``cut``: partitioned so.
+    ``all_live``: the segment has no deleted paper (none to leave out)."""
+    impact = values[start:stop]
+    if all_live:
+        cut = len(impact) > HEAD + 1
+        at = np.argpartition(-impact, HEAD)[: HEAD + 1] if cut else np.arange(len(impact))
+    else:
+        at = np.flatnonzero(impact > 0)  # a deleted document's inverse pivot is 0
+        cut = len(at) > HEAD + 1
+        if cut:  # the best HEAD first, then the best of the rest
+            at = at[np.argpartition(-impact[at], HEAD)[: HEAD + 1]]
+    return docs[start:stop][at], segment.xt_data.at(a + start + at), impact[at], [cut]
+
+
+def _choose_head(heads: np.ndarray, row: int, pieces: list[tuple]) -> None:
+    """Row ``row`` of ``best_heads``' record from a long term's ``_best_postings`` in each
+    segment: its ``HEAD`` best live postings over all, and the best impact of the rest."""
+    docs, counts, impact, cut = (np.concatenate(c) for c in zip(*pieces, strict=True))
+    tail = 0.0
+    if len(pieces) == 1 and cut[0]:
+        # Already partitioned as a whole list was (one segment): the same head.
+        tail, docs, counts = impact[HEAD], docs[:HEAD], counts[:HEAD]
+    elif len(docs) > HEAD:
+        part = np.argpartition(-impact, HEAD)
+        tail = impact[part[HEAD]]  # the highest impact outside the head
+        docs, counts = docs[part[:HEAD]], counts[part[:HEAD]]
+    by_doc = np.argsort(docs, kind="stable")  # segments' runs, or a selection
+    heads["tail"][0, row] = tail
+    heads["docs"][0, row, : len(docs)] = docs[by_doc]
+    heads["counts"][0, row, : len(docs)] = counts[by_doc]
 
 
 def _posting_chunks(indptr: np.ndarray, n_terms: int, chunk: int):
