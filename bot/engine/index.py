@@ -734,6 +734,7 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
     reader's papers are used while their (id, content hash) match the database's rows in
     rowid order (all of them for a first ingest of files without repeated ids); from the
     first that does not, they are tokenised here."""
+    reader.fed_all()
     try:
         rows = corpus.db.execute("select rowid, id, content_hash from papers order by rowid")
         rows = rows.fetchall()
@@ -775,23 +776,23 @@ _STARTED: dict[str, list[_Helper]] = {}
 
 
 @contextmanager
-def helpers_started(db_path: str | Path, paths: Sequence[str | Path] = ()):
+def helpers_started(db_path: str | Path, fed: bool = False):
     """Start a full build's helper processes now, for a build of ``db_path`` later in the
     block to take: a new interpreter importing numpy and the index takes about half a
     second, which then overlaps what comes first (a first ingest's SQLite write) instead of
-    the build's tokenising. With ``paths`` (the files being ingested) the helper reads and
-    tokenises them itself meanwhile (``_Reader``). Helpers the block did not use are
-    stopped at its end."""
+    the build's tokenising. With ``fed`` (a first ingest of files) the helper is a
+    ``_Reader``, yielded: the ingest hands it the papers it parses (``_Reader.feed``) and it
+    tokenises them meanwhile. Helpers the block did not use are stopped at its end."""
     key = os.path.realpath(db_path)
     if BUILD_PROCESSES < 2 or key in _STARTED:
-        yield
+        yield None
         return
-    if paths:
-        _STARTED[key] = [_Reader([str(path) for path in paths])]
+    if fed:
+        _STARTED[key] = [_Reader()]
     else:
         _STARTED[key] = [_Helper(key) for _ in range(BUILD_PROCESSES - 1)]
     try:
-        yield
+        yield _STARTED[key][0] if fed else None
     finally:
         for helper in _STARTED.pop(key, []):
             helper.discard()
@@ -855,25 +856,73 @@ class _Helper:
 
 
 class _Reader(_Helper):
-    """A first ingest's helper process that reads the input files itself
-    (``build_helper --files``) and tokenises their papers in file order while this process
-    writes them to SQLite, as far as it can claim them (``_Claims``); ``result`` is its part,
-    with each paper's id and content hash (``_tokenise_beside`` matches them)."""
+    """A first ingest's helper process (``build_helper --fed``), tokenising in file order the
+    papers the ingest parses and writes to SQLite, as far as it can claim them (``_Claims``):
+    the ingest hands them over (``feed``) rather than the reader parsing the files again
+    (as much CPU as the tokenising saved). ``result`` is its part, with each paper's id and
+    content hash (``_tokenise_beside`` matches them).
 
-    def __init__(self, paths: list[str]):
+    The papers go as pickled batches appended to a spool file, each announced by a byte on
+    a pipe: the ingest never waits for the reader (a backlog stays in the page cache, not in
+    memory), and the pipe's end (``fed_all``, or this process gone) tells the reader that no
+    more are coming."""
+
+    def __init__(self):
         self.claims = _Claims()
-        fd = self.claims.fileno()
-        self._start(["--files", str(fd), *paths], stdin=subprocess.DEVNULL, pass_fds=(fd,))
-        if self._process is not None:
+        self._spool = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (closed by discard)
+        announced, self._announce = os.pipe()
+        fds = (self.claims.fileno(), self._spool.fileno(), announced)
+        self._batch: list[tuple] = []
+        try:
+            self._start(["--fed", *map(str, fds)], stdin=subprocess.DEVNULL, pass_fds=fds)
+        finally:
+            os.close(announced)
+        os.set_blocking(self._announce, False)
+        if self._process is None:
+            self.fed_all()
+        else:
             self._thread = threading.Thread(target=self._talk, args=(None,), daemon=True)
             self._thread.start()
 
+    def feed(self, papers: Iterable) -> Iterable:
+        """``papers`` (``Paper``s) as they come, each also handed to the reader."""
+        for paper in papers:
+            if self._announce >= 0:
+                self._batch.append(paper.values())
+                if len(self._batch) >= TOKENISE_BATCH:
+                    self._send()
+            yield paper
+        self._send()
+
+    def _send(self) -> None:
+        if not self._batch or self._announce < 0:
+            return
+        blob = pickle.dumps(self._batch, protocol=5)
+        self._batch = []
+        record = memoryview(struct.pack("<q", len(blob)) + blob)
+        try:
+            while record:
+                record = record[os.write(self._spool.fileno(), record) :]
+            os.write(self._announce, b"\0")
+        except BlockingIOError:
+            pass  # the pipe is full: the reader has announcements to read, it finds this too
+        except OSError:  # the reader is gone, or the disk full: the build tokenises the rest
+            self.fed_all()
+
+    def fed_all(self) -> None:
+        """No more papers (the pipe's end): the reader tokenises what it has claimed."""
+        if self._announce >= 0:
+            os.close(self._announce)
+            self._announce = -1
+
     def discard(self) -> None:
         """Stop the reader (when it has not finished) and let its claims go."""
+        self.fed_all()
         if self._process is not None:
             self._process.kill()
             self._thread.join()
         self.claims.close()
+        self._spool.close()
 
 
 class _Claims:
