@@ -5,10 +5,9 @@ tokenises them in file order while the ingest writes them; the build then tokeni
 (``index._tokenise_beside``). Whatever the reader did, the index files must be byte for
 byte a one-process build's."""
 
-import dataclasses
 import gzip
+import marshal
 import os
-import pickle
 import signal
 import struct
 import subprocess
@@ -24,7 +23,7 @@ import bot.engine.index as index_module
 import bot.engine.search as search_module
 from bot.engine.formats.detect import open_corpus_file
 from bot.engine.index import read_current
-from bot.engine.paper import Paper
+from bot.engine.paper import Paper, paper_values
 from bot.engine.search import Engine
 from tests.test_index_build import _files
 from tests.test_live_index import make_papers, write_jsonl
@@ -328,14 +327,13 @@ def test_a_paper_s_values_make_the_same_paper():
         url="https://example.org/x1",
         title_derived=True,
     )
-    assert Paper(*paper.values()) == paper
-    assert len(paper.values()) == len(dataclasses.fields(Paper))
+    assert Paper(*paper_values(paper)) == paper
 
 
 def _spooled(spool, batches: list[list[Paper]]) -> None:
-    """What ``_Reader._send`` writes: a length, then the batch's pickle."""
+    """What ``_Reader._send`` writes: a length, then the batch's papers' values."""
     for batch in batches:
-        blob = pickle.dumps([paper.values() for paper in batch], protocol=5)
+        blob = marshal.dumps([paper_values(paper) for paper in batch], 4)
         spool.write(struct.pack("<q", len(blob)) + blob)
     spool.flush()
 
@@ -346,7 +344,7 @@ def test_the_papers_fed_are_read_by_whole_records_until_the_pipe_ends(tmp_path, 
         announced, announce = os.pipe()
         _spooled(spool, [fed[:10], fed[10:25]])
         os.write(announce, b"\0\0")
-        blob = pickle.dumps([paper.values() for paper in fed[25:]], protocol=5)
+        blob = marshal.dumps([paper_values(paper) for paper in fed[25:]], 4)
         spool.write(struct.pack("<q", len(blob)) + blob[:-5])  # not written whole
         spool.flush()
         os.close(announce)

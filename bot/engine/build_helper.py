@@ -7,6 +7,7 @@ order while the ingest writes them, as many as it can claim through ``index._Cla
 writes ``tokenise_papers``' answer on stdout."""
 
 import itertools
+import marshal
 import os
 import pickle
 import struct
@@ -65,8 +66,8 @@ def _document(paper: Paper) -> dict:
 
 
 def papers_fed(spool: int, announced: int) -> Iterator[Paper]:
-    """The papers ``index._Reader.feed`` hands over: pickled batches appended to the file
-    ``spool``, each a length and its pickle, announced by a byte on the pipe ``announced``;
+    """The papers ``index._Reader.feed`` hands over: batches appended to the file ``spool``,
+    each a length and its papers' values (``marshal``), announced by a byte on the pipe ``announced``;
     its end (the ingest done, or gone) leaves only what the spool holds. A record not
     written whole (the ingest died mid-way) is not read."""
     offset = 0
@@ -77,7 +78,7 @@ def papers_fed(spool: int, announced: int) -> Iterator[Paper]:
             (size,) = struct.unpack("<q", os.pread(spool, 8, offset))
             if offset + 8 + size > end:
                 break
-            batch = pickle.loads(os.pread(spool, size, offset + 8))
+            batch = marshal.loads(os.pread(spool, size, offset + 8))
             offset += 8 + size
             yield from (Paper(*values) for values in batch)
         if not more:

@@ -59,6 +59,7 @@ import fcntl
 import itertools
 import json
 import logging
+import marshal
 import mmap
 import os
 import pickle
@@ -83,6 +84,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .corpus import Corpus, StorageError, connect
+from .paper import Paper, paper_values
 from .text import SEPARATOR, norm_token, tokens_of_many, words
 from .watch import FileWatch
 
@@ -862,7 +864,7 @@ class _Reader(_Helper):
     (as much CPU as the tokenising saved). ``result`` is its part, with each paper's id and
     content hash (``_tokenise_beside`` matches them).
 
-    The papers go as pickled batches appended to a spool file, each announced by a byte on
+    The papers go as batches of their values (``marshal``) appended to a spool file, each announced by a byte on
     a pipe: the ingest never waits for the reader (a backlog stays in the page cache, not in
     memory), and the pipe's end (``fed_all``, or this process gone) tells the reader that no
     more are coming."""
@@ -872,7 +874,7 @@ class _Reader(_Helper):
         self._spool = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (closed by discard)
         announced, self._announce = os.pipe()
         fds = (self.claims.fileno(), self._spool.fileno(), announced)
-        self._batch: list[tuple] = []
+        self._batch: list[Paper] = []
         try:
             self._start(["--fed", *map(str, fds)], stdin=subprocess.DEVNULL, pass_fds=fds)
         finally:
@@ -884,11 +886,11 @@ class _Reader(_Helper):
             self._thread = threading.Thread(target=self._talk, args=(None,), daemon=True)
             self._thread.start()
 
-    def feed(self, papers: Iterable) -> Iterable:
+    def feed(self, papers: Iterable[Paper]) -> Iterable[Paper]:
         """``papers`` (``Paper``s) as they come, each also handed to the reader."""
         for paper in papers:
             if self._announce >= 0:
-                self._batch.append(paper.values())
+                self._batch.append(paper)
                 if len(self._batch) >= TOKENISE_BATCH:
                     self._send()
             yield paper
@@ -897,7 +899,8 @@ class _Reader(_Helper):
     def _send(self) -> None:
         if not self._batch or self._announce < 0:
             return
-        blob = pickle.dumps(self._batch, protocol=5)
+        # marshal: a third less time than pickle, both ways (the same interpreter reads it)
+        blob = marshal.dumps(list(map(paper_values, self._batch)), 4)
         self._batch = []
         record = memoryview(struct.pack("<q", len(blob)) + blob)
         try:
