@@ -642,22 +642,27 @@ def _append_part(tokens: _Tokens, part: tuple) -> None:
     as one process reading them in order would have numbered them (only the words they
     use: a part cut short may name words none of its papers kept)."""
     rowids, years, venues, fields, unigrams = part
-    fields = [
-        (np.frombuffer(ids, dtype=np.int32), np.frombuffer(offsets, dtype=np.int64))
-        for ids, offsets in fields
-    ]
     used = np.zeros(len(unigrams), dtype=bool)
     for local_ids, _ in fields:
-        used[local_ids] = True
+        used[np.frombuffer(local_ids, dtype=np.int32)] = True
     ids = tokens.unigram_ids
-    renumber = np.full(len(unigrams), -1, dtype=np.int32)
-    renumber[used] = [ids.setdefault(unigrams[k], len(ids)) for k in np.flatnonzero(used).tolist()]
+    # The first part with every word used (a reader's whole part) keeps its numbering.
+    renumber = None
+    if ids or not used.all():
+        renumber = np.full(len(unigrams), -1, dtype=np.int32)
+        used = np.flatnonzero(used).tolist()
+        renumber[used] = [ids.setdefault(unigrams[k], len(ids)) for k in used]
+    else:
+        ids.update(zip(unigrams, range(len(unigrams)), strict=True))
     tokens.rowids.frombytes(rowids)
     tokens.years.frombytes(years)
     tokens.venues.extend(venues)
     for text_field, (local_ids, offsets) in zip(tokens.fields, fields, strict=True):
         base = len(text_field.ids)
-        text_field.ids.frombytes(renumber[local_ids].tobytes())
+        if renumber is not None:
+            local_ids = renumber[np.frombuffer(local_ids, dtype=np.int32)].tobytes()
+        text_field.ids.frombytes(local_ids)
+        offsets = np.frombuffer(offsets, dtype=np.int64)
         text_field.offsets.frombytes((offsets[1:] + base).tobytes())
 
 
