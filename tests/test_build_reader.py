@@ -396,3 +396,11 @@ def test_papers_fed_from_a_file_rolled_back_are_not_used(
         )
         == []
     )
+
+
+def test_a_helper_that_fails_answers_none_and_its_error_is_logged(tmp_path, caplog):
+    helper = index_module._Helper(str(tmp_path / "missing.db"))
+    helper.send([1, 2, 3])
+    with caplog.at_level("WARNING", logger=index_module.log.name):
+        assert helper.result() is None
+    assert "unable to open database file" in caplog.text  # its own error, from its stderr

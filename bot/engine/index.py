@@ -761,7 +761,8 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
         read = list(zip(read_ids, read_hashes, strict=True))
         done = min(_same_prefix(read, list(zip(ids, hashes, strict=True))), start)
         if done:
-            part = _first_papers(part, done)
+            if done < len(read_ids):
+                part = _first_papers(part, done)
             _append_part(tokens, (np.asarray(rowids[:done], np.int64).tobytes(), *part[1:]))
     if done < start:  # what the reader did not tokenise, or not as stored
         mine.insert(0, _tokenise(corpus.documents_of(rowids[done:start]), unigram_ids, known))
@@ -816,7 +817,8 @@ class _Helper:
         self._start([db_path])
 
     def _start(self, arguments: list[str], stdin=subprocess.PIPE, **options) -> None:
-        self._output: tuple[bytes, bytes] | None = None
+        self._answer: tuple | None = None
+        self._stderr: bytes | None = None
         self._error: str | None = None
         self._thread: threading.Thread | None = None
         try:
@@ -838,9 +840,22 @@ class _Helper:
         self._thread = threading.Thread(target=self._talk, args=(request,), daemon=True)
         self._thread.start()
 
-    def _talk(self, request: bytes) -> None:
+    def _talk(self, request: bytes | None) -> None:
+        """Sends the request (the helper reads it whole before it answers), then unpickles
+        the answer as it comes: no copy of the whole pickle first (a reader's part holds
+        most of a large build's tokens)."""
+        process = self._process
         try:
-            self._output = self._process.communicate(request)
+            if request is not None:
+                process.stdin.write(request)
+                process.stdin.close()
+            try:
+                self._answer = pickle.load(process.stdout)
+            except (EOFError, pickle.UnpicklingError, ValueError):  # died; its stderr says why
+                self._answer = None
+                process.stdout.read()
+            self._stderr = process.stderr.read()
+            process.wait()
         except OSError as error:
             self._error = str(error)
 
@@ -848,10 +863,10 @@ class _Helper:
         """The helper's tokenised papers, or None (logged) when it failed."""
         if self._process is not None and self._thread is not None:
             self._thread.join()
-            if self._error is None and self._process.returncode == 0 and self._output:
-                return pickle.loads(self._output[0])
-            if self._error is None and self._output:
-                self._error = self._output[1].decode(errors="replace").strip()[-300:]
+            if self._error is None and self._process.returncode == 0 and self._answer is not None:
+                return self._answer
+            if self._error is None and self._stderr is not None:
+                self._error = self._stderr.decode(errors="replace").strip()[-300:]
         log.warning("A build helper process failed (%s); tokenising in one.", self._error)
         return None
 
