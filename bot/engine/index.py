@@ -436,21 +436,9 @@ def count_terms(
 
     with _chunk_pool(len(chunks)) as pool:
         # Pass 1: each bigram's document frequency, merged over the chunks (in chunk order).
-        seen = list(pool.map(pass_one, range(len(chunks))))
-        seen_keys, seen_counts = [k for k, _ in seen], [c for _, c in seen]
-        del seen
-        all_keys = np.concatenate(seen_keys) if seen_keys else np.zeros(0, np.int64)
-        if len(all_keys):
-            # Sorted runs, one per chunk: a stable sort (timsort) merges them.
-            order = np.argsort(all_keys, kind="stable")
-            all_keys = all_keys[order]
-            firsts = _starts(all_keys)
-            df = np.add.reduceat(np.concatenate(seen_counts)[order], firsts)
-            kept = all_keys[firsts][df >= min_bigram_df]
-            del order, firsts, df
-        else:
-            kept = all_keys
-        del seen_keys, seen_counts, all_keys
+        all_keys, df = _merged_counts(list(pool.map(pass_one, range(len(chunks)))))
+        kept = all_keys[df >= min_bigram_df]
+        del all_keys, df
         terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
         # Column ids in sorted-term order, so the vocabulary can be searched by bisection;
         # known before pass 2, so each chunk's columns come out sorted (no remapping).
@@ -489,6 +477,34 @@ def count_terms(
     del parts
     counts.sort_indices()  # sorted already, chunk by chunk; this only checks the flag
     return counts, [terms[i] for i in order.tolist()]
+
+
+def _merged_counts(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys with summed counts, from one (keys, counts) pair per chunk.
+
+    Each key and its count packed in one integer (key high, count low): the chunks' runs
+    stay sorted, and a stable sort (timsort) of the values merges them without the two
+    gathers an ``argsort`` needs after it (at 872k papers, 56 M keys: 2.0 s against 3.7-4.9
+    s). A key's pairs come out together (by count: they are summed). The ``argsort`` when a
+    key and a count do not fit in 63 bits."""
+    if not runs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    keys = np.concatenate([k for k, _ in runs])
+    counts = np.concatenate([c for _, c in runs])
+    if not len(keys):
+        return keys, counts
+    shift = int(counts.max()).bit_length()
+    if int(keys.max()) < 1 << (63 - shift):
+        packed = np.sort((keys << shift) | counts, kind="stable")
+        del keys, counts
+        keys, counts = packed >> shift, packed & ((1 << shift) - 1)
+        del packed
+    else:
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+        del order
+    firsts = _starts(keys)
+    return keys[firsts], np.add.reduceat(counts, firsts)
 
 
 def _sorted_terms(unigrams: list[str], bigrams: np.ndarray) -> np.ndarray:
