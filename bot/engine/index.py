@@ -863,8 +863,9 @@ class _Helper:
         process = self._process
         try:
             if request is not None:
-                process.stdin.write(request)
-                process.stdin.close()
+                with contextlib.suppress(BrokenPipeError):  # it died first: stderr says why
+                    process.stdin.write(request)
+                    process.stdin.close()
             try:
                 self._answer = pickle.load(process.stdout)
             except (EOFError, pickle.UnpicklingError, ValueError):  # died; its stderr says why
