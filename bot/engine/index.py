@@ -752,10 +752,10 @@ def _tokenise_corpus(corpus: Corpus) -> _Tokens:
 
 def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
     """Every paper tokenised from both ends: the reader process (``helpers_started``) has
-    tokenised the input files' papers in file order since the ingest began; this process
-    now tokenises from the last rowid backwards until the two meet (``_Claims``). The
-    reader's papers are used while their (id, content hash) match the database's rows in
-    rowid order (all of them for a first ingest of files without repeated ids); from the
+    tokenised the papers the ingest handed it, in file order, since the ingest began; this
+    process now tokenises from the last rowid backwards until the two meet (``_Claims``).
+    The reader's papers are used while their (id, content hash) match the database's rows
+    in rowid order (all of them for a first ingest of files without repeated ids); from the
     first that does not, they are tokenised here."""
     reader.fed_all()
     try:
@@ -901,10 +901,10 @@ class _Reader(_Helper):
     (as much CPU as the tokenising saved). ``result`` is its part, with each paper's id and
     content hash (``_tokenise_beside`` matches them).
 
-    The papers go as batches of their values (``marshal``) appended to a spool file, each announced by a byte on
-    a pipe: the ingest never waits for the reader (a backlog stays in the page cache, not in
-    memory), and the pipe's end (``fed_all``, or this process gone) tells the reader that no
-    more are coming."""
+    The papers go as batches of their values (``marshal``) appended to a spool file, each
+    announced by a byte on a pipe: the ingest never waits for the reader (a backlog stays in
+    the page cache, not in memory), and the pipe's end (``fed_all``, or this process gone)
+    tells the reader that no more are coming."""
 
     def __init__(self):
         self.claims = _Claims()
