@@ -49,13 +49,18 @@ def test_an_ingest_with_helpers_started_early_indexes_as_a_one_process_build(
     monkeypatch.setattr(index_module, "PARALLEL_MIN_DOCS", 0)
     monkeypatch.setattr(index_module, "BUILD_PROCESSES", 2)
     monkeypatch.setattr(search_module, "PRESTART_MIN_BYTES", 0)
-    started, sent, used = [], [], []
+    started, fed, sent, used = [], [], [], []
     real_init, real_send = index_module._Reader.__init__, index_module._Helper.send
-    real_beside = index_module._tokenise_beside
+    real_beside, real_feed = index_module._tokenise_beside, index_module._Reader.feed
 
-    def init(self, paths):
-        started.append((paths, read_current(tmp_path / "two.db.index")))
-        real_init(self, paths)
+    def init(self):
+        started.append(read_current(tmp_path / "two.db.index"))
+        real_init(self)
+
+    def feed(self, papers):
+        for paper in real_feed(self, papers):
+            fed.append(paper.id)
+            yield paper
 
     def send(self, rowids):
         sent.append(len(rowids))
@@ -66,13 +71,15 @@ def test_an_ingest_with_helpers_started_early_indexes_as_a_one_process_build(
         return real_beside(corpus, reader)
 
     monkeypatch.setattr(index_module._Reader, "__init__", init)
+    monkeypatch.setattr(index_module._Reader, "feed", feed)
     monkeypatch.setattr(index_module._Helper, "send", send)
     monkeypatch.setattr(index_module, "_tokenise_beside", beside)
     two = Engine.open(tmp_path / "two.db")
     two.ingest([source])
-    # The helper started early (a reader of the file, before anything was indexed) did the
-    # work; no helper was sent rowids.
-    assert started == [([str(source)], None)] and len(used) == 1 and sent == []
+    # The helper started early (a reader, before anything was indexed), was handed the
+    # file's papers and did the work; no helper was sent rowids.
+    assert started == [None] and len(used) == 1 and sent == []
+    assert fed == [paper["id"] for paper in papers]
     assert index_module._STARTED == {}
     monkeypatch.setattr(index_module, "BUILD_PROCESSES", 1)
     one = Engine.open(tmp_path / "one.db")

@@ -1,14 +1,18 @@
-"""A first ingest's build helper reads the input files itself (``index._Reader``,
-``build_helper.tokenise_files``) and tokenises their papers in file order while the ingest
-writes them; the build then tokenises from the last rowid backwards until the two meet
+"""A first ingest's build helper (``index._Reader``, ``build_helper.tokenise_papers``) is
+handed the papers the ingest parses (``_Reader.feed``, ``build_helper.papers_fed``) and
+tokenises them in file order while the ingest writes them; the build then tokenises from the last rowid backwards until the two meet
 (``index._Claims``) and keeps the reader's papers only while they match the stored rows
 (``index._tokenise_beside``). Whatever the reader did, the index files must be byte for
 byte a one-process build's."""
 
+import gzip
+import marshal
 import os
 import signal
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,7 +21,9 @@ import pytest
 import bot.engine.build_helper as build_helper
 import bot.engine.index as index_module
 import bot.engine.search as search_module
+from bot.engine.formats.detect import open_corpus_file
 from bot.engine.index import read_current
+from bot.engine.paper import Paper, paper_values
 from bot.engine.search import Engine
 from tests.test_index_build import _files
 from tests.test_live_index import make_papers, write_jsonl
@@ -50,6 +56,13 @@ def reader_done(monkeypatch):
         return real(corpus, reader)
 
     monkeypatch.setattr(index_module, "_tokenise_beside", when_read)
+
+
+def _papers_in(paths: list[str]):
+    """The files' papers in order, as an ingest parses them."""
+    for path in paths:
+        with open_corpus_file(path) as stream:
+            yield from (item for item in stream.items if isinstance(item, Paper))
 
 
 def _one_process_files(tmp_path: Path, monkeypatch, sources: list[Path]) -> dict[str, bytes]:
@@ -105,10 +118,13 @@ class _ReadUpTo:
     def __init__(self, paths: list[str], k: int):
         own = index_module._Claims()
         own.end_at(k)
-        self._result = build_helper.tokenise_files(paths, own)
+        self._result = build_helper.tokenise_papers(_papers_in(paths), own)
         own.close()
         self.claims = index_module._Claims()
         assert self.claims.take_front(k) == k
+
+    def fed_all(self) -> None:
+        pass  # it read its papers itself
 
     def result(self):
         return self._result
@@ -211,7 +227,7 @@ def test_a_reader_stops_when_the_building_process_is_gone(tmp_path, papers, monk
     parents = iter([1000, 1000, 1000])  # its parent, then one batch, then another pid
     monkeypatch.setattr(build_helper.os, "getppid", lambda: next(parents, 1))
     claims = index_module._Claims()
-    part, ids, hashes = build_helper.tokenise_files([str(source)], claims)
+    part, ids, hashes = build_helper.tokenise_papers(_papers_in([str(source)]), claims)
     assert ids == [p["id"] for p in papers[:14]] and len(hashes) == 14
     claims.close()
 
@@ -237,8 +253,8 @@ index_module.PARALLEL_MIN_DOCS = 0
 index_module.BUILD_PROCESSES = 2
 search_module.PRESTART_MIN_BYTES = 0
 real_reader = index_module._Reader.__init__
-def reader(self, paths):
-    real_reader(self, paths)
+def reader(self):
+    real_reader(self)
     with open(sys.argv[3], "w") as out:
         out.write(str(self._process.pid))
 index_module._Reader.__init__ = reader
@@ -297,3 +313,94 @@ def test_a_first_ingest_killed_leaves_what_it_did_before_and_no_reader_running(
         == []
     )
     assert os.path.exists(db)
+
+
+def test_a_paper_s_values_make_the_same_paper():
+    paper = Paper(
+        id="x1",
+        title="A title",
+        abstract="An abstract",
+        venue="ICLR",
+        year=2024,
+        authors=["Ann Lee", "Bo Li"],
+        keywords=["graphs"],
+        url="https://example.org/x1",
+        title_derived=True,
+    )
+    assert Paper(*paper_values(paper)) == paper
+
+
+def _spooled(spool, batches: list[list[Paper]]) -> None:
+    """What ``_Reader._send`` writes: a length, then the batch's papers' values."""
+    for batch in batches:
+        blob = marshal.dumps([paper_values(paper) for paper in batch], 4)
+        spool.write(struct.pack("<q", len(blob)) + blob)
+    spool.flush()
+
+
+def test_the_papers_fed_are_read_by_whole_records_until_the_pipe_ends(tmp_path, papers):
+    fed = list(_papers_in([str(write_jsonl(tmp_path / "p.jsonl", papers[:30]))]))
+    with tempfile.TemporaryFile() as spool:
+        announced, announce = os.pipe()
+        _spooled(spool, [fed[:10], fed[10:25]])
+        os.write(announce, b"\0\0")
+        blob = marshal.dumps([paper_values(paper) for paper in fed[25:]], 4)
+        spool.write(struct.pack("<q", len(blob)) + blob[:-5])  # not written whole
+        spool.flush()
+        os.close(announce)
+        got = list(build_helper.papers_fed(spool.fileno(), announced))
+        os.close(announced)
+    assert got == fed[:25]
+
+
+def test_a_reader_gone_before_it_was_fed_leaves_its_papers_to_the_build(
+    tmp_path, papers, with_reader, monkeypatch
+):
+    source = write_jsonl(tmp_path / "p.jsonl", papers)
+    monkeypatch.setattr(index_module, "TOKENISE_BATCH", 7)  # many batches to hand over
+    real_init = index_module._Reader.__init__
+
+    def killed(self):
+        real_init(self)
+        self._process.kill()
+        self._process.wait()
+
+    monkeypatch.setattr(index_module._Reader, "__init__", killed)
+    seen = _spy_prefix(monkeypatch)
+    engine = Engine.open(tmp_path / "two.db")
+    report = engine.ingest([source])
+    assert report.counts.added == len(papers) and seen == []
+    assert (
+        _differing(_files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [source]))
+        == []
+    )
+
+
+def test_papers_fed_from_a_file_rolled_back_are_not_used(
+    tmp_path, papers, with_reader, reader_done, monkeypatch
+):
+    whole = gzip.compress(write_jsonl(tmp_path / "a.jsonl", papers[:200]).read_bytes())
+    broken = tmp_path / "a.jsonl.gz"
+    broken.write_bytes(whole[: len(whole) * 2 // 3])  # a truncated gzip: fails part-way
+    second = write_jsonl(tmp_path / "b.jsonl", papers[200:])
+    monkeypatch.setattr(index_module, "TOKENISE_BATCH", 7)  # the broken file's papers are sent
+    seen = _spy_prefix(monkeypatch)
+    engine = Engine.open(tmp_path / "two.db")
+    report = engine.ingest([broken, second])
+    assert report.file_errors and report.counts.added == 40
+    (read, used), *more = seen
+    assert read > 40 and used == 0 and more == []
+    assert (
+        _differing(
+            _files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [broken, second])
+        )
+        == []
+    )
+
+
+def test_a_helper_that_fails_answers_none_and_its_error_is_logged(tmp_path, caplog):
+    helper = index_module._Helper(str(tmp_path / "missing.db"))
+    helper.send([1, 2, 3])
+    with caplog.at_level("WARNING", logger=index_module.log.name):
+        assert helper.result() is None
+    assert "unable to open database file" in caplog.text  # its own error, from its stderr

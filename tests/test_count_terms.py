@@ -3,6 +3,7 @@
 from collections import Counter
 
 import numpy as np
+import pytest
 
 from bot.engine import index as index_module
 from bot.engine.index import _Field, count_terms
@@ -186,3 +187,20 @@ def test_a_failed_front_coding_fails_the_segment_write(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="front coding failed"):
         index_module._write_segment(tmp_path, counted)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("high", [1_000, 1 << 61])  # keys packed with their counts, or too large
+def test_the_chunks_keys_merge_into_their_summed_counts(high):
+    rng = np.random.default_rng(5)
+    runs, expected = [], Counter()
+    for _ in range(7):
+        keys = np.unique(rng.integers(0, high, 300, dtype=np.int64))
+        counts = rng.integers(1, 5_000, len(keys), dtype=np.int64)
+        runs.append((keys, counts))
+        expected.update(dict(zip(keys.tolist(), counts.tolist(), strict=True)))
+    keys, counts = index_module._merged_counts(runs)
+    assert keys.tolist() == sorted(expected)
+    assert counts.tolist() == [expected[k] for k in sorted(expected)]
+    empty = np.zeros(0, np.int64)
+    assert [a.tolist() for a in index_module._merged_counts([(empty, empty)] * 2)] == [[], []]
+    assert [a.tolist() for a in index_module._merged_counts([])] == [[], []]

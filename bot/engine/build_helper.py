@@ -1,28 +1,29 @@
 """A full build's helper process, started by ``index._Helper``/``index._Reader`` so that a
 build tokenises on two cores. ``python -m bot.engine.build_helper DB`` reads rowids (int64
 bytes) on stdin and writes those papers tokenised (``index.tokenise_part``, a pickle) on
-stdout. ``python -m bot.engine.build_helper --files FD PATH...`` (a first ingest) reads the
-input files itself and tokenises their papers in file order while the ingest writes them,
-as many as it can claim through ``index._Claims`` (the shared file FD), and writes
-``tokenise_files``' answer on stdout."""
+stdout. ``python -m bot.engine.build_helper --fed CLAIMS SPOOL ANNOUNCED`` (a first ingest,
+``index._Reader``: three file descriptors) tokenises the papers the ingest hands it in file
+order while the ingest writes them, as many as it can claim through ``index._Claims``, and
+writes ``tokenise_papers``' answer on stdout."""
 
 import itertools
+import marshal
 import os
 import pickle
+import struct
 import sys
 from collections.abc import Iterator
 
 import numpy as np
 
-from .formats.common import CorpusFileError
-from .formats.detect import open_corpus_file
 from .index import TOKENISE_BATCH, _as_part, _Claims, _tokenise, tokenise_part
 from .paper import Paper
 
 
 def main() -> None:
-    if sys.argv[1] == "--files":
-        answer = tokenise_files(sys.argv[3:], _Claims(int(sys.argv[2])))
+    if sys.argv[1] == "--fed":
+        claims, spool, announced = map(int, sys.argv[2:5])
+        answer = tokenise_papers(papers_fed(spool, announced), _Claims(claims))
     else:
         rowids = np.frombuffer(sys.stdin.buffer.read(), dtype=np.int64).tolist()
         answer = tokenise_part(sys.argv[1], rowids)
@@ -30,14 +31,13 @@ def main() -> None:
     sys.stdout.buffer.flush()
 
 
-def tokenise_files(paths: list[str], claims: _Claims) -> tuple:
-    """The files' papers in file order, tokenised as far as the claims allow (the building
-    process takes the rest from the back): the part (rowids left 0) and each paper's id and
-    content hash, which the builder matches with the database's rows. Stops when the
-    building process is gone."""
+def tokenise_papers(papers: Iterator[Paper], claims: _Claims) -> tuple:
+    """The papers in file order, tokenised as far as the claims allow (the building process
+    takes the rest from the back): the part (rowids left 0) and each paper's id and content
+    hash, which the builder matches with the database's rows. Stops when the building
+    process is gone."""
     ids: list[str] = []
     hashes: list[str] = []
-    papers = _papers_in(paths)
     parent = os.getppid()
 
     def documents() -> Iterator[tuple[int, dict]]:
@@ -65,14 +65,23 @@ def _document(paper: Paper) -> dict:
     }
 
 
-def _papers_in(paths: list[str]) -> Iterator[Paper]:
-    """The papers of the files in order, as an ingest reads them; up to the first file that
-    cannot be read (the builder tokenises whatever does not match the database)."""
-    for path in paths:
-        try:
-            with open_corpus_file(path) as stream:
-                yield from (item for item in stream.items if isinstance(item, Paper))
-        except CorpusFileError:
+def papers_fed(spool: int, announced: int) -> Iterator[Paper]:
+    """The papers ``index._Reader.feed`` hands over: batches appended to the file ``spool``,
+    each a length and its papers' values (``marshal``), announced by a byte on the pipe ``announced``;
+    its end (the ingest done, or gone) leaves only what the spool holds. A record not
+    written whole (the ingest died mid-way) is not read."""
+    offset = 0
+    while True:
+        more = os.read(announced, 4096)
+        end = os.fstat(spool).st_size
+        while offset + 8 <= end:
+            (size,) = struct.unpack("<q", os.pread(spool, 8, offset))
+            if offset + 8 + size > end:
+                break
+            batch = marshal.loads(os.pread(spool, size, offset + 8))
+            offset += 8 + size
+            yield from (Paper(*values) for values in batch)
+        if not more:
             return
 
 

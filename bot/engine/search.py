@@ -264,11 +264,11 @@ class Engine:
         # them is published: readers meanwhile serve the previous generation instead of
         # building one themselves (a reader that finds the index behind and no writer at work
         # brings it up to date: that writer died).
-        with build_lock(self.index_dir), self._first_build_helpers(paths):
+        with build_lock(self.index_dir), self._first_build_helpers(paths) as reader:
             try:
                 # The WAL is copied into the database file beside the index build.
                 with checkpoint_later(self.db) as checkpoint:
-                    self._ingest_files(paths, corpus, report, progress)
+                    self._ingest_files(paths, corpus, report, progress, reader)
             except sqlite3.OperationalError as error:
                 raise (storage_error(error, self.db_path) or error) from None
             try:
@@ -293,13 +293,14 @@ class Engine:
     def _first_build_helpers(self, paths: Sequence[str | Path]):
         """With no index yet, this ingest ends in a full build: when the files are large
         enough for it to tokenise in several processes, its helper starts now
-        (``helpers_started``) and reads and tokenises the files beside the SQLite write."""
+        (``helpers_started``, entered as the reader or None) and tokenises the papers beside
+        the SQLite write, as this process parses them."""
         size = 0
         for path in paths:
             with contextlib.suppress(OSError):
                 size += os.path.getsize(path)
         if size >= PRESTART_MIN_BYTES and read_current(self.index_dir) is None:
-            return helpers_started(self.db_path, paths)
+            return helpers_started(self.db_path, fed=True)
         return contextlib.nullcontext()
 
     def replicate(
@@ -327,7 +328,11 @@ class Engine:
         self._index = self._open_published(verify=False) or self._index
         return counts
 
-    def _ingest_files(self, paths, corpus: Corpus, report: IngestReport, progress) -> None:
+    def _ingest_files(
+        self, paths, corpus: Corpus, report: IngestReport, progress, reader=None
+    ) -> None:
+        """The files' papers written in one transaction, a savepoint per file; each paper
+        also handed to ``reader`` (``index._Reader``), when there is one."""
         with write_transaction(self.db):
             for path in paths:
                 try:
@@ -337,6 +342,8 @@ class Engine:
                     continue
                 file_report = FileReport(path=stream.path, format=stream.format)
                 papers = _papers_of(stream, file_report)
+                if reader is not None:
+                    papers = reader.feed(papers)
                 try:
                     with self.db.atomic():
                         counts = corpus.upsert(progress(papers) if progress else papers)
@@ -347,6 +354,8 @@ class Engine:
                     stream.close()
                 report.files.append(file_report)
                 report.counts = report.counts + counts
+            if reader is not None:
+                reader.fed_all()  # before the commit: the reader need not wait for it
 
     # -- the index, kept in step with the corpus --------------------------------------------
 
