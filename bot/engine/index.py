@@ -3480,17 +3480,20 @@ class Index:
 
     def _add_found_all(self, own, positions: list[int], weights, docs: np.ndarray, acc, cnt):
         """``_add_found`` of several query terms in turn, their bisections made at once per
-        segment (``Segment.find_all``): each document's contributions still added in the
-        terms' order (a document is in one segment)."""
+        segment (``Segment.find_all``) and their contributions gathered in one call: each
+        document's still added in the terms' order (a document is in one segment), its sum
+        read and written back once."""
         for i, local, glob in self._by_segment(docs):
             segment = self.segments[i]
             hits, places = segment.find_all([own[i][p] for p in positions], local)
-            for row, position in enumerate(positions):
-                hit = hits[row]
-                if hit.any():
-                    found = glob[hit]
-                    acc[found] += segment.tf_at(places[row][hit]) * weights[position]
-                    cnt[found] += 1
+            rows = np.nonzero(hits)[0]  # (a mask takes the hits in the same row-major order)
+            added = np.zeros(hits.shape, dtype=np.float32)
+            added[hits] = segment.tf_at(places[hits]) * weights[np.asarray(positions)[rows]]
+            sums = acc[glob]  # (distinct documents: one gather, one scatter)
+            for row in range(len(positions)):
+                sums += added[row]  # (+ 0 where a list lacks the document: the same bits)
+            acc[glob] = sums
+            cnt[glob] += hits.sum(axis=0, dtype=cnt.dtype)
 
     def _found(self, own, position: int, docs: np.ndarray):
         """(the generation's numbers of those of ``docs`` whose list of query term
