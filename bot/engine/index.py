@@ -2090,9 +2090,26 @@ class Segment:
         bounds.append(b)
         return bounds
 
+    #: Lists whose ``_list_bounds`` a segment keeps (a lookup asks for the same few lists
+    #: again and again: about 20 calls for a MaxScore one); past it the kept ones are dropped.
+    BOUNDS_KEPT = 4096
+
     def _list_bounds(self, term: int) -> list[int]:
         """Where one list's blocks start, then its end, as Python ints (summed in Python:
-        a numpy call per lookup step costs more than the few additions)."""
+        a numpy call per lookup step costs more than the few additions); kept per term,
+        since a segment never changes (callers only read it)."""
+        kept = self.__dict__.get("_bounds_kept")
+        if kept is None:
+            kept = self._bounds_kept = {}
+        bounds = kept.get(term)
+        if bounds is None:
+            if len(kept) >= self.BOUNDS_KEPT:
+                kept.clear()
+            bounds = kept[term] = self._read_bounds(term)
+        return bounds
+
+    def _read_bounds(self, term: int) -> list[int]:
+        """``_list_bounds`` read from the segment's arrays."""
         a, b = self.xt_indptr[term : term + 2].tolist()
         if self.blocks == 1:
             return [a, b]
