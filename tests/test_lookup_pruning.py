@@ -154,7 +154,7 @@ def test_rounds_of_exact_scores_before_a_long_list(engine, monkeypatch, long_lis
         return real_exact(self, docs, *args)
 
     monkeypatch.setattr(Index, "_exact_scores", exact_scores)
-    queries = lookups(engine.papers)[:120]
+    queries = lookups(engine.papers)[:200]
     exact = {}
     for max_pick in (0, 10**6):
         monkeypatch.setattr(index_module, "MAX_PICK", max_pick)

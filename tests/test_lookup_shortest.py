@@ -77,3 +77,17 @@ def test_find_all_is_find_for_each_term(pair):  # noqa: F811
                 hit, at = segment.find(term, docs)
                 assert np.array_equal(hits[row], hit), (term, size)
                 assert np.array_equal(places[row][hit], at[hit])
+
+
+def test_kept_list_bounds_are_the_lists_bounds(pair, monkeypatch):  # noqa: F811
+    """``Segment._list_bounds`` keeps each list's bounds (a few thousand lists at most, then
+    drops them): kept or read again, they are the segment's (64-paper and whole blocks)."""
+    small, whole, _ = pair
+    monkeypatch.setattr(index_module.Segment, "BOUNDS_KEPT", 8)  # dropped many times
+    rng = np.random.default_rng(11)
+    for segment in [*small.index.segments, *whole.index.segments]:
+        segment.__dict__.pop("_bounds_kept", None)
+        terms = rng.choice(segment.n_terms, 60).tolist()
+        for term in terms + terms[::-1] + [np.int64(t) for t in terms]:
+            assert segment._list_bounds(term) == segment._read_bounds(term), term
+        assert len(segment._bounds_kept) <= 8

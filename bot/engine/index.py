@@ -2241,9 +2241,26 @@ class Segment:
         bounds.append(b)
         return bounds
 
+    #: Lists whose ``_list_bounds`` a segment keeps (a lookup asks for the same few lists
+    #: again and again: about 20 calls for a MaxScore one); past it the kept ones are dropped.
+    BOUNDS_KEPT = 4096
+
     def _list_bounds(self, term: int) -> list[int]:
         """Where one list's blocks start, then its end, as Python ints (summed in Python:
-        a numpy call per lookup step costs more than the few additions)."""
+        a numpy call per lookup step costs more than the few additions); kept per term,
+        since a segment never changes (callers only read it)."""
+        kept = self.__dict__.get("_bounds_kept")
+        if kept is None:
+            kept = self._bounds_kept = {}
+        bounds = kept.get(term)
+        if bounds is None:
+            if len(kept) >= self.BOUNDS_KEPT:
+                kept.clear()
+            bounds = kept[term] = self._read_bounds(term)
+        return bounds
+
+    def _read_bounds(self, term: int) -> list[int]:
+        """``_list_bounds`` read from the segment's arrays."""
         a, b = self.xt_indptr[term : term + 2].tolist()
         if self.blocks == 1:
             return [a, b]
@@ -2379,11 +2396,13 @@ class Segment:
     def find_all(self, terms: list[int], docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``find`` for several terms (-1: none) and the same ``docs`` (ascending): (which
         of them each term's list has, their posting positions), rows in ``terms``' order.
-        The docs' blocks and 16-bit halves are found once for all the terms, and each
-        block's bisection written in place: a third of ``find``'s numpy calls per term."""
+        The docs' blocks and 16-bit halves are found once for all the terms, each block's
+        bisection clamped straight into place, and every place a candidate (a hit when its
+        half matches) unless its list has no postings in that block: three numpy calls per
+        term and block, not five."""
         docs = np.asarray(docs, dtype=np.int64)
         n = len(docs)
-        hits = np.zeros((len(terms), n), dtype=bool)
+        hits = np.ones((len(terms), n), dtype=bool)
         places = np.zeros((len(terms), n), dtype=np.int64)
         if not n:
             return hits, places
@@ -2398,6 +2417,7 @@ class Segment:
         indices = self.xt_indices
         for row, term in enumerate(terms):
             if term < 0:
+                hits[row] = False
                 continue
             bounds = self._list_bounds(term)
             for k, lo, hi in spans:
@@ -2405,10 +2425,10 @@ class Segment:
                 if b > a:
                     at = indices[a:b].searchsorted(needles[lo:hi])
                     at += a
-                    np.minimum(at, b - 1, out=at)
-                    places[row, lo:hi] = at
-                    hits[row, lo:hi] = True  # (a candidate: compared below)
-        hits &= indices.take(places) == needles
+                    np.minimum(at, b - 1, out=places[row, lo:hi])
+                else:
+                    hits[row, lo:hi] = False  # (no postings in the block)
+        hits &= indices.take(places) == needles  # (the rest: candidates, compared)
         return hits, places
 
     def main_terms(self, main: Segment) -> np.ndarray:
@@ -3348,6 +3368,17 @@ class Index:
             found = self._from_heads(term_ids, own, weights, lengths, want, passes, coordinate)
             if found is not None:
                 return found
+        seeds = np.zeros(0, np.float32)  # the shortest lists' papers' exact scores
+        excluded = None  # and those papers, ascending: left out of MaxScore's pool
+        if scored is not None:
+            # Every paper with a rare term is scored exactly: the rare lists add nothing to
+            # any other, so MaxScore walks the other terms only (coordination's n stays).
+            seeds, excluded = scored[1], np.sort(scored[0], kind="stable")
+            order = [position for position in order if position not in scored[3]]
+            rest = (
+                np.append(np.cumsum(bound[order][::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12
+            ).tolist()
+        n_steps = len(order)
         inverse_pivot = self.inverse_pivot
         whole = self.n_live == self.n_docs
         heads = self._head_terms is not None and not tried
@@ -3378,6 +3409,8 @@ class Index:
                     keep = passes(fresh)
                     if not whole:
                         keep &= self.live[fresh]
+                    if excluded is not None:
+                        keep &= ~members(fresh, excluded)
                     fresh_ok.append(fresh[keep])
 
         def bounds(docs: np.ndarray, remaining: int, rest_bound: float):
@@ -3413,26 +3446,31 @@ class Index:
                 return -1.0
             return float(np.partition(values, len(values) - want)[len(values) - want])
 
+        def kth_lower(lower: np.ndarray) -> float:
+            """The want-th best of the pool's lower bounds and the seeds' exact scores
+            (different papers)."""
+            return kth(np.concatenate((seeds, lower)) if len(seeds) else lower)
+
         try:
             # Whole lists, highest bound first, until no unseen document can reach the top.
             step, bar, candidates = 0, -1.0 if scored is None else kth(scored[1]), None
-            while step < n_query:
+            while step < n_steps:
                 add_list(order[step])
                 step += 1
                 if len(fresh_ok) > 1:
                     fresh_ok[:] = [np.concatenate(fresh_ok)]
-                if not fresh_ok or len(fresh_ok[0]) < want:
-                    if step < n_query and lengths[order[step]] > LONG_LIST and heads:
+                if not fresh_ok or len(fresh_ok[0]) + len(seeds) < want:
+                    if step < n_steps and lengths[order[step]] > LONG_LIST and heads:
                         raise _Exhaustive  # a long list would fill the top: its head may
                     continue
                 ok = fresh_ok[0]
-                if step < n_query and lengths[order[step]] <= SHORT_LIST:
+                if step < n_steps and lengths[order[step]] <= SHORT_LIST:
                     continue  # the next list is cheaper to add than the bar to raise
-                remaining = n_query - step
+                remaining = n_steps - step
                 lower, upper = bounds(ok, remaining, rest[step])
-                bar = max(bar, kth(lower))
+                bar = max(bar, kth_lower(lower))
                 unseen = rest[step] * (remaining / n_query) ** 2 if coordinate else rest[step]
-                if step < n_query and unseen >= bar and len(ok) > FULL_POOL:
+                if step < n_steps and unseen >= bar and len(ok) > FULL_POOL:
                     # Raise the bar with the exact scores of the likeliest documents; more
                     # of them (rounds PICK_ROUNDS-fold larger, up to MAX_PICK) before a
                     # long list would leave the query to the heads or the product.
@@ -3446,38 +3484,38 @@ class Index:
                         if lengths[order[step]] <= LONG_LIST:
                             break
                         pick *= PICK_ROUNDS
-                if step < n_query and unseen >= bar and len(ok) <= FULL_POOL:
+                if step < n_steps and unseen >= bar and len(ok) <= FULL_POOL:
                     # Few documents so far: look the remaining lists up for all of them.
                     # If that does not settle it and the next list is not long, their
                     # sums so far are put back and the list added whole (the raised bar
                     # kept: the product's way, not the heads', is then left for later).
                     saved = (acc[ok], cnt[ok]) if lengths[order[step]] <= LONG_LIST else None
                     self._add_found_all(own, order[step:], weights, ok, acc, cnt)
-                    lower, upper = bounds(ok, 0, rest[n_query])
-                    bar = max(bar, kth(lower))
+                    lower, upper = bounds(ok, 0, rest[n_steps])
+                    bar = max(bar, kth_lower(lower))
                     if unseen < bar or saved is None:
-                        step = n_query
+                        step = n_steps
                     else:
                         acc[ok], cnt[ok] = saved
                         continue
-                if unseen >= bar and (step == n_query or lengths[order[step]] > LONG_LIST):
+                if unseen >= bar and (step == n_steps or lengths[order[step]] > LONG_LIST):
                     raise _Exhaustive  # common terms could still lift anyone
-                if unseen < bar or step == n_query:
+                if unseen < bar or step == n_steps:
                     candidates = ok[upper >= bar]
                     break
             if candidates is None:  # fewer than ``want`` documents pass at all
                 candidates = fresh_ok[0] if fresh_ok else np.zeros(0, np.int64)
             # The remaining (long) lists: looked up for the candidates left, a term at a
             # time, dropping those whose upper bound falls below the bar.
-            while step < n_query and len(candidates) > EXACT_AT:
+            while step < n_steps and len(candidates) > EXACT_AT:
                 position = order[step]
                 if lengths[position] <= 2 * len(candidates):
                     add_list(position)
                 else:
                     self._add_found(own, position, weights[position], candidates, acc, cnt)
                 step += 1
-                lower, upper = bounds(candidates, n_query - step, rest[step])
-                bar = max(bar, kth(lower))
+                lower, upper = bounds(candidates, n_steps - step, rest[step])
+                bar = max(bar, kth_lower(lower))
                 candidates = candidates[upper >= bar]
             score_exactly(candidates)
             found = np.concatenate(known[0]), np.concatenate(known[1])
@@ -3510,12 +3548,13 @@ class Index:
 
     def _from_shortest(
         self, term_ids, own, weights, lengths: list[int], want: int, passes
-    ) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    ) -> tuple[np.ndarray, np.ndarray, bool, list[int]] | None:
         """(documents, final coordinated scores) of the documents of the query's shortest
-        lists (the rarer half of its terms, fewer if they are long), and whether their
+        lists (the rarer half of its terms, fewer if they are long), whether their
         ``want``-th best is above what any other document could score (then they hold the
-        top; else MaxScore starts from them and their bar, or every list is read); None
-        when not worth trying.
+        top; else MaxScore starts from them and their bar, over the other terms' lists only,
+        or every list is read), and those terms' query positions; None when not worth
+        trying.
 
         A document in none of those lists has at most ``m`` of the other terms (``m`` <= the
         others' number), so at most their ``m`` highest bounds (weight x ``impacts``) x the
@@ -3565,7 +3604,7 @@ class Index:
             return None
         docs, scores = self._exact_scores(docs, own, weights, True)
         settled = len(scores) >= want and np.partition(scores, len(scores) - want)[-want] > outside
-        return docs, scores, settled
+        return docs, scores, settled, rare
 
     def _all_lists(
         self, own: list[list[int]], weights: np.ndarray, passes, coordinate: bool
@@ -3671,17 +3710,20 @@ class Index:
 
     def _add_found_all(self, own, positions: list[int], weights, docs: np.ndarray, acc, cnt):
         """``_add_found`` of several query terms in turn, their bisections made at once per
-        segment (``Segment.find_all``): each document's contributions still added in the
-        terms' order (a document is in one segment)."""
+        segment (``Segment.find_all``) and their contributions gathered in one call: each
+        document's still added in the terms' order (a document is in one segment), its sum
+        read and written back once."""
         for i, local, glob in self._by_segment(docs):
             segment = self.segments[i]
             hits, places = segment.find_all([own[i][p] for p in positions], local)
-            for row, position in enumerate(positions):
-                hit = hits[row]
-                if hit.any():
-                    found = glob[hit]
-                    acc[found] += segment.tf_at(places[row][hit]) * weights[position]
-                    cnt[found] += 1
+            rows = np.nonzero(hits)[0]  # (a mask takes the hits in the same row-major order)
+            added = np.zeros(hits.shape, dtype=np.float32)
+            added[hits] = segment.tf_at(places[hits]) * weights[np.asarray(positions)[rows]]
+            sums = acc[glob]  # (distinct documents: one gather, one scatter)
+            for row in range(len(positions)):
+                sums += added[row]  # (+ 0 where a list lacks the document: the same bits)
+            acc[glob] = sums
+            cnt[glob] += hits.sum(axis=0, dtype=cnt.dtype)
 
     def _found(self, own, position: int, docs: np.ndarray):
         """(the generation's numbers of those of ``docs`` whose list of query term
