@@ -253,8 +253,8 @@ index_module.PARALLEL_MIN_DOCS = 0
 index_module.BUILD_PROCESSES = 2
 search_module.PRESTART_MIN_BYTES = 0
 real_reader = index_module._Reader.__init__
-def reader(self):
-    real_reader(self)
+def reader(self, *args):
+    real_reader(self, *args)
     with open(sys.argv[3], "w") as out:
         out.write(str(self._process.pid))
 index_module._Reader.__init__ = reader
@@ -360,8 +360,8 @@ def test_a_reader_gone_before_it_was_fed_leaves_its_papers_to_the_build(
     monkeypatch.setattr(index_module, "TOKENISE_BATCH", 7)  # many batches to hand over
     real_init = index_module._Reader.__init__
 
-    def killed(self):
-        real_init(self)
+    def killed(self, *args):
+        real_init(self, *args)
         self._process.kill()
         self._process.wait()
 
@@ -404,3 +404,14 @@ def test_a_helper_that_fails_answers_none_and_its_error_is_logged(tmp_path, capl
     with caplog.at_level("WARNING", logger=index_module.log.name):
         assert helper.result() is None
     assert "unable to open database file" in caplog.text  # its own error, from its stderr
+
+
+def test_the_reader_s_spool_is_beside_the_database_not_in_tmp(tmp_path, papers, with_reader):
+    """The spool holds the whole backlog of fed papers (~ the input unpacked, 1 GB at 872k):
+    it goes on the database's disk, not in the temporary folder (often memory)."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    with index_module.helpers_started(folder / "x.db", fed=True) as reader:
+        assert reader is not None
+        where = os.readlink(f"/proc/self/fd/{reader._spool.fileno()}")
+        assert os.path.dirname(where) == str(folder), where

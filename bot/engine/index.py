@@ -813,7 +813,7 @@ def helpers_started(db_path: str | Path, fed: bool = False):
         yield None
         return
     if fed:
-        _STARTED[key] = [_Reader()]
+        _STARTED[key] = [_Reader(os.path.dirname(key))]
     else:
         _STARTED[key] = [_Helper(key) for _ in range(BUILD_PROCESSES - 1)]
     try:
@@ -905,11 +905,17 @@ class _Reader(_Helper):
     The papers go as batches of their values (``marshal``) appended to a spool file, each
     announced by a byte on a pipe: the ingest never waits for the reader (a backlog stays in
     the page cache, not in memory), and the pipe's end (``fed_all``, or this process gone)
-    tells the reader that no more are coming."""
+    tells the reader that no more are coming. The spool (about the input's size unpacked:
+    118 MB at 87k) is made beside the database, on the disk that holds the corpus anyway,
+    not in ``/tmp``, which is often memory (tmpfs); where that folder cannot take it, in
+    the temporary folder."""
 
-    def __init__(self):
+    def __init__(self, spool_dir: str | None = None):
         self.claims = _Claims()
-        self._spool = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (closed by discard)
+        try:
+            self._spool = tempfile.TemporaryFile(buffering=0, dir=spool_dir)  # noqa: SIM115
+        except OSError:  # (closed by discard)
+            self._spool = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115
         announced, self._announce = os.pipe()
         fds = (self.claims.fileno(), self._spool.fileno(), announced)
         self._batch: list[Paper] = []
