@@ -53,9 +53,9 @@ def test_an_ingest_with_helpers_started_early_indexes_as_a_one_process_build(
     real_init, real_send = index_module._Reader.__init__, index_module._Helper.send
     real_beside, real_feed = index_module._tokenise_beside, index_module._Reader.feed
 
-    def init(self):
+    def init(self, *args):
         started.append(read_current(tmp_path / "two.db.index"))
-        real_init(self)
+        real_init(self, *args)
 
     def feed(self, papers):
         for paper in real_feed(self, papers):
