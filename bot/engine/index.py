@@ -1838,15 +1838,20 @@ class Vocabulary:
         block, at = divmod(int(term_id), self._block)
         return self._terms_of(block, at + 1)[at].decode()
 
-    def _lower_bound(self, key: bytes) -> int:
-        """The first term id whose term is >= key."""
-        lo, hi = 0, self._n_blocks  # the last block whose first term is <= key, by bisection
+    def _blocks_to(self, key: bytes, lo: int, hi: int) -> int:
+        """How many blocks' first terms are <= key, knowing that it is between ``lo`` and
+        ``hi`` (bisection): the key can only be in the block before."""
         while lo < hi:
             mid = (lo + hi) // 2
             if self._head(mid) <= key:
                 lo = mid + 1
             else:
                 hi = mid
+        return lo
+
+    def _lower_bound(self, key: bytes) -> int:
+        """The first term id whose term is >= key."""
+        lo = self._blocks_to(key, 0, self._n_blocks)
         if lo == 0:
             return 0
         block = lo - 1
@@ -1882,15 +1887,9 @@ class Vocabulary:
         firsts = np.searchsorted(heads, prefixes, side="left").tolist()
         lasts = np.searchsorted(heads, prefixes, side="right").tolist()
         for k, (key, lo, hi) in enumerate(zip(keys, firsts, lasts, strict=True)):
-            while lo < hi:  # only among the heads with the same first 8 bytes
-                mid = (lo + hi) // 2
-                if self._head(mid) <= key:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo == 0:
-                continue
-            out[k] = self._in_block(lo - 1, key)
+            blocks = self._blocks_to(key, lo, hi)  # among the heads with its first 8 bytes
+            if blocks:
+                out[k] = self._in_block(blocks - 1, key)
         return out
 
     def _in_block(self, block: int, key: bytes) -> int:
