@@ -253,7 +253,7 @@ def test_readers_in_threads_never_wait_for_a_writer(tmp_path, sentences, monkeyp
         assert reader.rank(query) == fresh.rank(query)  # the next lookup sees the new papers
 
 
-def test_a_reader_opens_a_new_generation_without_recomputing_the_norms_or_hashes(
+def test_a_reader_opens_a_new_generation_without_recomputing_the_norms_or_term_matches(
     tmp_path, sentences, monkeypatch
 ):
     """The writer stores each generation's pivoted norms (a pass over every posting); a
@@ -276,15 +276,13 @@ def test_a_reader_opens_a_new_generation_without_recomputing_the_norms_or_hashes
         raise AssertionError("a reader recomputed the norms")
 
     monkeypatch.setattr(index_module, "_row_norms", recomputed)
-    # Nor does it hash the main segment's vocabulary (format 10 stores no hashes): the delta's
-    # writer stored where the delta's terms are in the main segment.
-    real_hashes = index_module.Segment.hashes
 
-    def hashes(segment):
-        assert segment.main_name is not None, "a reader hashed the main segment's terms"
-        return real_hashes(segment)
+    # Nor does it match the delta's terms against the main segment's vocabulary: the delta's
+    # writer stored where they are in the main segment.
+    def matched(*args):
+        raise AssertionError("a reader matched the delta's terms in the main vocabulary")
 
-    monkeypatch.setattr(index_module.Segment, "hashes", hashes)
+    monkeypatch.setattr(index_module.Vocabulary, "ids_of", matched)
     for query in queries:
         same_top(reader, fresh, query)
     assert len(read_current(reader.index_dir)["segments"]) == 2  # the delta was opened

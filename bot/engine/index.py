@@ -541,36 +541,6 @@ def _beside(function, *arguments) -> Future:
     return future
 
 
-def term_hashes(blob: bytes | mmap.mmap, offsets: np.ndarray) -> np.ndarray:
-    """FNV-1a (64-bit) of every term of a vocabulary blob, vectorized over the terms.
-
-    Segments' vocabularies are matched by these (a sorted-array search), so a delta's terms
-    find their place in the main segment's vocabulary without a string comparison each.
-    """
-    data = np.frombuffer(blob, dtype=np.uint8) if len(blob) else np.zeros(0, np.uint8)
-    starts = np.asarray(offsets[:-1], dtype=np.int64)
-    lengths = np.asarray(offsets[1:], dtype=np.int64) - starts - 1
-    hashes = np.full(len(starts), 0xCBF29CE484222325, dtype=np.uint64)
-    prime = np.uint64(0x100000001B3)
-    live = np.arange(len(starts))
-    position = 0
-    with np.errstate(over="ignore"):
-        while True:
-            live = live[lengths[live] > position]
-            if not len(live):
-                return hashes
-            hashes[live] = (hashes[live] ^ data[starts[live] + position]) * prime
-            position += 1
-
-
-def term_hash(term: str) -> int:
-    """``term_hashes`` of one term, in Python."""
-    value = 0xCBF29CE484222325
-    for byte in term.encode():
-        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return value
-
-
 @dataclass
 class _Counted:
     """A batch of papers counted: per-document data and weighted term counts."""
@@ -1361,7 +1331,7 @@ def _front_code(
 
 
 def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes, dict]:
-    """The files of a segment: weighted counts both ways, vocabulary, hashes."""
+    """The files of a segment: weighted counts both ways, vocabulary."""
     # The vocabulary's front coding (its own arrays) beside the matrix's transpose, and the
     # lists' blocks beside their counts' packing: numpy lets the GIL go, both cores work.
     coded = _beside(lambda: _front_code(*_plain_vocabulary(counted.vocabulary), VOCAB_BLOCK))
@@ -1939,8 +1909,8 @@ class Vocabulary:
 
     def plain(self) -> tuple[bytes, np.ndarray]:
         """Every term whole, each followed by a newline, and where each starts (int64):
-        decoded in ``VOCAB_BLOCK`` vectorised steps (a delta's, for its hashes and its
-        bigrams: decoded once)."""
+        decoded in ``VOCAB_BLOCK`` vectorised steps (a delta's, for its bigrams and a match
+        against another main segment: decoded once)."""
         if self._plain is None:
             self._plain = self._decode_all()
         return self._plain
@@ -2068,7 +2038,7 @@ class Segment:
         if self.meta.get("format") != FORMAT_VERSION:
             raise ValueError("index format changed")
         #: A delta's writer stores each of its terms' id in the main segment it was written
-        #: against (``main_terms.npy``, -1: not there), so readers need no main hashes.
+        #: against (``main_terms.npy``, -1: not there), so readers need not match vocabularies.
         self.main_name: str | None = self.meta.get("main")
         self._files = (*_FILES, "main_terms.npy") if self.main_name else _FILES
         stats = self._check(verify)
@@ -2149,7 +2119,6 @@ class Segment:
             raise IndexDamaged(f"{self.name}/main_terms.npy does not match its vocabulary")
         self.df = np.diff(self.list_ptr).astype(np.int32)
         self._bigram = None
-        self._hashes: tuple[np.ndarray, np.ndarray] | None = None
 
     def tf(self, start: int, end: int) -> np.ndarray:
         """The term frequencies (float32) of postings [start, end) of ``xt``."""
@@ -2443,14 +2412,6 @@ class Segment:
             return np.asarray(self._main_terms, dtype=np.int64)
         return main.vocab.ids_of(*self.vocab.plain())
 
-    def hashes(self) -> tuple[np.ndarray, np.ndarray]:
-        """(each term's 64-bit hash, the term ids in hash order): computed on first use (only
-        a generation with deltas matches vocabularies by hash) and kept with the segment."""
-        if self._hashes is None:
-            hashes = term_hashes(*self.vocab.plain())
-            self._hashes = hashes, np.argsort(hashes, kind="stable").astype(np.int32)
-        return self._hashes
-
     def rows(self, terms: np.ndarray) -> sp.csr_matrix:
         """The posting lists of these terms (in this order) with their term frequencies, as a
         len(terms) x documents matrix: what a lookup multiplies, gathered in one copy."""
@@ -2723,7 +2684,7 @@ class Index:
         main = self.segments[0]
         n_main = main.n_terms
         extra_terms: list[str] = []
-        extra_of_hash: dict[int, int] = {}
+        extra_of_term: dict[str, int] = {}
         self._to_global: list[np.ndarray | None] = [None]
         keep_new_bigrams = int(main.meta.get("min_bigram_df", MIN_BIGRAM_DF)) <= 1
         for segment in self.segments[1:]:
@@ -2736,13 +2697,12 @@ class Index:
             # ``min_bigram_df`` papers (so a paper's score never depends on its segment).
             new = ~found if keep_new_bigrams else ~found & ~segment.bigram_terms()
             new = np.flatnonzero(new)
-            hashes = segment.hashes()[0] if len(new) else None
             for local in new.tolist():
-                key = int(hashes[local])
-                gid = extra_of_hash.get(key)
+                term = segment.vocab.term(local)
+                gid = extra_of_term.get(term)
                 if gid is None:
-                    gid = extra_of_hash[key] = n_main + len(extra_terms)
-                    extra_terms.append(segment.vocab.term(local))
+                    gid = extra_of_term[term] = n_main + len(extra_terms)
+                    extra_terms.append(term)
                 to_global[local] = gid
             self._to_global.append(to_global)
         self.n_terms = n_main + len(extra_terms)
