@@ -3347,6 +3347,8 @@ class Index:
         inverse_pivot = self.inverse_pivot
         whole = self.n_live == self.n_docs
         heads = self._head_terms is not None and not tried
+        # No filter, no deletion, no paper left out: every fresh document is kept as it is.
+        every_fresh = getattr(passes, "keeps_all", False) and whole and excluded is None
         acc, cnt = _accumulators(self.n_docs)
         touched: list[np.ndarray] = []  # every document added to, to zero them afterwards
         fresh_ok: list[np.ndarray] = []  # those that are live and pass the filters
@@ -3358,19 +3360,21 @@ class Index:
                 term = own[i][position]
                 if term < 0:
                     continue
-                a, b = int(segment.list_ptr[term]), int(segment.list_ptr[term + 1])
-                local = segment.docs(term, term + 1)
-                values = segment.tf(a, b)
-                values *= weight
                 # intp indices: numpy's gathers and scatters convert any other type first.
-                docs = local.astype(np.intp) if self._global is None else self._global[i][local]
+                docs, values = segment.postings(term)
+                values *= weight
+                if self._global is not None:
+                    docs = self._global[i][docs]
                 counts = cnt[docs]
                 fresh = docs[counts == 0]
                 counts += 1
                 cnt[docs] = counts
-                np.add.at(acc, docs, values)
+                acc[docs] += values  # (a list holds a document once: ``np.add.at``'s sums)
                 if len(fresh):
                     touched.append(fresh)
+                    if every_fresh:
+                        fresh_ok.append(fresh)
+                        continue
                     keep = passes(fresh)
                     if not whole:
                         keep &= self.live[fresh]
@@ -3379,15 +3383,25 @@ class Index:
                     fresh_ok.append(fresh[keep])
 
         def bounds(docs: np.ndarray, remaining: int, rest_bound: float):
-            """(lower, upper) bounds of these documents' final scores."""
-            partial = acc[docs] * inverse_pivot[docs]
+            """(lower, upper) bounds of these documents' final scores (gathered with
+            ``take``, worked out in place: the same float32 steps in the same order)."""
+            partial = acc.take(docs)
+            partial *= inverse_pivot.take(docs)
             if not coordinate:
                 return partial * np.float32(1 - 1e-4), partial * (1 + 1e-4) + rest_bound
-            matched = cnt[docs].astype(np.float32)
+            matched = cnt.take(docs).astype(np.float32)
             share = matched / np.float32(n_query)
-            lower = partial * share * share * np.float32(1 - 1e-4)
-            most = np.minimum((matched + remaining) / n_query, 1.0)
-            upper = (partial * (1 + 1e-4) + rest_bound) * most * most
+            lower = partial * share
+            lower *= share
+            lower *= np.float32(1 - 1e-4)
+            most = matched
+            most += remaining
+            most /= n_query
+            np.minimum(most, 1.0, out=most)
+            upper = partial * (1 + 1e-4)
+            upper += rest_bound
+            upper *= most
+            upper *= most
             return lower, upper
 
         # Scored exactly (the shortest lists' papers first, when tried: their bar too).
