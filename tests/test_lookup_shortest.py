@@ -43,6 +43,35 @@ def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch, all_l
     assert outcomes["settled"] > 20 and outcomes["declined"] > 20, outcomes
 
 
+def test_a_rarer_half_too_few_once_trimmed_is_kept_whole(engine, monkeypatch):  # noqa: F811
+    """When leaving the commonest rare term out would leave fewer papers than the top asks
+    for, the rarer half is kept whole (up to ``SHORTEST_MOST``): the same top k."""
+    monkeypatch.setattr(index_module, "ALL_LISTS", 0)
+    monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
+    monkeypatch.setattr(index_module, "SHORTEST_MAX", 4)
+    monkeypatch.setattr(index_module, "SHORTEST_MOST", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    kept = []
+    real = Index._from_shortest
+
+    def from_shortest(self, term_ids, own, weights, lengths, want, passes):
+        found = real(self, term_ids, own, weights, lengths, want, passes)
+        if found is not None and sum(lengths[j] for j in found[3]) > 4:
+            kept.append(found[2])  # (more than SHORTEST_MAX postings: kept whole)
+        return found
+
+    monkeypatch.setattr(Index, "_from_shortest", from_shortest)
+    queries = lookups(engine.papers)[:160]
+    queries += [" ".join(q.split()[:2]) for q in queries]
+    for query in queries:
+        for k in (3, 10):
+            want = engine.rank(query, k=k, prune=False)
+            assert engine.rank(query, k=k, prune=True) == want, (query, k)
+    # Taken (it does not settle on this small corpus: MaxScore starts from those papers).
+    assert len(kept) > 5, kept
+
+
 def test_a_lookup_without_coordination_never_takes_it(engine, monkeypatch):  # noqa: F811
     """Its bound counts on coordination's (m / n) ** 2 for a paper without the rare term."""
     monkeypatch.setattr(index_module, "ALL_LISTS", 10**9)
