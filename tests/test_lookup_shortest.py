@@ -43,13 +43,16 @@ def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch, all_l
     assert outcomes["settled"] > 20 and outcomes["declined"] > 20, outcomes
 
 
-def test_a_rarer_half_too_few_once_trimmed_is_kept_whole(engine, monkeypatch):  # noqa: F811
-    """When leaving the commonest rare term out would leave fewer papers than the top asks
-    for, the rarer half is kept whole (up to ``SHORTEST_MOST``): the same top k."""
+# Past SHORTEST_MAX: a rarer half that trimming would leave with fewer papers than the top
+# asks for (SHORTEST_MOST), or a single list (SHORTEST_ONE).
+@pytest.mark.parametrize(("most", "one"), [(10**9, 4), (4, 10**9)])
+def test_a_rarer_half_past_the_most_is_tried_whole(engine, monkeypatch, most, one):  # noqa: F811
+    """A rarer half kept whole (more than ``SHORTEST_MAX`` postings): the same top k."""
     monkeypatch.setattr(index_module, "ALL_LISTS", 0)
     monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
     monkeypatch.setattr(index_module, "SHORTEST_MAX", 4)
-    monkeypatch.setattr(index_module, "SHORTEST_MOST", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_MOST", most)
+    monkeypatch.setattr(index_module, "SHORTEST_ONE", one)
     monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
     kept = []
