@@ -44,15 +44,17 @@ def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch, all_l
 
 
 # Past SHORTEST_MAX: a rarer half that trimming would leave with fewer papers than the top
-# asks for (SHORTEST_MOST), or a single list (SHORTEST_ONE).
-@pytest.mark.parametrize(("most", "one"), [(10**9, 4), (4, 10**9)])
-def test_a_rarer_half_past_the_most_is_tried_whole(engine, monkeypatch, most, one):  # noqa: F811
+# asks for (SHORTEST_MOST), a single list (SHORTEST_ONE), or a trimmed one that did not
+# settle it, tried again whole (SHORTEST_AGAIN).
+@pytest.mark.parametrize(("most", "one", "again"), [(10**9, 4, 4), (4, 10**9, 4), (4, 4, 10**9)])
+def test_a_rarer_half_past_the_most_is_tried_whole(engine, monkeypatch, most, one, again):  # noqa: F811
     """A rarer half kept whole (more than ``SHORTEST_MAX`` postings): the same top k."""
     monkeypatch.setattr(index_module, "ALL_LISTS", 0)
     monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
-    monkeypatch.setattr(index_module, "SHORTEST_MAX", 4)
+    monkeypatch.setattr(index_module, "SHORTEST_MAX", 8)
     monkeypatch.setattr(index_module, "SHORTEST_MOST", most)
     monkeypatch.setattr(index_module, "SHORTEST_ONE", one)
+    monkeypatch.setattr(index_module, "SHORTEST_AGAIN", again)
     monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
     kept = []
@@ -60,19 +62,19 @@ def test_a_rarer_half_past_the_most_is_tried_whole(engine, monkeypatch, most, on
 
     def from_shortest(self, term_ids, own, weights, lengths, want, passes):
         found = real(self, term_ids, own, weights, lengths, want, passes)
-        if found is not None and sum(lengths[j] for j in found[3]) > 4:
+        if found is not None and sum(lengths[j] for j in found[3]) > 8:
             kept.append(found[2])  # (more than SHORTEST_MAX postings: kept whole)
         return found
 
     monkeypatch.setattr(Index, "_from_shortest", from_shortest)
-    queries = lookups(engine.papers)[:160]
+    queries = lookups(engine.papers)[:320]
     queries += [" ".join(q.split()[:2]) for q in queries]
     for query in queries:
         for k in (3, 10):
             want = engine.rank(query, k=k, prune=False)
             assert engine.rank(query, k=k, prune=True) == want, (query, k)
-    # Taken (it does not settle on this small corpus: MaxScore starts from those papers).
-    assert len(kept) > 5, kept
+    # Taken (settled, or not: then MaxScore starts from those papers).
+    assert len(kept) >= 8, kept
 
 
 def test_a_lookup_without_coordination_never_takes_it(engine, monkeypatch):  # noqa: F811
