@@ -3369,7 +3369,7 @@ class Index:
                 fresh = docs[counts == 0]
                 counts += 1
                 cnt[docs] = counts
-                acc[docs] += values  # (a list holds a document once: ``np.add.at``'s sums)
+                np.add.at(acc, docs, values)  # (numpy 2.4: 1.6x a fancy ``+=`` at 3,000)
                 if len(fresh):
                     touched.append(fresh)
                     if every_fresh:
