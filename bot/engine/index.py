@@ -273,7 +273,8 @@ class _Field:
         unseen = np.flatnonzero(values == _NEW)
         if len(unseen):
             places = unseen.tolist()
-            new = [data[starts[k] : ends[k]] for k in places]  # made for these tokens only
+            spans = zip(starts[unseen].tolist(), ends[unseen].tolist(), strict=True)
+            new = [data[start:end] for start, end in spans]  # made for these tokens only
             fresh = {}
             for token in dict.fromkeys(new):  # numbered in order of first use
                 norm = norm_token(token.decode())

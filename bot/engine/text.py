@@ -179,8 +179,11 @@ def joined_tokens(texts: list[str]) -> bytes | None:
     joined = _JOIN.join(texts)
     if joined.count(SEPARATOR) != max(len(texts) - 1, 0):
         return None
-    if _CAPITAL_SIGMA in joined:
-        return _folded_whole(texts)
+    return _folded_whole(texts) if _CAPITAL_SIGMA in joined else _word_bytes(joined)
+
+
+def _word_bytes(joined: str) -> bytes:
+    """``joined_tokens`` of joined texts without a capital sigma."""
     data = _translated(joined.encode())
     return data if joined.isascii() else _folded_runs(data)
 
@@ -227,17 +230,18 @@ def _folded_runs(data: bytes) -> bytes:
 
 
 def _folded_whole(texts: list[str]) -> bytes:
-    """``joined_tokens`` of a batch holding a capital sigma: its ASCII texts as any batch's,
-    the others joined, folded and split by one regex pass; each text's tokens then put back
-    in its place (spaces around each separator: a text's first or last token stays apart)."""
-    plain = [text.isascii() for text in texts]
-    others = _JOIN.join(text for text, ok in zip(texts, plain, strict=True) if not ok)
-    ascii_texts = _JOIN.join(text for text, ok in zip(texts, plain, strict=True) if ok)
+    """``joined_tokens`` of a batch holding a capital sigma: the texts holding one joined,
+    folded and split by one regex pass, the others as any batch's; each text's tokens then
+    put back in its place (spaces around each separator: a text's first or last token
+    stays apart)."""
+    whole = [_CAPITAL_SIGMA in text for text in texts]
+    sigma = _JOIN.join(text for text, w in zip(texts, whole, strict=True) if w)
+    others = _JOIN.join(text for text, w in zip(texts, whole, strict=True) if not w)
     per_text = [
-        iter(" ".join(_WORD_OR_SEPARATOR.findall(fold(others))).encode().split(_BYTES_SEPARATOR)),
-        iter(_translated(ascii_texts.encode()).split(_BYTES_SEPARATOR)),
+        iter(_word_bytes(others).split(_BYTES_SEPARATOR)),
+        iter(" ".join(_WORD_OR_SEPARATOR.findall(fold(sigma))).encode().split(_BYTES_SEPARATOR)),
     ]
-    return _JOIN.encode().join(next(per_text[ok]) for ok in plain)
+    return _JOIN.encode().join(next(per_text[w]) for w in whole)
 
 
 def norm_token(token: str) -> str:
