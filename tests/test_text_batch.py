@@ -1,5 +1,5 @@
 """A full build tokenises its texts in batches (``tokens_of_many``: joined as bytes, the words
-that are not ASCII folded one by one, a batch with a capital sigma folded whole); every text
+that are not ASCII folded one by one, a text with a capital sigma folded whole); every text
 must get exactly the terms ``words`` gives it alone, whatever texts sit beside it."""
 
 import itertools

@@ -173,8 +173,8 @@ def joined_tokens(texts: list[str]) -> bytes | None:
     that is not ASCII, a few per text) is folded on its own (``_folded_runs``). Folding and
     splitting act on a character with its neighbours within a word only, so neither a
     text's tokens nor a word's depend on what sits beside them, except for lowercasing a
-    capital sigma, which looks past the next non-letter: a batch holding one is folded
-    whole (``_folded_tokens_of_many``). None when a text holds the separator itself.
+    capital sigma, which looks past the next non-letter: a text holding one is folded whole
+    (``_folded_whole``). None when a text holds the separator itself.
     """
     joined = _JOIN.join(texts)
     if joined.count(SEPARATOR) != max(len(texts) - 1, 0):
