@@ -1,5 +1,5 @@
 """A full build tokenises its texts in batches (``tokens_of_many``: joined as bytes, the words
-that are not ASCII folded one by one, a batch with a capital sigma folded whole); every text
+that are not ASCII folded one by one, a text with a capital sigma folded whole); every text
 must get exactly the terms ``words`` gives it alone, whatever texts sit beside it."""
 
 import itertools
@@ -119,7 +119,7 @@ def test_only_a_batch_with_a_capital_sigma_is_folded_whole(monkeypatch):
         raise AssertionError("folded whole")
 
     without_sigma = [t for t in TRICKY if "\u03a3" not in t]
-    monkeypatch.setattr(text_module, "_folded_tokens_of_many", whole)
+    monkeypatch.setattr(text_module, "_folded_whole", whole)
     for size in (1, 2, len(without_sigma)):
         for start in range(len(without_sigma)):
             texts = (without_sigma[start:] + without_sigma[:start])[:size] * 2
@@ -128,3 +128,54 @@ def test_only_a_batch_with_a_capital_sigma_is_folded_whole(monkeypatch):
     monkeypatch.undo()
     sigma = ["ΑΣ'Β", "ΟΔΟΣ."]
     assert _per_text(tokens_of_many(sigma)) == [_WORD.findall(fold(t)) for t in sigma]
+
+
+def test_tokens_are_known_by_all_their_bytes_whatever_their_slot(monkeypatch):
+    """The build's cache of raw tokens (``index._KnownTokens``) keys a token by its first 16
+    bytes: tokens sharing 8 or 16 of them, one longer than 16 and ones ending where a
+    second 8 bytes start get their own terms, also when every key lands in one slot (each
+    found by looking further) and as the table grows."""
+    stems = ["abcdefgh", "abcdefghijklmnop"]
+    texts = [
+        " ".join(f"{stem}{tail}" for stem in stems for tail in ("", "q", "qr", "s" * 9))
+        + " abcdefg abcdefghijklmno x y é",
+        "abcdefghijklmnopq abcdefghijklmnop abcdefgh abcdefghq",
+        " ".join(f"word{k}" for k in range(300)),
+    ]
+    docs = [
+        (
+            k,
+            {
+                "title": t,
+                "abstract": t[::-1],
+                "authors": [],
+                "keywords": [t],
+                "venue": "",
+                "year": 1,
+            },
+        )
+        for k, t in enumerate(texts * 3)
+    ]
+    monkeypatch.setattr(index_module, "TOKENISE_BATCH", 2)
+    _check_fields(index_module._tokenise(docs), docs)
+    monkeypatch.setattr(index_module._KnownTokens, "FIRST_SLOTS", 2)  # grows from 2 slots
+    _check_fields(index_module._tokenise(docs), docs)
+    one_slot = lambda self, keys: np.zeros(keys.shape[1], dtype=np.intp)  # noqa: E731
+    monkeypatch.setattr(index_module._KnownTokens, "_slots", one_slot)
+    _check_fields(index_module._tokenise(docs), docs)
+
+
+def test_the_token_cache_finds_every_key_it_holds(monkeypatch):
+    """``_KnownTokens.ids``: a held key's id wherever linear probing put it (all keys in one
+    slot; grown from 2 slots), ``_NEW`` for a key not held."""
+    monkeypatch.setattr(index_module._KnownTokens, "FIRST_SLOTS", 2)
+    for slots in (None, lambda self, keys: np.zeros(keys.shape[1], dtype=np.intp)):
+        if slots is not None:
+            monkeypatch.setattr(index_module._KnownTokens, "_slots", slots)
+        known = index_module._known_tokens()
+        keys = np.array([[k % 7 + 1 for k in range(50)], [k // 7 for k in range(50)]], np.uint64)
+        known.add(keys[:, :20], np.arange(20, dtype=np.int32))
+        known.add(keys[:, 20:40], np.arange(20, 40, dtype=np.int32))
+        got = known.ids(keys)
+        assert got.tolist() == list(range(40)) + [index_module._NEW] * 10
+        assert known.ids(np.zeros((2, 1), np.uint64)).tolist() == [index_module._SEPARATED]

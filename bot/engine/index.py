@@ -86,7 +86,7 @@ from sqlite_utils import Database
 
 from .corpus import Corpus, StorageError, connect
 from .paper import Paper, paper_values
-from .text import SEPARATOR, norm_token, tokens_of_many, words
+from .text import joined_tokens, norm_token, words
 from .watch import FileWatch
 
 #: A title word counts this many times as much as the same word in the abstract.
@@ -255,32 +255,68 @@ class _Field:
         self.ids.extend(ids)
         self.offsets.append(len(self.ids))
 
-    def add_many(self, texts: list[str], vocabulary: dict[str, int], known: dict) -> None:
-        """``add`` of every text, from one ``tokens_of_many`` pass over them all. ``known``
-        caches each raw token's unigram id (``_DROPPED`` when not indexed), so most tokens
-        cost one dict lookup in C, and the texts' ends are found with numpy."""
-        tokens = tokens_of_many(texts) if texts else None
-        if tokens is None:
+    def add_many(self, texts: list[str], vocabulary: dict[str, int], known: _KnownTokens) -> None:
+        """``add`` of every text, from one ``joined_tokens`` pass over them all: its tokens
+        found and looked up in ``known`` (each raw token's unigram id, ``_DROPPED`` when not
+        indexed) by numpy, a Python object made only for a token not known yet (a bytes
+        object and a dict lookup a token were most of a build's tokenising); the texts' ends
+        found with numpy too."""
+        data = joined_tokens(texts) if texts else None
+        if data is None:
             for text in texts:
                 self.add(text, vocabulary)
             return
-        values = np.array(list(map(known.get, tokens, itertools.repeat(_NEW))), dtype=np.int32)
+        starts, ends, keys = _token_keys(data)
+        values = known.ids(keys)
+        long = ends - starts > _KEY_BYTES
+        values[long] = _NEW  # (its key is its first bytes only: never in ``known``)
         unseen = np.flatnonzero(values == _NEW)
         if len(unseen):
-            new = [tokens[i] for i in unseen.tolist()]
+            places = unseen.tolist()
+            spans = zip(starts[unseen].tolist(), ends[unseen].tolist(), strict=True)
+            new = [data[start:end] for start, end in spans]  # made for these tokens only
             fresh = {}
             for token in dict.fromkeys(new):  # numbered in order of first use
-                norm = norm_token(token if isinstance(token, str) else token.decode())
+                norm = norm_token(token.decode())
                 fresh[token] = vocabulary.setdefault(norm, len(vocabulary)) if norm else _DROPPED
             values[unseen] = list(map(fresh.__getitem__, new))
-            if len(known) < _KNOWN_TOKENS:  # bounded like text's own cache of token forms
-                known.update(fresh)
+            if known.size < _KNOWN_TOKENS:  # bounded like text's own cache of token forms
+                where = dict(zip(new, places, strict=True))  # a place of each, in fresh's order
+                rows = np.fromiter(where.values(), dtype=np.intp, count=len(where))
+                ids = np.fromiter(fresh.values(), dtype=np.int32, count=len(fresh))
+                short = ~long[rows]
+                known.add(keys[:, rows[short]], ids[short])
         kept = values >= 0
         ends = np.cumsum(kept)[np.flatnonzero(values == _SEPARATED)]
         base = len(self.ids)
         self.ids.frombytes(values[kept].tobytes())
         self.offsets.frombytes((ends + base).astype(np.int64).tobytes())
         self.offsets.append(len(self.ids))
+
+
+#: ``_KnownTokens`` holds raw tokens of up to this many bytes (all but 3 in 10,000 at 87k
+#: papers); a longer one is looked up again each time it comes.
+_KEY_BYTES = 16
+#: ``_LOW_BYTES[k]``: the low ``k`` bytes of a 64-bit integer (``k`` from 0 to 8).
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+
+
+def _token_keys(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where each token of ``joined_tokens``' bytes starts and ends, and its key: its first
+    ``_KEY_BYTES`` bytes as two little-endian 64-bit integers (zero past its end; a 2 x n
+    array). Exact: no token holds a zero byte but the separator (one byte, key (0, 0))."""
+    word = np.zeros(len(data) + 2, dtype=bool)
+    np.not_equal(np.frombuffer(data, dtype=np.uint8), ord(" "), out=word[1:-1])
+    edges = np.flatnonzero(word[1:] != word[:-1])
+    starts, ends = edges[0::2], edges[1::2]
+    sizes = ends - starts
+    padded = data + bytes(_KEY_BYTES)
+    # The 8 bytes from every offset (an unaligned view): a token's 16 in two gathers.
+    eights = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    keys = np.empty((2, len(starts)), dtype=np.uint64)
+    np.bitwise_and(eights[starts], _LOW_BYTES.take(np.minimum(sizes, 8)), out=keys[0])
+    np.bitwise_and(eights[starts + 8], _LOW_BYTES.take(np.clip(sizes - 8, 0, 8)), out=keys[1])
+    return starts, ends, keys
 
 
 def unique(values: np.ndarray, kind: str | None = None) -> np.ndarray:
@@ -566,15 +602,85 @@ class _Tokens:
     unigram_ids: dict[str, int] = field(default_factory=dict)
 
 
-def _known_tokens() -> dict[str | bytes, int]:
+class _KnownTokens:
+    """Raw tokens' unigram ids (``_Field.add_many``), keyed by their bytes (``_token_keys``):
+    a hash table in numpy arrays (open addressing, linear probing, at most half full), so a
+    batch's 60,000 tokens are looked up by a few vectorised gathers, not one dict lookup
+    (and one bytes object) a token."""
+
+    _EMPTY = np.uint64((1 << 64) - 1)  # a key no token has: UTF-8 holds no byte 0xFF
+    _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
+    FIRST_SLOTS = 1 << 16  # doubled as it fills (87k papers: 175,000 tokens, 2 ** 19 slots)
+
+    def __init__(self) -> None:
+        self._empty(self.FIRST_SLOTS)
+        self.add(np.zeros((2, 1), dtype=np.uint64), np.array([_SEPARATED], dtype=np.int32))
+
+    def _empty(self, slots: int) -> None:
+        """No key held, in ``slots`` slots (a power of two)."""
+        self.size = 0
+        self._keys = np.full((2, slots), self._EMPTY, dtype=np.uint64)
+        self._ids = np.zeros(slots, dtype=np.int32)
+        self._mask = slots - 1
+        self._shift = np.uint64(64 - (slots.bit_length() - 1))
+
+    def _slots(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's first slot: its two halves mixed by multiplication, the top bits."""
+        mixed = (keys[0] * self._MIX[0]) ^ (keys[1] * self._MIX[1])
+        return (mixed >> self._shift).astype(np.intp)
+
+    def ids(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's id, ``_NEW`` for a key not held. Gathers by ``take`` (fancy indexing
+        is twice as slow); nearly every key is found in its first slot."""
+        slots = self._slots(keys)
+        out = self._ids.take(slots)
+        held = self._keys[0].take(slots)
+        rows = np.flatnonzero((held != keys[0]) | (self._keys[1].take(slots) != keys[1]))
+        out[rows] = _NEW
+        rows = rows[held.take(rows) != self._EMPTY]  # the slot holds another key: look further
+        slots = slots.take(rows)
+        while len(rows):
+            slots = (slots + 1) & self._mask
+            held = self._keys[0].take(slots)
+            hit = (held == keys[0].take(rows)) & (self._keys[1].take(slots) == keys[1].take(rows))
+            out[rows[hit]] = self._ids.take(slots[hit])
+            on = ~hit & (held != self._EMPTY)
+            rows, slots = rows[on], slots[on]
+        return out
+
+    def add(self, keys: np.ndarray, ids: np.ndarray) -> None:
+        """Hold these keys (distinct, none held yet) with these ids."""
+        if 2 * (self.size + keys.shape[1]) > len(self._ids):
+            self._grow(2 * (self.size + keys.shape[1]))
+        rows, slots = np.arange(keys.shape[1]), self._slots(keys)
+        while len(rows):  # each round, one key takes each free slot; the rest look further
+            free = np.flatnonzero(self._keys[0].take(slots) == self._EMPTY)
+            taken, first = np.unique(slots[free], return_index=True)
+            placed = rows[free[first]]
+            self._keys[:, taken] = keys[:, placed]
+            self._ids[taken] = ids[placed]
+            left = np.ones(len(rows), dtype=bool)
+            left[free[first]] = False
+            rows, slots = rows[left], (slots[left] + 1) & self._mask
+        self.size += keys.shape[1]
+
+    def _grow(self, wanted: int) -> None:
+        """Every key again in at least ``wanted`` slots."""
+        held = np.flatnonzero(self._keys[0] != self._EMPTY)
+        keys, ids = self._keys[:, held], self._ids[held]
+        self._empty(1 << (wanted - 1).bit_length())
+        self.add(keys, ids)
+
+
+def _known_tokens() -> _KnownTokens:
     """A new cache of raw tokens' unigram ids for ``_Field.add_many``."""
-    return {SEPARATOR: _SEPARATED, SEPARATOR.encode(): _SEPARATED}
+    return _KnownTokens()
 
 
 def _tokenise(
     documents: Iterable[tuple[int, dict]],
     unigram_ids: dict[str, int] | None = None,
-    known: dict[str | bytes, int] | None = None,
+    known: _KnownTokens | None = None,
 ) -> _Tokens:
     """The documents tokenised. Pieces tokenised one after another may share ``unigram_ids``
     (then numbered alike: ``_concatenated`` without renumbering) and ``known`` (the raw tokens'

@@ -154,32 +154,45 @@ _ASCII_WORDS = bytes(
 )
 
 
-def tokens_of_many(texts: list[str]) -> list[str | bytes] | None:
-    """The raw tokens of every text (before ``norm_token``), ``SEPARATOR`` between two texts.
+def tokens_of_many(texts: list[str]) -> list[bytes] | None:
+    """The raw tokens of every text (before ``norm_token``), as UTF-8, ``SEPARATOR`` between
+    two texts: ``joined_tokens`` split. None when a text holds the separator itself."""
+    data = joined_tokens(texts)
+    return None if data is None else data.split()
+
+
+def joined_tokens(texts: list[str]) -> bytes | None:
+    """The raw tokens of every text (before ``norm_token``), as UTF-8 bytes between spaces
+    (one or more; no other byte is between two tokens, so a build finds them with numpy,
+    no object a token), ``SEPARATOR`` between two texts.
 
     Each text's tokens are exactly ``_WORD.findall(fold(text))``, found for a batch at once
     (a full build tokenises 260,000 texts at 87k papers): the texts joined, as UTF-8 bytes,
-    split by one ``bytes.translate`` and ``split`` (5x faster than the regex; tokens come back
-    as bytes), bytes above ASCII kept as word bytes; then each run of them and the word bytes
-    around it (a word with a letter that is not ASCII, a few per text) is folded on its own
-    (``_folded_runs``). Folding and splitting act on a character with its neighbours within
-    a word only, so neither a text's tokens nor a word's depend on what sits beside them,
-    except for lowercasing a capital sigma, which looks past the next non-letter: a batch
-    holding one is folded whole (``_folded_tokens_of_many``). None when a text holds the
-    separator itself.
+    mapped by one ``bytes.translate`` (5x faster than the regex), bytes above ASCII kept as
+    word bytes; then each run of them and the word bytes around it (a word with a letter
+    that is not ASCII, a few per text) is folded on its own (``_folded_runs``). Folding and
+    splitting act on a character with its neighbours within a word only, so neither a
+    text's tokens nor a word's depend on what sits beside them, except for lowercasing a
+    capital sigma, which looks past the next non-letter: a text holding one is folded whole
+    (``_folded_whole``). None when a text holds the separator itself.
     """
     joined = _JOIN.join(texts)
     if joined.count(SEPARATOR) != max(len(texts) - 1, 0):
         return None
-    if _CAPITAL_SIGMA in joined:
-        return _folded_tokens_of_many(texts)
-    data = joined.encode()
+    return _folded_whole(texts) if _CAPITAL_SIGMA in joined else _word_bytes(joined)
+
+
+def _word_bytes(joined: str) -> bytes:
+    """``joined_tokens`` of joined texts without a capital sigma."""
+    data = _translated(joined.encode())
+    return data if joined.isascii() else _folded_runs(data)
+
+
+def _translated(data: bytes) -> bytes:
+    """UTF-8 text mapped by ``_WORD_BYTES``, LaTeX marks dropped, a command's name kept."""
     if b"\\" in data:  # commands first: a backslash before letters is one (see _LATEX)
         data = _LATEX_COMMAND.sub(rb" \1 ", data)
-    data = data.translate(_WORD_BYTES, _LATEX_MARKS)
-    if not joined.isascii():
-        data = _folded_runs(data)
-    return data.split()
+    return data.translate(_WORD_BYTES, _LATEX_MARKS)
 
 
 _CAPITAL_SIGMA = "\u03a3"
@@ -216,53 +229,19 @@ def _folded_runs(data: bytes) -> bytes:
     return b"".join(pieces)
 
 
-def _folded_tokens_of_many(texts: list[str]) -> list[str | bytes]:
-    """``tokens_of_many`` for a batch holding a capital sigma: the ASCII texts as bytes, the
-    others joined, folded and split by one regex pass."""
-    plain = [text.isascii() for text in texts]
-    ascii_texts = [text for text, ok in zip(texts, plain, strict=True) if ok]
-    others = [text for text, ok in zip(texts, plain, strict=True) if not ok]
-    tokens_a = _ascii_tokens(_JOIN.join(ascii_texts).encode(), latex=True) if ascii_texts else []
-    if not others:
-        return tokens_a
-    folded = fold(_JOIN.join(others))
-    separator: str | bytes = SEPARATOR
-    if folded.isascii():  # accents and the like gone: ASCII after all
-        tokens_b = _ascii_tokens(folded.encode(), latex=False)
-        separator = _BYTES_SEPARATOR
-    else:
-        tokens_b = _WORD_OR_SEPARATOR.findall(folded)
-    if not ascii_texts:
-        return tokens_b
-    return _interleave(plain, (tokens_b, tokens_a), (separator, _BYTES_SEPARATOR))
-
-
-def _ascii_tokens(data: bytes, latex: bool) -> list[bytes]:
-    """``_WORD.findall(fold(text))`` of ASCII text (``latex``: not yet folded), as bytes."""
-    if latex:
-        if b"\\" in data:  # commands first: a backslash before letters is one (see _LATEX)
-            data = _LATEX_COMMAND.sub(rb" \1 ", data)
-        return data.translate(_ASCII_WORDS, _LATEX_MARKS).split()
-    return data.translate(_ASCII_WORDS).split()
-
-
-def _interleave(which_of: list[bool], lists: tuple[list, list], separators: tuple) -> list:
-    """The texts' tokens in text order: text i's are the next ones in ``lists[which_of[i]]``
-    (up to that list's separator)."""
-    out: list = []
-    starts = [0, 0]
-    for which in which_of:
-        tokens = lists[which]
-        start = starts[which]
-        try:
-            end = tokens.index(separators[which], start)
-        except ValueError:
-            end = len(tokens)
-        out += tokens[start:end]
-        out.append(SEPARATOR)
-        starts[which] = end + 1
-    out.pop()
-    return out
+def _folded_whole(texts: list[str]) -> bytes:
+    """``joined_tokens`` of a batch holding a capital sigma: the texts holding one joined,
+    folded and split by one regex pass, the others as any batch's; each text's tokens then
+    put back in its place (spaces around each separator: a text's first or last token
+    stays apart)."""
+    whole = [_CAPITAL_SIGMA in text for text in texts]
+    sigma = _JOIN.join(text for text, w in zip(texts, whole, strict=True) if w)
+    others = _JOIN.join(text for text, w in zip(texts, whole, strict=True) if not w)
+    per_text = [
+        iter(_word_bytes(others).split(_BYTES_SEPARATOR)),
+        iter(" ".join(_WORD_OR_SEPARATOR.findall(fold(sigma))).encode().split(_BYTES_SEPARATOR)),
+    ]
+    return _JOIN.encode().join(next(per_text[w]) for w in whole)
 
 
 def norm_token(token: str) -> str:
