@@ -3,8 +3,8 @@ build tokenises on two cores. ``python -m bot.engine.build_helper DB`` reads row
 bytes) on stdin and writes those papers tokenised (``index.tokenise_part``, a pickle) on
 stdout. ``python -m bot.engine.build_helper --fed CLAIMS SPOOL ANNOUNCED`` (a first ingest,
 ``index._Reader``: three file descriptors) tokenises the papers the ingest hands it (with
-their content hashes) in file order while the ingest writes them, as many as it can claim through ``index._Claims``, and
-writes ``tokenise_papers``' answer on stdout."""
+their content hashes) in file order while the ingest writes them, as many as it can claim
+through ``index._Claims``, and writes ``tokenise_papers``' answer on stdout."""
 
 import itertools
 import marshal

@@ -873,12 +873,12 @@ class _Reader(_Helper):
     content hash (``_tokenise_beside`` matches them).
 
     The papers go as batches of their values and content hashes (``marshal``) appended to a
-    spool file, each announced by a byte on a pipe: the ingest never waits for the reader (a backlog stays in
-    the page cache, not in memory), and the pipe's end (``fed_all``, or this process gone)
-    tells the reader that no more are coming. The spool (about the input's size unpacked:
-    118 MB at 87k) is made beside the database, on the disk that holds the corpus anyway,
-    not in ``/tmp``, which is often memory (tmpfs); where that folder cannot take it, in
-    the temporary folder."""
+    spool file, each announced by a byte on a pipe: the ingest never waits for the reader (a
+    backlog stays in the page cache, not in memory), and the pipe's end (``fed_all``, or
+    this process gone) tells the reader that no more are coming. The spool (about the
+    input's size unpacked: 118 MB at 87k) is made beside the database, on the disk that
+    holds the corpus anyway, not in ``/tmp``, which is often memory (tmpfs); where that
+    folder cannot take it, in the temporary folder."""
 
     def __init__(self, spool_dir: str | None = None):
         self.claims = _Claims()

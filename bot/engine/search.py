@@ -334,6 +334,8 @@ class Engine:
         """The files' papers written in one transaction, a savepoint per file; each paper
         also handed to ``reader`` (``index._Reader``), when there is one, with its content
         hash, as ``corpus.upsert`` writes it."""
+        # The reader gets the rows' batches, hashed once for both.
+        handed = {} if reader is None else {"batch_size": reader.batch_size, "hashed": reader.feed}
         with write_transaction(self.db):
             for path in paths:
                 try:
@@ -343,11 +345,6 @@ class Engine:
                     continue
                 file_report = FileReport(path=stream.path, format=stream.format)
                 papers = _papers_of(stream, file_report)
-                handed = (
-                    {}
-                    if reader is None
-                    else {"batch_size": reader.batch_size, "hashed": reader.feed}
-                )
                 try:
                     with self.db.atomic():
                         counts = corpus.upsert(progress(papers) if progress else papers, **handed)
