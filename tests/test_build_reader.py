@@ -65,6 +65,11 @@ def _papers_in(paths: list[str]):
             yield from (item for item in stream.items if isinstance(item, Paper))
 
 
+def _hashed_papers_in(paths: list[str]):
+    """The files' papers in order with their content hashes, as an ingest feeds its reader."""
+    return ((paper, paper.content_hash()) for paper in _papers_in(paths))
+
+
 def _one_process_files(tmp_path: Path, monkeypatch, sources: list[Path]) -> dict[str, bytes]:
     with monkeypatch.context() as patch:
         patch.setattr(index_module, "BUILD_PROCESSES", 1)
@@ -118,7 +123,7 @@ class _ReadUpTo:
     def __init__(self, paths: list[str], k: int):
         own = index_module._Claims()
         own.end_at(k)
-        self._result = build_helper.tokenise_papers(_papers_in(paths), own)
+        self._result = build_helper.tokenise_papers(_hashed_papers_in(paths), own)
         own.close()
         self.claims = index_module._Claims()
         assert self.claims.take_front(k) == k
@@ -227,7 +232,7 @@ def test_a_reader_stops_when_the_building_process_is_gone(tmp_path, papers, monk
     parents = iter([1000, 1000, 1000])  # its parent, then one batch, then another pid
     monkeypatch.setattr(build_helper.os, "getppid", lambda: next(parents, 1))
     claims = index_module._Claims()
-    part, ids, hashes = build_helper.tokenise_papers(_papers_in([str(source)]), claims)
+    part, ids, hashes = build_helper.tokenise_papers(_hashed_papers_in([str(source)]), claims)
     assert ids == [p["id"] for p in papers[:14]] and len(hashes) == 14
     claims.close()
 
@@ -330,10 +335,15 @@ def test_a_paper_s_values_make_the_same_paper():
     assert Paper(*paper_values(paper)) == paper
 
 
+def _record(batch: list[Paper]) -> bytes:
+    """What ``_Reader.feed`` writes: the batch's papers' values and content hashes."""
+    return marshal.dumps(([paper_values(p) for p in batch], [p.content_hash() for p in batch]), 4)
+
+
 def _spooled(spool, batches: list[list[Paper]]) -> None:
-    """What ``_Reader._send`` writes: a length, then the batch's papers' values."""
+    """What ``_Reader.feed`` writes: a length, then the batch's record."""
     for batch in batches:
-        blob = marshal.dumps([paper_values(paper) for paper in batch], 4)
+        blob = _record(batch)
         spool.write(struct.pack("<q", len(blob)) + blob)
     spool.flush()
 
@@ -344,13 +354,13 @@ def test_the_papers_fed_are_read_by_whole_records_until_the_pipe_ends(tmp_path, 
         announced, announce = os.pipe()
         _spooled(spool, [fed[:10], fed[10:25]])
         os.write(announce, b"\0\0")
-        blob = marshal.dumps([paper_values(paper) for paper in fed[25:]], 4)
+        blob = _record(fed[25:])
         spool.write(struct.pack("<q", len(blob)) + blob[:-5])  # not written whole
         spool.flush()
         os.close(announce)
         got = list(build_helper.papers_fed(spool.fileno(), announced))
         os.close(announced)
-    assert got == fed[:25]
+    assert got == [(paper, paper.content_hash()) for paper in fed[:25]]
 
 
 def test_a_reader_gone_before_it_was_fed_leaves_its_papers_to_the_build(

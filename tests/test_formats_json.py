@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -171,3 +172,35 @@ def test_gzipped_json_list(tmp_path: Path) -> None:
 
     assert result.format == "json"
     assert [p.id for p in result.papers] == [p.id for p in read("papers.json").papers]
+
+
+def test_author_lists_are_cleaned_name_by_name_whatever_sits_next_to_the_separators(
+    tmp_path: Path,
+) -> None:
+    """A clean list is taken whole (``records._plain_names``); a name with spaces or bars at
+    its ends, doubled spaces, controls, or an empty one sends the list the long way."""
+    cases = [
+        (["Ada Lovelace", "Bo Li"], ["Ada Lovelace", "Bo Li"]),
+        (["Bo|Li", "Cy|Dee"], ["Bo|Li", "Cy|Dee"]),
+        ([" Ada", "Bo"], ["Ada", "Bo"]),
+        (["Ada ", "Bo"], ["Ada", "Bo"]),
+        (["Ada", " Bo"], ["Ada", "Bo"]),
+        (["Ada |", "| Bo"], ["Ada |", "| Bo"]),
+        (["Ada", "", "Bo"], ["Ada", "Bo"]),
+        ([""], []),
+        (["|Ada", "Bo|"], ["|Ada", "Bo|"]),
+        (["Ada  Lovelace"], ["Ada Lovelace"]),
+        (["Ada\tLovelace", "Bo\nLi"], ["Ada Lovelace", "Bo Li"]),
+        (["Ada\x1b[31m"], ["Ada"]),
+        (["Ada", 7, None, {"name": " Cy "}], ["Ada", "7", "Cy"]),
+    ]
+    path = tmp_path / "names.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"p{k}", "title": "T", "authors": authors}) + "\n"
+            for k, (authors, _) in enumerate(cases)
+        )
+    )
+    result = read_corpus_file(path)
+    assert result.rejected == []
+    assert [p.authors for p in result.papers] == [want for _, want in cases]

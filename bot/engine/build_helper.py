@@ -2,9 +2,9 @@
 build tokenises on two cores. ``python -m bot.engine.build_helper DB`` reads rowids (int64
 bytes) on stdin and writes those papers tokenised (``index.tokenise_part``, a pickle) on
 stdout. ``python -m bot.engine.build_helper --fed CLAIMS SPOOL ANNOUNCED`` (a first ingest,
-``index._Reader``: three file descriptors) tokenises the papers the ingest hands it in file
-order while the ingest writes them, as many as it can claim through ``index._Claims``, and
-writes ``tokenise_papers``' answer on stdout."""
+``index._Reader``: three file descriptors) tokenises the papers the ingest hands it (with
+their content hashes) in file order while the ingest writes them, as many as it can claim
+through ``index._Claims``, and writes ``tokenise_papers``' answer on stdout."""
 
 import itertools
 import marshal
@@ -31,11 +31,11 @@ def main() -> None:
     sys.stdout.buffer.flush()
 
 
-def tokenise_papers(papers: Iterator[Paper], claims: _Claims) -> tuple:
-    """The papers in file order, tokenised as far as the claims allow (the building process
-    takes the rest from the back): the part (rowids left 0) and each paper's id and content
-    hash, which the builder matches with the database's rows. Stops when the building
-    process is gone."""
+def tokenise_papers(papers: Iterator[tuple[Paper, str]], claims: _Claims) -> tuple:
+    """The papers in file order, each with its content hash (as the ingest computed it),
+    tokenised as far as the claims allow (the building process takes the rest from the back):
+    the part (rowids left 0) and each paper's id and content hash, which the builder matches
+    with the database's rows. Stops when the building process is gone."""
     ids: list[str] = []
     hashes: list[str] = []
     parent = os.getppid()
@@ -43,9 +43,9 @@ def tokenise_papers(papers: Iterator[Paper], claims: _Claims) -> tuple:
     def documents() -> Iterator[tuple[int, dict]]:
         while os.getppid() == parent and (take := claims.take_front(TOKENISE_BATCH)):
             batch = list(itertools.islice(papers, take))
-            for paper in batch:
+            for paper, digest in batch:
                 ids.append(paper.id)
-                hashes.append(paper.content_hash())
+                hashes.append(digest)
                 yield 0, _document(paper)
             if len(batch) < take:
                 return
@@ -65,11 +65,12 @@ def _document(paper: Paper) -> dict:
     }
 
 
-def papers_fed(spool: int, announced: int) -> Iterator[Paper]:
-    """The papers ``index._Reader.feed`` hands over: batches appended to the file ``spool``,
-    each a length and its papers' values (``marshal``), announced by a byte on the pipe ``announced``;
-    its end (the ingest done, or gone) leaves only what the spool holds. A record not
-    written whole (the ingest died mid-way) is not read."""
+def papers_fed(spool: int, announced: int) -> Iterator[tuple[Paper, str]]:
+    """The papers ``index._Reader.feed`` hands over, each with its content hash: batches
+    appended to the file ``spool``, each a length and its papers' values and hashes
+    (``marshal``), announced by a byte on the pipe ``announced``; its end (the ingest done,
+    or gone) leaves only what the spool holds. A record not written whole (the ingest died
+    mid-way) is not read."""
     offset = 0
     while True:
         more = os.read(announced, 4096)
@@ -78,9 +79,9 @@ def papers_fed(spool: int, announced: int) -> Iterator[Paper]:
             (size,) = struct.unpack("<q", os.pread(spool, 8, offset))
             if offset + 8 + size > end:
                 break
-            batch = marshal.loads(os.pread(spool, size, offset + 8))
+            values, digests = marshal.loads(os.pread(spool, size, offset + 8))
             offset += 8 + size
-            yield from (Paper(*values) for values in batch)
+            yield from zip(itertools.starmap(Paper, values), digests, strict=True)
         if not more:
             return
 

@@ -7,7 +7,7 @@ import os
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -276,6 +276,7 @@ class Corpus:
         papers: Iterable[Paper],
         batch_size: int = 1000,
         added_at: Mapping[str, str | None] | None = None,
+        hashed: Callable[[list[Paper], list[str]], None] | None = None,
     ) -> UpsertCounts:
         """Add new papers, update changed ones, leave identical ones alone.
 
@@ -283,7 +284,9 @@ class Corpus:
         ``corpus_version`` only when something changed so an unchanged re-ingest is free.
         ``added_at`` (by paper id, read when each paper is written): when a paper came from
         another store (the shared corpus), the time it was first added there, so digests on
-        every host agree on what is new.
+        every host agree on what is new. ``hashed(papers, digests)``: each batch of papers as
+        read, before it is written, with their content hashes (a first ingest's build reader
+        takes them rather than hashing every paper again).
         """
         counts = UpsertCounts()
         now = utcnow()
@@ -302,9 +305,11 @@ class Corpus:
                     f"select id, content_hash from papers where id in ({placeholders})", ids
                 ).fetchall()
             )
+            digests = [paper.content_hash() for paper in batch]
+            if hashed is not None:
+                hashed(batch, digests)
             rows = []
-            for paper in batch:
-                digest = paper.content_hash()
+            for paper, digest in zip(batch, digests, strict=True):
                 if known.get(paper.id) == digest:
                     counts.unchanged += 1
                     continue

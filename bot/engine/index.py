@@ -978,13 +978,13 @@ class _Reader(_Helper):
     (as much CPU as the tokenising saved). ``result`` is its part, with each paper's id and
     content hash (``_tokenise_beside`` matches them).
 
-    The papers go as batches of their values (``marshal``) appended to a spool file, each
-    announced by a byte on a pipe: the ingest never waits for the reader (a backlog stays in
-    the page cache, not in memory), and the pipe's end (``fed_all``, or this process gone)
-    tells the reader that no more are coming. The spool (about the input's size unpacked:
-    118 MB at 87k) is made beside the database, on the disk that holds the corpus anyway,
-    not in ``/tmp``, which is often memory (tmpfs); where that folder cannot take it, in
-    the temporary folder."""
+    The papers go as batches of their values and content hashes (``marshal``) appended to a
+    spool file, each announced by a byte on a pipe: the ingest never waits for the reader (a
+    backlog stays in the page cache, not in memory), and the pipe's end (``fed_all``, or
+    this process gone) tells the reader that no more are coming. The spool (about the
+    input's size unpacked: 118 MB at 87k) is made beside the database, on the disk that
+    holds the corpus anyway, not in ``/tmp``, which is often memory (tmpfs); where that
+    folder cannot take it, in the temporary folder."""
 
     def __init__(self, spool_dir: str | None = None):
         self.claims = _Claims()
@@ -994,7 +994,6 @@ class _Reader(_Helper):
             self._spool = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115
         announced, self._announce = os.pipe()
         fds = (self.claims.fileno(), self._spool.fileno(), announced)
-        self._batch: list[Paper] = []
         try:
             self._start(["--fed", *map(str, fds)], stdin=subprocess.DEVNULL, pass_fds=fds)
         finally:
@@ -1006,22 +1005,18 @@ class _Reader(_Helper):
             self._thread = threading.Thread(target=self._talk, args=(None,), daemon=True)
             self._thread.start()
 
-    def feed(self, papers: Iterable[Paper]) -> Iterable[Paper]:
-        """``papers`` (``Paper``s) as they come, each also handed to the reader."""
-        for paper in papers:
-            if self._announce >= 0:
-                self._batch.append(paper)
-                if len(self._batch) >= TOKENISE_BATCH:
-                    self._send()
-            yield paper
-        self._send()
+    @property
+    def batch_size(self) -> int:
+        """How many papers the ingest hands over at a time (``feed``)."""
+        return TOKENISE_BATCH
 
-    def _send(self) -> None:
-        if not self._batch or self._announce < 0:
+    def feed(self, papers: list[Paper], digests: list[str]) -> None:
+        """Hand ``papers`` over, with their content hashes (``Corpus.upsert``'s ``hashed``:
+        the ingest computes them for the rows, the reader need not again)."""
+        if not papers or self._announce < 0:
             return
         # marshal: a third less time than pickle, both ways (the same interpreter reads it)
-        blob = marshal.dumps(list(map(paper_values, self._batch)), 4)
-        self._batch = []
+        blob = marshal.dumps((list(map(paper_values, papers)), digests), 4)
         record = memoryview(struct.pack("<q", len(blob)) + blob)
         try:
             while record:

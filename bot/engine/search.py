@@ -332,7 +332,10 @@ class Engine:
         self, paths, corpus: Corpus, report: IngestReport, progress, reader=None
     ) -> None:
         """The files' papers written in one transaction, a savepoint per file; each paper
-        also handed to ``reader`` (``index._Reader``), when there is one."""
+        also handed to ``reader`` (``index._Reader``), when there is one, with its content
+        hash, as ``corpus.upsert`` writes it."""
+        # The reader gets the rows' batches, hashed once for both.
+        handed = {} if reader is None else {"batch_size": reader.batch_size, "hashed": reader.feed}
         with write_transaction(self.db):
             for path in paths:
                 try:
@@ -342,11 +345,9 @@ class Engine:
                     continue
                 file_report = FileReport(path=stream.path, format=stream.format)
                 papers = _papers_of(stream, file_report)
-                if reader is not None:
-                    papers = reader.feed(papers)
                 try:
                     with self.db.atomic():
-                        counts = corpus.upsert(progress(papers) if progress else papers)
+                        counts = corpus.upsert(progress(papers) if progress else papers, **handed)
                 except CorpusFileError as error:
                     report.file_errors.append(f"{error} Nothing from this file was saved.")
                     continue
