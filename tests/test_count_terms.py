@@ -204,3 +204,23 @@ def test_the_chunks_keys_merge_into_their_summed_counts(high):
     empty = np.zeros(0, np.int64)
     assert [a.tolist() for a in index_module._merged_counts([(empty, empty)] * 2)] == [[], []]
     assert [a.tolist() for a in index_module._merged_counts([])] == [[], []]
+
+
+def test_the_vocabulary_is_built_from_the_words_bytes_in_the_order_given():
+    """``_sorted_vocabulary`` (the build's vocabulary, no string per term) is the plain
+    vocabulary of the terms themselves, in the order given, multi-byte words included; and
+    ``_terms_of`` reads the terms back, a newline inside one included."""
+    unigrams = ["ab", "é", "a", "ß1", "z"]
+    n = len(unigrams)
+    keys = np.asarray([1 * n + 0, 0 * n + 4, 3 * n + 3, 2 * n + 1], dtype=np.int64)
+    terms = unigrams + [f"{unigrams[k // n]} {unigrams[k % n]}" for k in keys.tolist()]
+    for order in (index_module._sorted_terms(unigrams, keys), np.arange(len(terms))[::-1]):
+        blob, offsets = index_module._sorted_vocabulary(unigrams, keys, order)
+        expected = index_module._plain_vocabulary([terms[i] for i in order])
+        assert blob == expected[0]
+        assert offsets.tolist() == expected[1].tolist()
+        assert index_module._terms_of(blob, offsets) == [terms[i] for i in order]
+    words_only = index_module._sorted_vocabulary(unigrams, keys[:0], np.asarray([2, 0, 4, 1, 3]))
+    assert words_only[0] == "a\nab\nz\né\nß1\n".encode()
+    assert index_module._terms_of(*index_module._plain_vocabulary(["a\nb", "c"])) == ["a\nb", "c"]
+    assert index_module._terms_of(*index_module._plain_vocabulary([])) == []

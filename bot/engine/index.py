@@ -384,7 +384,28 @@ _SERIAL = _SerialPool()
 def count_terms(
     fields: list[_Field], n_docs: int, unigrams: list[str], min_bigram_df: int = MIN_BIGRAM_DF
 ):
-    """Weighted unigram and bigram counts (documents x terms) and the sorted vocabulary.
+    """Weighted unigram and bigram counts (documents x terms) and the sorted vocabulary
+    (``_term_counts``, its terms as strings)."""
+    counts, plain = _term_counts(fields, n_docs, unigrams, min_bigram_df)
+    return counts, _terms_of(*plain)
+
+
+def _terms_of(blob: bytes, offsets: np.ndarray) -> list[str]:
+    """The terms of a plain vocabulary (each followed by a newline)."""
+    n = len(offsets) - 1
+    terms = blob.decode().split("\n") if n else [""]
+    if len(terms) == n + 1:  # no term holds a newline: split in C
+        return terms[:n]
+    bounds = np.asarray(offsets).tolist()
+    return [blob[a : b - 1].decode() for a, b in itertools.pairwise(bounds)]
+
+
+def _term_counts(
+    fields: list[_Field], n_docs: int, unigrams: list[str], min_bigram_df: int
+) -> tuple[sp.csr_matrix, tuple[bytes, np.ndarray]]:
+    """Weighted unigram and bigram counts (documents x terms) and the sorted vocabulary as
+    a plain blob and offsets (``_plain_vocabulary``; built from the words' bytes by
+    ``_sorted_vocabulary``, no string per term).
 
     Equivalent to scikit-learn's ``CountVectorizer(analyzer=analyze)`` applied per field and
     summed with the field weights, plus a ``min_df`` for bigrams only; done with numpy on
@@ -440,13 +461,12 @@ def count_terms(
         all_keys, df = _merged_counts(list(pool.map(pass_one, range(len(chunks)))))
         kept = all_keys[df >= min_bigram_df]
         del all_keys, df
-        terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
         # Column ids in sorted-term order, so the vocabulary can be searched by bisection;
         # known before pass 2, so each chunk's columns come out sorted (no remapping).
         order = _sorted_terms(unigrams, kept)
-        rank = np.empty(len(terms), dtype=np.int32)
-        rank[order] = np.arange(len(terms), dtype=np.int32)
         width = n_uni + len(kept)
+        rank = np.empty(width, dtype=np.int32)
+        rank[order] = np.arange(width, dtype=np.int32)
 
         def pass_two(number: int) -> sp.csr_matrix:
             a, b = chunks[number]
@@ -469,15 +489,17 @@ def count_terms(
             return part
 
         # Pass 2: the counts, chunk by chunk (unigram columns, then the kept bigrams', by
-        # rank), stacked in chunk order.
-        parts = list(pool.map(pass_two, range(len(chunks))))
+        # rank), stacked in chunk order; the vocabulary meanwhile (numpy, mostly).
+        parts = pool.map(pass_two, range(len(chunks)))
+        plain = _sorted_vocabulary(unigrams, kept, order)
+        parts = list(parts)
     if parts:
         counts = sp.vstack(parts, format="csr", dtype=np.float32)
     else:
         counts = sp.csr_matrix((n_docs, width), dtype=np.float32)
     del parts
     counts.sort_indices()  # sorted already, chunk by chunk; this only checks the flag
-    return counts, [terms[i] for i in order.tolist()]
+    return counts, plain
 
 
 def _merged_counts(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -525,6 +547,44 @@ def _sorted_terms(unigrams: list[str], bigrams: np.ndarray) -> np.ndarray:
     return np.lexsort((second, first))
 
 
+def _sorted_vocabulary(
+    unigrams: list[str], bigrams: np.ndarray, order: np.ndarray
+) -> tuple[bytes, np.ndarray]:
+    """The terms (``unigrams``, then the ``bigrams``: keys ``first * n + second``) in the
+    ``order`` given, as a plain vocabulary (``_plain_vocabulary``), built with numpy from
+    the words' bytes: each word with its newline; each bigram as its first word, a space,
+    and its second word with its newline (no Python string per term)."""
+    blob, offsets = _plain_vocabulary(unigrams)
+    n_uni, n = len(unigrams), len(order)
+    if not n:
+        return blob, offsets
+    order = np.asarray(order, dtype=np.int64)
+    lengths = np.diff(offsets)  # with the newline
+    word_at = np.flatnonzero(order < n_uni)
+    bigram_at = np.flatnonzero(order >= n_uni)
+    word = order[word_at]
+    first, second = np.divmod(np.asarray(bigrams, dtype=np.int64)[order[bigram_at] - n_uni], n_uni)
+    # The byte ranges copied, in term order: a word's is one; a bigram's three.
+    pieces = np.ones(n, dtype=np.int64)
+    pieces[bigram_at] = 3
+    at = np.zeros(n, dtype=np.int64)
+    np.cumsum(pieces[:-1], out=at[1:])
+    starts = np.empty(int(at[-1] + pieces[-1]), dtype=np.int64)
+    sizes = np.empty(len(starts), dtype=np.int64)
+    starts[at[word_at]], sizes[at[word_at]] = offsets[word], lengths[word]
+    b_at = at[bigram_at]
+    starts[b_at], sizes[b_at] = offsets[first], lengths[first] - 1
+    starts[b_at + 1], sizes[b_at + 1] = len(blob), 1  # the space, after the words' bytes
+    starts[b_at + 2], sizes[b_at + 2] = offsets[second], lengths[second]
+    data = np.frombuffer(blob + b" ", dtype=np.uint8)
+    ends = np.cumsum(sizes)
+    source = np.arange(int(ends[-1]), dtype=np.int64)
+    source += np.repeat(starts - (ends - sizes), sizes)
+    term_offsets = np.zeros(n + 1, dtype=np.int64)
+    term_offsets[1:] = ends[at + pieces - 1]
+    return data[source].tobytes(), term_offsets
+
+
 def _beside(function, *arguments) -> Future:
     """``function(*arguments)`` in a thread of its own, started now: for work that can run
     while this thread is in numpy (which lets the GIL go). Its ``result()`` re-raises what
@@ -550,6 +610,8 @@ class _Counted:
     venues: list[str]
     counts: sp.csr_matrix
     vocabulary: list[str]
+    #: The vocabulary as a plain blob and offsets (``_plain_vocabulary``), when known.
+    plain: tuple[bytes, np.ndarray] | None = None
 
 
 @dataclass
@@ -1003,13 +1065,14 @@ def _count(documents: Iterable[tuple[int, dict]] | _Tokens, min_bigram_df: int) 
     tokens = documents if isinstance(documents, _Tokens) else _tokenise(documents)
     n = len(tokens.rowids)
     unigrams = list(tokens.unigram_ids)
-    counts, vocabulary = count_terms(tokens.fields, n, unigrams, min_bigram_df)
+    counts, (blob, offsets) = _term_counts(tokens.fields, n, unigrams, min_bigram_df)
     return _Counted(
         np.asarray(tokens.rowids, dtype=np.int64),
         np.asarray(tokens.years, dtype=np.int32),
         tokens.venues,
         counts,
-        vocabulary,
+        _terms_of(blob, offsets),
+        (blob, offsets),
     )
 
 
@@ -1289,6 +1352,11 @@ def _plain_vocabulary(vocabulary: list[str]) -> tuple[bytes, np.ndarray]:
     return blob, offsets
 
 
+def _plain_of(counted: _Counted) -> tuple[bytes, np.ndarray]:
+    """A counted batch's vocabulary as a plain blob and offsets (as counted, or joined)."""
+    return counted.plain if counted.plain is not None else _plain_vocabulary(counted.vocabulary)
+
+
 def _front_code(
     blob: bytes, offsets: np.ndarray, block: int
 ) -> tuple[bytes, np.ndarray, np.ndarray]:
@@ -1334,7 +1402,7 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     """The files of a segment: weighted counts both ways, vocabulary."""
     # The vocabulary's front coding (its own arrays) beside the matrix's transpose, and the
     # lists' blocks beside their counts' packing: numpy lets the GIL go, both cores work.
-    coded = _beside(lambda: _front_code(*_plain_vocabulary(counted.vocabulary), VOCAB_BLOCK))
+    coded = _beside(lambda: _front_code(*_plain_of(counted), VOCAB_BLOCK))
     x = counted.counts
     x.sort_indices()
     # Counts in their narrowest type before the transpose: at 872k papers each float copy of
@@ -1414,7 +1482,7 @@ def _write_segment(
     arrays, blob, meta = _segment_arrays(counted, min_bigram_df)
     if main is not None:
         main_vocab = Segment(directory / main, verify=False).vocab
-        arrays["main_terms"] = main_vocab.ids_of(*_plain_vocabulary(counted.vocabulary))
+        arrays["main_terms"] = main_vocab.ids_of(*_plain_of(counted))
         arrays["main_terms"] = arrays["main_terms"].astype(np.int32)
         meta["main"] = main
     name = _next_segment_name(directory)
