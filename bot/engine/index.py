@@ -578,8 +578,10 @@ def _sorted_vocabulary(
     starts[b_at + 2], sizes[b_at + 2] = offsets[second], lengths[second]
     data = np.frombuffer(blob + b" ", dtype=np.uint8)
     ends = np.cumsum(sizes)
-    source = np.arange(int(ends[-1]), dtype=np.int64)
-    source += np.repeat(starts - (ends - sizes), sizes)
+    # Each byte's source: int32 while the words' bytes allow (half the temporary memory).
+    position = np.int32 if len(data) < 1 << 31 and ends[-1] < 1 << 31 else np.int64
+    source = np.arange(int(ends[-1]), dtype=position)
+    source += np.repeat((starts - (ends - sizes)).astype(position), sizes)
     term_offsets = np.zeros(n + 1, dtype=np.int64)
     term_offsets[1:] = ends[at + pieces - 1]
     return data[source].tobytes(), term_offsets
