@@ -58,13 +58,13 @@ def test_chunks_counted_in_threads_give_the_same_matrix(monkeypatch):
     ]
     monkeypatch.setattr(index_module, "CHUNK_DOCS", 7)
     threads = set()
-    pieces = index_module._pieces
+    codes = index_module._bigram_codes
 
     def spying(*args):
         threads.add(threading.current_thread().name)
-        return pieces(*args)
+        return codes(*args)
 
-    monkeypatch.setattr(index_module, "_pieces", spying)
+    monkeypatch.setattr(index_module, "_bigram_codes", spying)
     results = []
     for n_threads in (1, 2):
         monkeypatch.setattr(index_module, "COUNT_THREADS", n_threads)
@@ -115,13 +115,13 @@ def test_pairs_not_kept_between_the_passes_are_found_again(monkeypatch):
     ]
     monkeypatch.setattr(index_module, "CHUNK_DOCS", 10)
     sorted_again = []
-    real_pieces = index_module._pieces
+    real_codes = index_module._bigram_codes
 
-    def pieces(*args):
-        sorted_again.append(len(args) == 4)  # the bigram pieces asked for
-        return real_pieces(*args)
+    def codes(*args):
+        sorted_again.append(True)  # a chunk's bigrams found (and sorted)
+        return real_codes(*args)
 
-    monkeypatch.setattr(index_module, "_pieces", pieces)
+    monkeypatch.setattr(index_module, "_bigram_codes", codes)
     results = []
     for room, threads in ((0, 1), (3000, 2), (3000, 1), (1 << 30, 2)):
         monkeypatch.setattr(index_module, "KEPT_PAIRS_BYTES", room)
@@ -224,3 +224,17 @@ def test_the_vocabulary_is_built_from_the_words_bytes_in_the_order_given():
     assert words_only[0] == "a\nab\nz\né\nß1\n".encode()
     assert index_module._terms_of(*index_module._plain_vocabulary(["a\nb", "c"])) == ["a\nb", "c"]
     assert index_module._terms_of(*index_module._plain_vocabulary([])) == []
+
+
+def test_two_blocks_sizes_are_each_lists_papers_before_the_boundary():
+    """``_block_sizes`` at two blocks (87k papers) counts from one running sum, not per
+    (list, block) key: each list's papers in block 0, empty lists included."""
+    rng = np.random.default_rng(17)
+    block = 50
+    lists = [np.sort(rng.choice(2 * block, rng.integers(0, 40), replace=False)) for _ in range(60)]
+    lists[3:6] = [np.zeros(0, np.int64), np.arange(3), np.asarray([block - 1, block])]
+    indices = np.concatenate(lists).astype(np.int32)
+    indptr = np.concatenate([[0], np.cumsum([len(docs) for docs in lists])])
+    sizes = index_module._block_sizes(indices, indptr, 2, block)
+    assert sizes.dtype == np.uint32
+    assert sizes.tolist() == [int((docs < block).sum()) for docs in lists]

@@ -300,38 +300,42 @@ def unique(values: np.ndarray, kind: str | None = None) -> np.ndarray:
     return values[keep]
 
 
-def _pieces(fields: list[_Field], start: int, end: int, n_uni: int, bigrams: bool = True):
-    """For documents [start, end): (docs, unigram ids, weights) and (docs, bigram keys, fields)
-    (empty arrays when not ``bigrams``).
+def _unigram_pieces(fields: list[_Field], start: int, end: int):
+    """For documents [start, end): each unigram's document (local to the chunk), id and
+    field weight."""
+    docs, ids, weights = [], [], []
+    for text_field in fields:
+        offsets = np.frombuffer(text_field.offsets, dtype=np.int64)[start : end + 1]
+        docs.append(np.repeat(np.arange(end - start, dtype=np.int32), np.diff(offsets)))
+        ids.append(np.frombuffer(text_field.ids, dtype=np.int32)[offsets[0] : offsets[-1]])
+        weights.append(np.full(len(ids[-1]), text_field.weight, dtype=np.float32))
+    if not fields:
+        return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
+    return np.concatenate(docs), np.concatenate(ids), np.concatenate(weights)
 
-    Document numbers are local to the chunk; a bigram key is ``first * n_uni + second``, its
-    field the index in ``fields``; bigrams never span two fields or two documents.
-    """
-    uni_docs, uni_ids, uni_vals, bi_docs, bi_keys, bi_fields = [], [], [], [], [], []
+
+def _bigram_codes(fields: list[_Field], start: int, end: int, n_uni: int) -> np.ndarray:
+    """For documents [start, end): each bigram's code ``(key * (end - start) + document) *
+    len(fields) + field`` (int64, unsorted), its key ``first * n_uni + second``, its document
+    local to the chunk, its field the index in ``fields``; bigrams never span two fields or
+    two documents. Built field by field in place: no array of documents, keys or fields
+    for the whole chunk."""
+    n_docs, n_fields = end - start, len(fields)
+    codes = [np.zeros(0, np.int64)]
     for number, text_field in enumerate(fields):
-        offsets = np.frombuffer(text_field.offsets, dtype=np.int64)
-        ids = np.frombuffer(text_field.ids, dtype=np.int32)[offsets[start] : offsets[end]]
-        doc_of = np.repeat(
-            np.arange(end - start, dtype=np.int32), np.diff(offsets[start : end + 1])
-        )
-        uni_docs.append(doc_of)
-        uni_ids.append(ids)
-        uni_vals.append(np.full(len(ids), text_field.weight, dtype=np.float32))
-        if not bigrams:
-            continue
+        offsets = np.frombuffer(text_field.offsets, dtype=np.int64)[start : end + 1]
+        ids = np.frombuffer(text_field.ids, dtype=np.int32)[offsets[0] : offsets[-1]]
+        doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), np.diff(offsets))
         same_doc = doc_of[1:] == doc_of[:-1]
-        bi_docs.append(doc_of[1:][same_doc])
-        bi_keys.append(ids[:-1].astype(np.int64)[same_doc] * n_uni + ids[1:][same_doc])
-        bi_fields.append(np.full(int(same_doc.sum()), number, dtype=np.int64))
-
-    def cat(arrays: list[np.ndarray], dtype) -> np.ndarray:
-        return np.concatenate(arrays) if arrays else np.zeros(0, dtype)
-
-    return (cat(uni_docs, np.int32), cat(uni_ids, np.int32), cat(uni_vals, np.float32)), (
-        cat(bi_docs, np.int32),
-        cat(bi_keys, np.int64),
-        cat(bi_fields, np.int64),
-    )
+        code = ids[:-1][same_doc].astype(np.int64)
+        code *= n_uni
+        code += ids[1:][same_doc]
+        code *= n_docs
+        code += doc_of[1:][same_doc]
+        code *= n_fields
+        code += number
+        codes.append(code)
+    return np.concatenate(codes)
 
 
 def _starts(values: np.ndarray) -> np.ndarray:
@@ -430,11 +434,10 @@ def _term_counts(
     def pairs_in(number: int) -> tuple[np.ndarray, np.ndarray]:
         """The chunk's (bigram, paper) pairs, sorted, and their weighted counts."""
         a, b = chunks[number]
-        _, (b_docs, b_keys, b_fields) = _pieces(fields, a, b, n_uni)
         # (bigram, paper, field) codes sorted: each distinct one's occurrences times its
         # field's weight, summed over the fields of a (bigram, paper) pair.
-        codes = np.sort((b_keys * (b - a) + b_docs) * n_fields + b_fields)
-        del b_docs, b_keys, b_fields
+        codes = _bigram_codes(fields, a, b, n_uni)
+        codes.sort()
         firsts = _starts(codes)
         counts = np.diff(firsts, append=len(codes)).astype(np.float32)
         codes = codes[firsts]
@@ -470,7 +473,7 @@ def _term_counts(
 
         def pass_two(number: int) -> sp.csr_matrix:
             a, b = chunks[number]
-            (u_docs, u_ids, u_vals), _ = _pieces(fields, a, b, n_uni, False)  # unigrams only
+            u_docs, u_ids, u_vals = _unigram_pieces(fields, a, b)
             kept_pairs, pairs_of[number] = pairs_of[number], None
             pairs, pair_counts = kept_pairs if kept_pairs is not None else pairs_in(number)
             pair_keys = pairs // (b - a)
@@ -1112,6 +1115,12 @@ def _block_sizes(indices: np.ndarray, indptr: np.ndarray, blocks: int, block: in
     n_terms = len(indptr) - 1
     out = np.zeros(n_terms * (blocks - 1), dtype=np.uint32)
     if blocks == 1:
+        return out
+    if blocks == 2:  # (87k papers) each list's papers before the boundary, from one running sum
+        below = np.zeros(len(indices) + 1, dtype=np.int32 if len(indices) < 1 << 31 else np.int64)
+        np.cumsum(np.asarray(indices) < block, out=below[1:])
+        indptr = np.asarray(indptr)
+        np.subtract(below[indptr[1:]], below[indptr[:-1]], out=out, casting="unsafe")
         return out
     for term, end, a, b in _posting_chunks(np.asarray(indptr), n_terms, 1 << 22):
         rows = np.repeat(np.arange(end - term, dtype=np.int64), np.diff(indptr[term : end + 1]))
