@@ -1,5 +1,6 @@
 """``count_terms`` (sorted bigram codes, chunk by chunk) against a plain dictionary count."""
 
+import itertools
 from collections import Counter
 
 import numpy as np
@@ -238,3 +239,24 @@ def test_two_blocks_sizes_are_each_lists_papers_before_the_boundary():
     sizes = index_module._block_sizes(indices, indptr, 2, block)
     assert sizes.dtype == np.uint32
     assert sizes.tolist() == [int((docs < block).sum()) for docs in lists]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_the_chunks_keys_cut_into_ranges_merge_as_all_of_them(n):
+    """``_key_ranges`` (pass 1's merge, a range of keys a thread): each range's keys below
+    the next's, so the ranges merged one after another are the merge of all the chunks."""
+    rng = np.random.default_rng(23)
+    runs = []
+    for size in (0, 500, 3000, 1, 800):
+        keys = np.unique(rng.integers(0, 5000, size))
+        runs.append((keys, rng.integers(1, 9, len(keys))))
+    whole = index_module._merged_counts(runs)
+    ranges = index_module._key_ranges(runs, n)
+    assert len(ranges) == n
+    merged = [index_module._merged_counts(part) for part in ranges]
+    assert all(len(keys) for keys, _ in merged)
+    for (low, _), (high, _) in itertools.pairwise(merged):
+        assert low[-1] < high[0]
+    for k in range(2):
+        assert np.concatenate([part[k] for part in merged]).tolist() == whole[k].tolist()
+    assert index_module._key_ranges([], n) == [[]]

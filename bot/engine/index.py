@@ -424,6 +424,7 @@ def _term_counts(
     """
     n_uni = len(unigrams)
     n_fields = len(fields)
+    ranks = _beside(_word_ranks, unigrams)  # (a Python sort) while pass 1 is in numpy
     step = _chunk_docs(n_uni, n_fields)
     chunks = [(a, min(a + step, n_docs)) for a in range(0, n_docs, step)]
     weights = np.asarray([f.weight for f in fields], dtype=np.float32)
@@ -460,13 +461,19 @@ def _term_counts(
         return pair_keys[firsts], np.diff(firsts, append=len(pair_keys))
 
     with _chunk_pool(len(chunks)) as pool:
-        # Pass 1: each bigram's document frequency, merged over the chunks (in chunk order).
-        all_keys, df = _merged_counts(list(pool.map(pass_one, range(len(chunks)))))
-        kept = all_keys[df >= min_bigram_df]
-        del all_keys, df
+        # Pass 1: each bigram's document frequency, merged over the chunks (in chunk order),
+        # a range of keys a thread.
+        ranges = _key_ranges(list(pool.map(pass_one, range(len(chunks)))), COUNT_THREADS)
+
+        def kept_in(runs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+            keys, df = _merged_counts(runs)
+            return keys[df >= min_bigram_df]
+
+        kept = np.concatenate([np.zeros(0, np.int64), *pool.map(kept_in, ranges)])
+        del ranges
         # Column ids in sorted-term order, so the vocabulary can be searched by bisection;
         # known before pass 2, so each chunk's columns come out sorted (no remapping).
-        order = _sorted_terms(unigrams, kept)
+        order = _sorted_terms(unigrams, kept, ranks.result())
         width = n_uni + len(kept)
         rank = np.empty(width, dtype=np.int32)
         rank[order] = np.arange(width, dtype=np.int32)
@@ -520,11 +527,12 @@ def _merged_counts(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
     if not len(keys):
         return keys, counts
     shift = int(counts.max()).bit_length()
-    if int(keys.max()) < 1 << (63 - shift):
-        packed = np.sort((keys << shift) | counts, kind="stable")
-        del keys, counts
-        keys, counts = packed >> shift, packed & ((1 << shift) - 1)
-        del packed
+    if int(keys.max()) < 1 << (63 - shift):  # packed, sorted and unpacked in place
+        keys <<= shift
+        keys |= counts
+        keys.sort(kind="stable")
+        counts = keys & ((1 << shift) - 1)
+        keys >>= shift
     else:
         order = np.argsort(keys, kind="stable")
         keys, counts = keys[order], counts[order]
@@ -533,21 +541,55 @@ def _merged_counts(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
     return keys[firsts], np.add.reduceat(counts, firsts)
 
 
-def _sorted_terms(unigrams: list[str], bigrams: np.ndarray) -> np.ndarray:
-    """The order of ``unigrams`` followed by the ``bigrams`` (keys ``first * n + second``,
-    as terms ``"first second"``) that ``sorted`` would give the terms, from a sort of the
-    unigrams only. A word never holds a space nor a character below it, so ``"a b"`` sorts
-    exactly as the pair (a, b) does, and after ``"a"`` itself: the order is by the first
-    word's rank, then the second's (a unigram first), which numpy sorts as integers."""
+def _word_ranks(unigrams: list[str]) -> np.ndarray:
+    """Each word's place in ``sorted(unigrams)`` (int64)."""
     n_uni = len(unigrams)
     rank = np.empty(n_uni, dtype=np.int64)
     rank[np.asarray(sorted(range(n_uni), key=unigrams.__getitem__), dtype=np.int64)] = np.arange(
         n_uni, dtype=np.int64
     )
-    bigrams = np.asarray(bigrams, dtype=np.int64)
-    first = np.concatenate([rank, rank[bigrams // max(n_uni, 1)]])
-    second = np.concatenate([np.zeros(n_uni, np.int64), 1 + rank[bigrams % max(n_uni, 1)]])
-    return np.lexsort((second, first))
+    return rank
+
+
+#: ``_key_ranges`` cuts the keys at quantiles of every this-many-th key of each chunk.
+_KEY_SAMPLE = 64
+
+
+def _key_ranges(runs: list[tuple[np.ndarray, np.ndarray]], n: int) -> list[list[tuple]]:
+    """The chunks' (sorted keys, counts) cut into ``n`` ranges of keys of about equal size
+    (every key of a range below the next range's), each a list of the chunks' pieces: merged
+    a range a thread, one after the other they are the merge of all."""
+    sample = np.concatenate([np.zeros(0, np.int64), *(keys[::_KEY_SAMPLE] for keys, _ in runs)])
+    if n < 2 or not len(sample):
+        return [runs]
+    sample.sort()
+    pivots = sample[[len(sample) * i // n for i in range(1, n)]]
+    ranges: list[list[tuple]] = [[] for _ in range(n)]
+    for keys, counts in runs:
+        cuts = [0, *np.searchsorted(keys, pivots).tolist(), len(keys)]
+        for i, (a, b) in enumerate(itertools.pairwise(cuts)):
+            ranges[i].append((keys[a:b], counts[a:b]))
+    return ranges
+
+
+def _sorted_terms(
+    unigrams: list[str], bigrams: np.ndarray, rank: np.ndarray | None = None
+) -> np.ndarray:
+    """The order of ``unigrams`` followed by the ``bigrams`` (keys ``first * n + second``,
+    as terms ``"first second"``) that ``sorted`` would give the terms, from a sort of the
+    unigrams only (``rank``: ``_word_ranks``, when known). A word never holds a space nor a
+    character below it, so ``"a b"`` sorts exactly as the pair (a, b) does, and after
+    ``"a"`` itself: the order is by the first word's rank, then the second's (a unigram
+    first), one integer a term (``first * (n + 1) + second``, all distinct), sorted."""
+    n_uni = len(unigrams)
+    rank = _word_ranks(unigrams) if rank is None else rank
+    first, second = np.divmod(np.asarray(bigrams, dtype=np.int64), max(n_uni, 1))
+    keys = np.empty(n_uni + len(first), dtype=np.int64)
+    np.multiply(rank, n_uni + 1, out=keys[:n_uni])
+    np.multiply(rank[first], n_uni + 1, out=keys[n_uni:])
+    keys[n_uni:] += rank[second]
+    keys[n_uni:] += 1
+    return np.argsort(keys)
 
 
 def _sorted_vocabulary(
@@ -614,9 +656,18 @@ class _Counted:
     years: np.ndarray
     venues: list[str]
     counts: sp.csr_matrix
-    vocabulary: list[str]
+    #: The vocabulary as strings; None when ``plain`` holds it (made on first use).
+    terms: list[str] | None
     #: The vocabulary as a plain blob and offsets (``_plain_vocabulary``), when known.
     plain: tuple[bytes, np.ndarray] | None = None
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """The terms as strings: made from ``plain`` when first asked (a full build writes
+        the blob and never needs them: 750k strings at 87k papers)."""
+        if self.terms is None:
+            self.terms = _terms_of(*self.plain)
+        return self.terms
 
 
 @dataclass
@@ -1076,7 +1127,7 @@ def _count(documents: Iterable[tuple[int, dict]] | _Tokens, min_bigram_df: int) 
         np.asarray(tokens.years, dtype=np.int32),
         tokens.venues,
         counts,
-        _terms_of(blob, offsets),
+        None,
         (blob, offsets),
     )
 
@@ -1425,7 +1476,6 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     xt.sort_indices()
     block = BLOCK  # read once: recorded in meta.json, which readers go by
     blocks = _blocks_of(x.shape[0], block)
-    vocabulary = counted.vocabulary
     venue_names = sorted(set(counted.venues))
     venue_code = {v: i for i, v in enumerate(venue_names)}
     nnz = int(xt.indptr[-1])
@@ -1451,7 +1501,7 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     meta = {
         "format": FORMAT_VERSION,
         "documents": len(counted.rowids),
-        "terms": len(vocabulary),
+        "terms": x.shape[1],
         "blocks": blocks,
         "block": block,
         "counts": str(xt.data.dtype),
@@ -1663,7 +1713,7 @@ def build_index(corpus: Corpus, directory: Path, progress=None) -> BuildStats:
     previous = read_current(directory)
     version = corpus.version  # read first: a paper changed meanwhile is re-added by a delta
     counted = _count(_tokenise_corpus(corpus), MIN_BIGRAM_DF)
-    n, terms = len(counted.rowids), len(counted.vocabulary)
+    n, terms = counted.counts.shape
     name = _write_segment(directory, counted, MIN_BIGRAM_DF)
     del counted
     _publish(directory, version, [{"name": name, "documents": n, "deleted": None}], previous)
