@@ -845,18 +845,19 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
     process now tokenises from the last rowid backwards until the two meet (``_Claims``).
     The reader's papers are used while their (id, content hash) match the database's rows
     in rowid order (all of them for a first ingest of files without repeated ids); from the
-    first that does not, they are tokenised here."""
+    first that does not, they are tokenised here. The rows' ids and hashes are read after
+    this process's share, while the reader finishes its own (its last batch, its pickle)."""
     reader.fed_all()
     try:
-        rows = corpus.db.execute("select rowid, id, content_hash from papers order by rowid")
-        rows = rows.fetchall()
-        rowids, ids, hashes = ([row[k] for row in rows] for k in range(3))
+        rowids = [r for (r,) in corpus.db.execute("select rowid from papers order by rowid")]
         unigram_ids, known = {}, _known_tokens()
         mine, start = [], reader.claims.end_at(len(rowids))
         while span := reader.claims.take_back(TOKENISE_BATCH):
             start = span[0]
             mine.append(_tokenise(corpus.documents_of(rowids[slice(*span)]), unigram_ids, known))
         mine.reverse()  # in rowid order
+        rows = corpus.db.execute("select rowid, id, content_hash from papers order by rowid")
+        rows = rows.fetchall()
         result = reader.result()
     finally:
         reader.discard()
@@ -864,7 +865,10 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
     if result is not None:
         part, read_ids, read_hashes = result
         read = list(zip(read_ids, read_hashes, strict=True))
-        done = min(_same_prefix(read, list(zip(ids, hashes, strict=True))), start)
+        # A row at another place than when this process took its share matches nothing.
+        rows = zip(rows, rowids, strict=False)  # (rows added since: not the reader's)
+        stored = [(i, h) if r == rowid else None for (r, i, h), rowid in rows]
+        done = min(_same_prefix(read, stored), start)
         if done:
             if done < len(read_ids):
                 part = _first_papers(part, done)
