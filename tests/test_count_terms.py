@@ -1,5 +1,6 @@
 """``count_terms`` (sorted bigram codes, chunk by chunk) against a plain dictionary count."""
 
+import itertools
 from collections import Counter
 
 import numpy as np
@@ -58,13 +59,13 @@ def test_chunks_counted_in_threads_give_the_same_matrix(monkeypatch):
     ]
     monkeypatch.setattr(index_module, "CHUNK_DOCS", 7)
     threads = set()
-    pieces = index_module._pieces
+    codes = index_module._bigram_codes
 
     def spying(*args):
         threads.add(threading.current_thread().name)
-        return pieces(*args)
+        return codes(*args)
 
-    monkeypatch.setattr(index_module, "_pieces", spying)
+    monkeypatch.setattr(index_module, "_bigram_codes", spying)
     results = []
     for n_threads in (1, 2):
         monkeypatch.setattr(index_module, "COUNT_THREADS", n_threads)
@@ -115,13 +116,13 @@ def test_pairs_not_kept_between_the_passes_are_found_again(monkeypatch):
     ]
     monkeypatch.setattr(index_module, "CHUNK_DOCS", 10)
     sorted_again = []
-    real_pieces = index_module._pieces
+    real_codes = index_module._bigram_codes
 
-    def pieces(*args):
-        sorted_again.append(len(args) == 4)  # the bigram pieces asked for
-        return real_pieces(*args)
+    def codes(*args):
+        sorted_again.append(True)  # a chunk's bigrams found (and sorted)
+        return real_codes(*args)
 
-    monkeypatch.setattr(index_module, "_pieces", pieces)
+    monkeypatch.setattr(index_module, "_bigram_codes", codes)
     results = []
     for room, threads in ((0, 1), (3000, 2), (3000, 1), (1 << 30, 2)):
         monkeypatch.setattr(index_module, "KEPT_PAIRS_BYTES", room)
@@ -204,3 +205,58 @@ def test_the_chunks_keys_merge_into_their_summed_counts(high):
     empty = np.zeros(0, np.int64)
     assert [a.tolist() for a in index_module._merged_counts([(empty, empty)] * 2)] == [[], []]
     assert [a.tolist() for a in index_module._merged_counts([])] == [[], []]
+
+
+def test_the_vocabulary_is_built_from_the_words_bytes_in_the_order_given():
+    """``_sorted_vocabulary`` (the build's vocabulary, no string per term) is the plain
+    vocabulary of the terms themselves, in the order given, multi-byte words included; and
+    ``_terms_of`` reads the terms back, a newline inside one included."""
+    unigrams = ["ab", "é", "a", "ß1", "z"]
+    n = len(unigrams)
+    keys = np.asarray([1 * n + 0, 0 * n + 4, 3 * n + 3, 2 * n + 1], dtype=np.int64)
+    terms = unigrams + [f"{unigrams[k // n]} {unigrams[k % n]}" for k in keys.tolist()]
+    for order in (index_module._sorted_terms(unigrams, keys), np.arange(len(terms))[::-1]):
+        blob, offsets = index_module._sorted_vocabulary(unigrams, keys, order)
+        expected = index_module._plain_vocabulary([terms[i] for i in order])
+        assert blob == expected[0]
+        assert offsets.tolist() == expected[1].tolist()
+        assert index_module._terms_of(blob, offsets) == [terms[i] for i in order]
+    words_only = index_module._sorted_vocabulary(unigrams, keys[:0], np.asarray([2, 0, 4, 1, 3]))
+    assert words_only[0] == "a\nab\nz\né\nß1\n".encode()
+    assert index_module._terms_of(*index_module._plain_vocabulary(["a\nb", "c"])) == ["a\nb", "c"]
+    assert index_module._terms_of(*index_module._plain_vocabulary([])) == []
+
+
+def test_two_blocks_sizes_are_each_lists_papers_before_the_boundary():
+    """``_block_sizes`` at two blocks (87k papers) counts from one running sum, not per
+    (list, block) key: each list's papers in block 0, empty lists included."""
+    rng = np.random.default_rng(17)
+    block = 50
+    lists = [np.sort(rng.choice(2 * block, rng.integers(0, 40), replace=False)) for _ in range(60)]
+    lists[3:6] = [np.zeros(0, np.int64), np.arange(3), np.asarray([block - 1, block])]
+    indices = np.concatenate(lists).astype(np.int32)
+    indptr = np.concatenate([[0], np.cumsum([len(docs) for docs in lists])])
+    sizes = index_module._block_sizes(indices, indptr, 2, block)
+    assert sizes.dtype == np.uint32
+    assert sizes.tolist() == [int((docs < block).sum()) for docs in lists]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_the_chunks_keys_cut_into_ranges_merge_as_all_of_them(n):
+    """``_key_ranges`` (pass 1's merge, a range of keys a thread): each range's keys below
+    the next's, so the ranges merged one after another are the merge of all the chunks."""
+    rng = np.random.default_rng(23)
+    runs = []
+    for size in (0, 500, 3000, 1, 800):
+        keys = np.unique(rng.integers(0, 5000, size))
+        runs.append((keys, rng.integers(1, 9, len(keys))))
+    whole = index_module._merged_counts(runs)
+    ranges = index_module._key_ranges(runs, n)
+    assert len(ranges) == n
+    merged = [index_module._merged_counts(part) for part in ranges]
+    assert all(len(keys) for keys, _ in merged)
+    for (low, _), (high, _) in itertools.pairwise(merged):
+        assert low[-1] < high[0]
+    for k in range(2):
+        assert np.concatenate([part[k] for part in merged]).tolist() == whole[k].tolist()
+    assert index_module._key_ranges([], n) == [[]]

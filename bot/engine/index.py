@@ -336,38 +336,42 @@ def unique(values: np.ndarray, kind: str | None = None) -> np.ndarray:
     return values[keep]
 
 
-def _pieces(fields: list[_Field], start: int, end: int, n_uni: int, bigrams: bool = True):
-    """For documents [start, end): (docs, unigram ids, weights) and (docs, bigram keys, fields)
-    (empty arrays when not ``bigrams``).
+def _unigram_pieces(fields: list[_Field], start: int, end: int):
+    """For documents [start, end): each unigram's document (local to the chunk), id and
+    field weight."""
+    docs, ids, weights = [], [], []
+    for text_field in fields:
+        offsets = np.frombuffer(text_field.offsets, dtype=np.int64)[start : end + 1]
+        docs.append(np.repeat(np.arange(end - start, dtype=np.int32), np.diff(offsets)))
+        ids.append(np.frombuffer(text_field.ids, dtype=np.int32)[offsets[0] : offsets[-1]])
+        weights.append(np.full(len(ids[-1]), text_field.weight, dtype=np.float32))
+    if not fields:
+        return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
+    return np.concatenate(docs), np.concatenate(ids), np.concatenate(weights)
 
-    Document numbers are local to the chunk; a bigram key is ``first * n_uni + second``, its
-    field the index in ``fields``; bigrams never span two fields or two documents.
-    """
-    uni_docs, uni_ids, uni_vals, bi_docs, bi_keys, bi_fields = [], [], [], [], [], []
+
+def _bigram_codes(fields: list[_Field], start: int, end: int, n_uni: int) -> np.ndarray:
+    """For documents [start, end): each bigram's code ``(key * (end - start) + document) *
+    len(fields) + field`` (int64, unsorted), its key ``first * n_uni + second``, its document
+    local to the chunk, its field the index in ``fields``; bigrams never span two fields or
+    two documents. Built field by field in place: no array of documents, keys or fields
+    for the whole chunk."""
+    n_docs, n_fields = end - start, len(fields)
+    codes = [np.zeros(0, np.int64)]
     for number, text_field in enumerate(fields):
-        offsets = np.frombuffer(text_field.offsets, dtype=np.int64)
-        ids = np.frombuffer(text_field.ids, dtype=np.int32)[offsets[start] : offsets[end]]
-        doc_of = np.repeat(
-            np.arange(end - start, dtype=np.int32), np.diff(offsets[start : end + 1])
-        )
-        uni_docs.append(doc_of)
-        uni_ids.append(ids)
-        uni_vals.append(np.full(len(ids), text_field.weight, dtype=np.float32))
-        if not bigrams:
-            continue
+        offsets = np.frombuffer(text_field.offsets, dtype=np.int64)[start : end + 1]
+        ids = np.frombuffer(text_field.ids, dtype=np.int32)[offsets[0] : offsets[-1]]
+        doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), np.diff(offsets))
         same_doc = doc_of[1:] == doc_of[:-1]
-        bi_docs.append(doc_of[1:][same_doc])
-        bi_keys.append(ids[:-1].astype(np.int64)[same_doc] * n_uni + ids[1:][same_doc])
-        bi_fields.append(np.full(int(same_doc.sum()), number, dtype=np.int64))
-
-    def cat(arrays: list[np.ndarray], dtype) -> np.ndarray:
-        return np.concatenate(arrays) if arrays else np.zeros(0, dtype)
-
-    return (cat(uni_docs, np.int32), cat(uni_ids, np.int32), cat(uni_vals, np.float32)), (
-        cat(bi_docs, np.int32),
-        cat(bi_keys, np.int64),
-        cat(bi_fields, np.int64),
-    )
+        code = ids[:-1][same_doc].astype(np.int64)
+        code *= n_uni
+        code += ids[1:][same_doc]
+        code *= n_docs
+        code += doc_of[1:][same_doc]
+        code *= n_fields
+        code += number
+        codes.append(code)
+    return np.concatenate(codes)
 
 
 def _starts(values: np.ndarray) -> np.ndarray:
@@ -420,7 +424,28 @@ _SERIAL = _SerialPool()
 def count_terms(
     fields: list[_Field], n_docs: int, unigrams: list[str], min_bigram_df: int = MIN_BIGRAM_DF
 ):
-    """Weighted unigram and bigram counts (documents x terms) and the sorted vocabulary.
+    """Weighted unigram and bigram counts (documents x terms) and the sorted vocabulary
+    (``_term_counts``, its terms as strings)."""
+    counts, plain = _term_counts(fields, n_docs, unigrams, min_bigram_df)
+    return counts, _terms_of(*plain)
+
+
+def _terms_of(blob: bytes, offsets: np.ndarray) -> list[str]:
+    """The terms of a plain vocabulary (each followed by a newline)."""
+    n = len(offsets) - 1
+    terms = blob.decode().split("\n") if n else [""]
+    if len(terms) == n + 1:  # no term holds a newline: split in C
+        return terms[:n]
+    bounds = np.asarray(offsets).tolist()
+    return [blob[a : b - 1].decode() for a, b in itertools.pairwise(bounds)]
+
+
+def _term_counts(
+    fields: list[_Field], n_docs: int, unigrams: list[str], min_bigram_df: int
+) -> tuple[sp.csr_matrix, tuple[bytes, np.ndarray]]:
+    """Weighted unigram and bigram counts (documents x terms) and the sorted vocabulary as
+    a plain blob and offsets (``_plain_vocabulary``; built from the words' bytes by
+    ``_sorted_vocabulary``, no string per term).
 
     Equivalent to scikit-learn's ``CountVectorizer(analyzer=analyze)`` applied per field and
     summed with the field weights, plus a ``min_df`` for bigrams only; done with numpy on
@@ -435,6 +460,7 @@ def count_terms(
     """
     n_uni = len(unigrams)
     n_fields = len(fields)
+    ranks = _beside(_word_ranks, unigrams)  # (a Python sort) while pass 1 is in numpy
     step = _chunk_docs(n_uni, n_fields)
     chunks = [(a, min(a + step, n_docs)) for a in range(0, n_docs, step)]
     weights = np.asarray([f.weight for f in fields], dtype=np.float32)
@@ -445,11 +471,10 @@ def count_terms(
     def pairs_in(number: int) -> tuple[np.ndarray, np.ndarray]:
         """The chunk's (bigram, paper) pairs, sorted, and their weighted counts."""
         a, b = chunks[number]
-        _, (b_docs, b_keys, b_fields) = _pieces(fields, a, b, n_uni)
         # (bigram, paper, field) codes sorted: each distinct one's occurrences times its
         # field's weight, summed over the fields of a (bigram, paper) pair.
-        codes = np.sort((b_keys * (b - a) + b_docs) * n_fields + b_fields)
-        del b_docs, b_keys, b_fields
+        codes = _bigram_codes(fields, a, b, n_uni)
+        codes.sort()
         firsts = _starts(codes)
         counts = np.diff(firsts, append=len(codes)).astype(np.float32)
         codes = codes[firsts]
@@ -472,21 +497,26 @@ def count_terms(
         return pair_keys[firsts], np.diff(firsts, append=len(pair_keys))
 
     with _chunk_pool(len(chunks)) as pool:
-        # Pass 1: each bigram's document frequency, merged over the chunks (in chunk order).
-        all_keys, df = _merged_counts(list(pool.map(pass_one, range(len(chunks)))))
-        kept = all_keys[df >= min_bigram_df]
-        del all_keys, df
-        terms = unigrams + [f"{unigrams[k // n_uni]} {unigrams[k % n_uni]}" for k in kept.tolist()]
+        # Pass 1: each bigram's document frequency, merged over the chunks (in chunk order),
+        # a range of keys a thread.
+        ranges = _key_ranges(list(pool.map(pass_one, range(len(chunks)))), COUNT_THREADS)
+
+        def kept_in(runs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+            keys, df = _merged_counts(runs)
+            return keys[df >= min_bigram_df]
+
+        kept = np.concatenate([np.zeros(0, np.int64), *pool.map(kept_in, ranges)])
+        del ranges
         # Column ids in sorted-term order, so the vocabulary can be searched by bisection;
         # known before pass 2, so each chunk's columns come out sorted (no remapping).
-        order = _sorted_terms(unigrams, kept)
-        rank = np.empty(len(terms), dtype=np.int32)
-        rank[order] = np.arange(len(terms), dtype=np.int32)
+        order = _sorted_terms(unigrams, kept, ranks.result())
         width = n_uni + len(kept)
+        rank = np.empty(width, dtype=np.int32)
+        rank[order] = np.arange(width, dtype=np.int32)
 
         def pass_two(number: int) -> sp.csr_matrix:
             a, b = chunks[number]
-            (u_docs, u_ids, u_vals), _ = _pieces(fields, a, b, n_uni, False)  # unigrams only
+            u_docs, u_ids, u_vals = _unigram_pieces(fields, a, b)
             kept_pairs, pairs_of[number] = pairs_of[number], None
             pairs, pair_counts = kept_pairs if kept_pairs is not None else pairs_in(number)
             pair_keys = pairs // (b - a)
@@ -505,15 +535,17 @@ def count_terms(
             return part
 
         # Pass 2: the counts, chunk by chunk (unigram columns, then the kept bigrams', by
-        # rank), stacked in chunk order.
-        parts = list(pool.map(pass_two, range(len(chunks))))
+        # rank), stacked in chunk order; the vocabulary meanwhile (numpy, mostly).
+        parts = pool.map(pass_two, range(len(chunks)))
+        plain = _sorted_vocabulary(unigrams, kept, order)
+        parts = list(parts)
     if parts:
         counts = sp.vstack(parts, format="csr", dtype=np.float32)
     else:
         counts = sp.csr_matrix((n_docs, width), dtype=np.float32)
     del parts
     counts.sort_indices()  # sorted already, chunk by chunk; this only checks the flag
-    return counts, [terms[i] for i in order.tolist()]
+    return counts, plain
 
 
 def _merged_counts(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -531,11 +563,12 @@ def _merged_counts(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
     if not len(keys):
         return keys, counts
     shift = int(counts.max()).bit_length()
-    if int(keys.max()) < 1 << (63 - shift):
-        packed = np.sort((keys << shift) | counts, kind="stable")
-        del keys, counts
-        keys, counts = packed >> shift, packed & ((1 << shift) - 1)
-        del packed
+    if int(keys.max()) < 1 << (63 - shift):  # packed, sorted and unpacked in place
+        keys <<= shift
+        keys |= counts
+        keys.sort(kind="stable")
+        counts = keys & ((1 << shift) - 1)
+        keys >>= shift
     else:
         order = np.argsort(keys, kind="stable")
         keys, counts = keys[order], counts[order]
@@ -544,21 +577,95 @@ def _merged_counts(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
     return keys[firsts], np.add.reduceat(counts, firsts)
 
 
-def _sorted_terms(unigrams: list[str], bigrams: np.ndarray) -> np.ndarray:
-    """The order of ``unigrams`` followed by the ``bigrams`` (keys ``first * n + second``,
-    as terms ``"first second"``) that ``sorted`` would give the terms, from a sort of the
-    unigrams only. A word never holds a space nor a character below it, so ``"a b"`` sorts
-    exactly as the pair (a, b) does, and after ``"a"`` itself: the order is by the first
-    word's rank, then the second's (a unigram first), which numpy sorts as integers."""
+def _word_ranks(unigrams: list[str]) -> np.ndarray:
+    """Each word's place in ``sorted(unigrams)`` (int64)."""
     n_uni = len(unigrams)
     rank = np.empty(n_uni, dtype=np.int64)
     rank[np.asarray(sorted(range(n_uni), key=unigrams.__getitem__), dtype=np.int64)] = np.arange(
         n_uni, dtype=np.int64
     )
-    bigrams = np.asarray(bigrams, dtype=np.int64)
-    first = np.concatenate([rank, rank[bigrams // max(n_uni, 1)]])
-    second = np.concatenate([np.zeros(n_uni, np.int64), 1 + rank[bigrams % max(n_uni, 1)]])
-    return np.lexsort((second, first))
+    return rank
+
+
+#: ``_key_ranges`` cuts the keys at quantiles of every this-many-th key of each chunk.
+_KEY_SAMPLE = 64
+
+
+def _key_ranges(runs: list[tuple[np.ndarray, np.ndarray]], n: int) -> list[list[tuple]]:
+    """The chunks' (sorted keys, counts) cut into ``n`` ranges of keys of about equal size
+    (every key of a range below the next range's), each a list of the chunks' pieces: merged
+    a range a thread, one after the other they are the merge of all."""
+    sample = np.concatenate([np.zeros(0, np.int64), *(keys[::_KEY_SAMPLE] for keys, _ in runs)])
+    if n < 2 or not len(sample):
+        return [runs]
+    sample.sort()
+    pivots = sample[[len(sample) * i // n for i in range(1, n)]]
+    ranges: list[list[tuple]] = [[] for _ in range(n)]
+    for keys, counts in runs:
+        cuts = [0, *np.searchsorted(keys, pivots).tolist(), len(keys)]
+        for i, (a, b) in enumerate(itertools.pairwise(cuts)):
+            ranges[i].append((keys[a:b], counts[a:b]))
+    return ranges
+
+
+def _sorted_terms(
+    unigrams: list[str], bigrams: np.ndarray, rank: np.ndarray | None = None
+) -> np.ndarray:
+    """The order of ``unigrams`` followed by the ``bigrams`` (keys ``first * n + second``,
+    as terms ``"first second"``) that ``sorted`` would give the terms, from a sort of the
+    unigrams only (``rank``: ``_word_ranks``, when known). A word never holds a space nor a
+    character below it, so ``"a b"`` sorts exactly as the pair (a, b) does, and after
+    ``"a"`` itself: the order is by the first word's rank, then the second's (a unigram
+    first), one integer a term (``first * (n + 1) + second``, all distinct), sorted."""
+    n_uni = len(unigrams)
+    rank = _word_ranks(unigrams) if rank is None else rank
+    first, second = np.divmod(np.asarray(bigrams, dtype=np.int64), max(n_uni, 1))
+    keys = np.empty(n_uni + len(first), dtype=np.int64)
+    np.multiply(rank, n_uni + 1, out=keys[:n_uni])
+    np.multiply(rank[first], n_uni + 1, out=keys[n_uni:])
+    keys[n_uni:] += rank[second]
+    keys[n_uni:] += 1
+    return np.argsort(keys)
+
+
+def _sorted_vocabulary(
+    unigrams: list[str], bigrams: np.ndarray, order: np.ndarray
+) -> tuple[bytes, np.ndarray]:
+    """The terms (``unigrams``, then the ``bigrams``: keys ``first * n + second``) in the
+    ``order`` given, as a plain vocabulary (``_plain_vocabulary``), built with numpy from
+    the words' bytes: each word with its newline; each bigram as its first word, a space,
+    and its second word with its newline (no Python string per term)."""
+    blob, offsets = _plain_vocabulary(unigrams)
+    n_uni, n = len(unigrams), len(order)
+    if not n:
+        return blob, offsets
+    order = np.asarray(order, dtype=np.int64)
+    lengths = np.diff(offsets)  # with the newline
+    word_at = np.flatnonzero(order < n_uni)
+    bigram_at = np.flatnonzero(order >= n_uni)
+    word = order[word_at]
+    first, second = np.divmod(np.asarray(bigrams, dtype=np.int64)[order[bigram_at] - n_uni], n_uni)
+    # The byte ranges copied, in term order: a word's is one; a bigram's three.
+    pieces = np.ones(n, dtype=np.int64)
+    pieces[bigram_at] = 3
+    at = np.zeros(n, dtype=np.int64)
+    np.cumsum(pieces[:-1], out=at[1:])
+    starts = np.empty(int(at[-1] + pieces[-1]), dtype=np.int64)
+    sizes = np.empty(len(starts), dtype=np.int64)
+    starts[at[word_at]], sizes[at[word_at]] = offsets[word], lengths[word]
+    b_at = at[bigram_at]
+    starts[b_at], sizes[b_at] = offsets[first], lengths[first] - 1
+    starts[b_at + 1], sizes[b_at + 1] = len(blob), 1  # the space, after the words' bytes
+    starts[b_at + 2], sizes[b_at + 2] = offsets[second], lengths[second]
+    data = np.frombuffer(blob + b" ", dtype=np.uint8)
+    ends = np.cumsum(sizes)
+    # Each byte's source: int32 while the words' bytes allow (half the temporary memory).
+    position = np.int32 if len(data) < 1 << 31 and ends[-1] < 1 << 31 else np.int64
+    source = np.arange(int(ends[-1]), dtype=position)
+    source += np.repeat((starts - (ends - sizes)).astype(position), sizes)
+    term_offsets = np.zeros(n + 1, dtype=np.int64)
+    term_offsets[1:] = ends[at + pieces - 1]
+    return data[source].tobytes(), term_offsets
 
 
 def _beside(function, *arguments) -> Future:
@@ -585,7 +692,18 @@ class _Counted:
     years: np.ndarray
     venues: list[str]
     counts: sp.csr_matrix
-    vocabulary: list[str]
+    #: The vocabulary as strings; None when ``plain`` holds it (made on first use).
+    terms: list[str] | None
+    #: The vocabulary as a plain blob and offsets (``_plain_vocabulary``), when known.
+    plain: tuple[bytes, np.ndarray] | None = None
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """The terms as strings: made from ``plain`` when first asked (a full build writes
+        the blob and never needs them: 750k strings at 87k papers)."""
+        if self.terms is None:
+            self.terms = _terms_of(*self.plain)
+        return self.terms
 
 
 @dataclass
@@ -833,18 +951,19 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
     process now tokenises from the last rowid backwards until the two meet (``_Claims``).
     The reader's papers are used while their (id, content hash) match the database's rows
     in rowid order (all of them for a first ingest of files without repeated ids); from the
-    first that does not, they are tokenised here."""
+    first that does not, they are tokenised here. The rows' ids and hashes are read after
+    this process's share, while the reader finishes its own (its last batch, its pickle)."""
     reader.fed_all()
     try:
-        rows = corpus.db.execute("select rowid, id, content_hash from papers order by rowid")
-        rows = rows.fetchall()
-        rowids, ids, hashes = ([row[k] for row in rows] for k in range(3))
+        rowids = [r for (r,) in corpus.db.execute("select rowid from papers order by rowid")]
         unigram_ids, known = {}, _known_tokens()
         mine, start = [], reader.claims.end_at(len(rowids))
         while span := reader.claims.take_back(TOKENISE_BATCH):
             start = span[0]
             mine.append(_tokenise(corpus.documents_of(rowids[slice(*span)]), unigram_ids, known))
         mine.reverse()  # in rowid order
+        rows = corpus.db.execute("select rowid, id, content_hash from papers order by rowid")
+        rows = rows.fetchall()
         result = reader.result()
     finally:
         reader.discard()
@@ -852,7 +971,10 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
     if result is not None:
         part, read_ids, read_hashes = result
         read = list(zip(read_ids, read_hashes, strict=True))
-        done = min(_same_prefix(read, list(zip(ids, hashes, strict=True))), start)
+        # A row at another place than when this process took its share matches nothing.
+        rows = zip(rows, rowids, strict=False)  # (rows added since: not the reader's)
+        stored = [(i, h) if r == rowid else None for (r, i, h), rowid in rows]
+        done = min(_same_prefix(read, stored), start)
         if done:
             if done < len(read_ids):
                 part = _first_papers(part, done)
@@ -1104,13 +1226,14 @@ def _count(documents: Iterable[tuple[int, dict]] | _Tokens, min_bigram_df: int) 
     tokens = documents if isinstance(documents, _Tokens) else _tokenise(documents)
     n = len(tokens.rowids)
     unigrams = list(tokens.unigram_ids)
-    counts, vocabulary = count_terms(tokens.fields, n, unigrams, min_bigram_df)
+    counts, (blob, offsets) = _term_counts(tokens.fields, n, unigrams, min_bigram_df)
     return _Counted(
         np.asarray(tokens.rowids, dtype=np.int64),
         np.asarray(tokens.years, dtype=np.int32),
         tokens.venues,
         counts,
-        vocabulary,
+        None,
+        (blob, offsets),
     )
 
 
@@ -1148,6 +1271,12 @@ def _block_sizes(indices: np.ndarray, indptr: np.ndarray, blocks: int, block: in
     n_terms = len(indptr) - 1
     out = np.zeros(n_terms * (blocks - 1), dtype=np.uint32)
     if blocks == 1:
+        return out
+    if blocks == 2:  # (87k papers) each list's papers before the boundary, from one running sum
+        below = np.zeros(len(indices) + 1, dtype=np.int32 if len(indices) < 1 << 31 else np.int64)
+        np.cumsum(np.asarray(indices) < block, out=below[1:])
+        indptr = np.asarray(indptr)
+        np.subtract(below[indptr[1:]], below[indptr[:-1]], out=out, casting="unsafe")
         return out
     for term, end, a, b in _posting_chunks(np.asarray(indptr), n_terms, 1 << 22):
         rows = np.repeat(np.arange(end - term, dtype=np.int64), np.diff(indptr[term : end + 1]))
@@ -1390,6 +1519,11 @@ def _plain_vocabulary(vocabulary: list[str]) -> tuple[bytes, np.ndarray]:
     return blob, offsets
 
 
+def _plain_of(counted: _Counted) -> tuple[bytes, np.ndarray]:
+    """A counted batch's vocabulary as a plain blob and offsets (as counted, or joined)."""
+    return counted.plain if counted.plain is not None else _plain_vocabulary(counted.vocabulary)
+
+
 def _front_code(
     blob: bytes, offsets: np.ndarray, block: int
 ) -> tuple[bytes, np.ndarray, np.ndarray]:
@@ -1435,7 +1569,7 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     """The files of a segment: weighted counts both ways, vocabulary."""
     # The vocabulary's front coding (its own arrays) beside the matrix's transpose, and the
     # lists' blocks beside their counts' packing: numpy lets the GIL go, both cores work.
-    coded = _beside(lambda: _front_code(*_plain_vocabulary(counted.vocabulary), VOCAB_BLOCK))
+    coded = _beside(lambda: _front_code(*_plain_of(counted), VOCAB_BLOCK))
     x = counted.counts
     x.sort_indices()
     # Counts in their narrowest type before the transpose: at 872k papers each float copy of
@@ -1447,7 +1581,6 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     xt.sort_indices()
     block = BLOCK  # read once: recorded in meta.json, which readers go by
     blocks = _blocks_of(x.shape[0], block)
-    vocabulary = counted.vocabulary
     venue_names = sorted(set(counted.venues))
     venue_code = {v: i for i, v in enumerate(venue_names)}
     nnz = int(xt.indptr[-1])
@@ -1473,7 +1606,7 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     meta = {
         "format": FORMAT_VERSION,
         "documents": len(counted.rowids),
-        "terms": len(vocabulary),
+        "terms": x.shape[1],
         "blocks": blocks,
         "block": block,
         "counts": str(xt.data.dtype),
@@ -1515,7 +1648,7 @@ def _write_segment(
     arrays, blob, meta = _segment_arrays(counted, min_bigram_df)
     if main is not None:
         main_vocab = Segment(directory / main, verify=False).vocab
-        arrays["main_terms"] = main_vocab.ids_of(*_plain_vocabulary(counted.vocabulary))
+        arrays["main_terms"] = main_vocab.ids_of(*_plain_of(counted))
         arrays["main_terms"] = arrays["main_terms"].astype(np.int32)
         meta["main"] = main
     name = _next_segment_name(directory)
@@ -1685,7 +1818,7 @@ def build_index(corpus: Corpus, directory: Path, progress=None) -> BuildStats:
     previous = read_current(directory)
     version = corpus.version  # read first: a paper changed meanwhile is re-added by a delta
     counted = _count(_tokenise_corpus(corpus), MIN_BIGRAM_DF)
-    n, terms = len(counted.rowids), len(counted.vocabulary)
+    n, terms = counted.counts.shape
     name = _write_segment(directory, counted, MIN_BIGRAM_DF)
     del counted
     _publish(directory, version, [{"name": name, "documents": n, "deleted": None}], previous)
