@@ -23,6 +23,7 @@ def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch, all_l
     monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
     monkeypatch.setattr(index_module, "SHORTEST_MAX", most)
     monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_FEW", 10**9)  # (no long query's rule)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
     outcomes = {"settled": 0, "declined": 0}
     real = Index._from_shortest
@@ -56,6 +57,7 @@ def test_a_rarer_half_past_the_most_is_tried_whole(engine, monkeypatch, most, on
     monkeypatch.setattr(index_module, "SHORTEST_ONE", one)
     monkeypatch.setattr(index_module, "SHORTEST_AGAIN", again)
     monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_FEW", 10**9)  # (no long query's rule)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
     kept = []
     real = Index._from_shortest
@@ -75,6 +77,39 @@ def test_a_rarer_half_past_the_most_is_tried_whole(engine, monkeypatch, most, on
             assert engine.rank(query, k=k, prune=True) == want, (query, k)
     # Taken (settled, or not: then MaxScore starts from those papers).
     assert len(kept) >= 8, kept
+
+
+# A long query (more terms than SHORTEST_FEW) takes the shortcut only when its lists are not
+# all short (ALL_LISTS), its rare lists hold more than SHORTEST_PAPERS papers per top place,
+# and scoring them is not much work (postings x terms at most SHORTEST_WORK).
+@pytest.mark.parametrize("work", [10**9, 600])
+def test_a_long_query_tries_it_only_when_it_pays(engine, monkeypatch, work):  # noqa: F811
+    monkeypatch.setattr(index_module, "ALL_LISTS", 400)
+    monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
+    monkeypatch.setattr(index_module, "SHORTEST_MAX", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_FEW", 2)
+    monkeypatch.setattr(index_module, "SHORTEST_WORK", work)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    tried = []
+    real = Index._from_shortest
+
+    def from_shortest(self, term_ids, own, weights, lengths, want, passes):
+        found = real(self, term_ids, own, weights, lengths, want, passes)
+        if found is not None and len(lengths) > 2:
+            postings = sum(lengths[j] for j in found[3])
+            tried.append((sum(lengths), postings, len(lengths), want))
+        return found
+
+    monkeypatch.setattr(Index, "_from_shortest", from_shortest)
+    queries = lookups(engine.papers)[:320]
+    for query in queries:
+        for k in (3, 10):
+            want = engine.rank(query, k=k, prune=False)
+            assert engine.rank(query, k=k, prune=True) == want, (query, k)
+    assert len(tried) >= 8, tried
+    for total, postings, n_query, want in tried:
+        assert total > 400 and postings > 4 * want and postings * n_query <= work, tried
 
 
 def test_a_lookup_without_coordination_never_takes_it(engine, monkeypatch):  # noqa: F811
