@@ -3311,7 +3311,13 @@ class Index:
                 hit = rows < len(long)
                 hit[hit] = long[rows[hit]] == to_global[at[hit]]
                 own[at[hit]] = rows[hit]
-            for term, end, a, b in _posting_chunks(indptr, segment.n_terms, chunk):
+
+            def impacts(
+                run, i=i, segment=segment, indptr=indptr, own=own, offset=offset, live=all_live
+            ):
+                """A chunk's lists' best impacts, and its long lists' best postings (this
+                segment's, bound: ``_in_order``'s threads compute them)."""
+                term, end, a, b = run
                 docs = segment.run_docs(term, end)
                 if offset is None:
                     docs = self._global[i][docs]
@@ -3320,10 +3326,16 @@ class Index:
                 values = segment.tf(a, b) * self.inverse_pivot[docs]
                 rows = np.flatnonzero(np.diff(indptr[term : end + 1]) > 0)
                 best = np.maximum.reduceat(values, indptr[term + rows] - a)
+                pieces = []
                 for local in (np.flatnonzero(own[term:end] >= 0) + term).tolist():
-                    row = int(own[local])
                     start, stop = int(indptr[local]) - a, int(indptr[local + 1]) - a
-                    piece = _best_postings(segment, docs, values, start, stop, a, all_live)
+                    piece = _best_postings(segment, docs, values, start, stop, a, live)
+                    pieces.append((int(own[local]), piece))
+                return term, rows, best, pieces
+
+            runs = _posting_chunks(indptr, segment.n_terms, chunk)
+            for term, rows, best, pieces in _in_order(impacts, runs):
+                for row, piece in pieces:
                     found[row].append(piece)
                     if i == 0:
                         _choose_head(heads, row, found[row])
@@ -4524,14 +4536,39 @@ def _row_norms(segment: Segment, idf: np.ndarray, chunk: int = 1 << 20) -> np.nd
     size; each document's squares are summed in term order."""
     indptr = np.asarray(segment.list_ptr, dtype=np.int64)
     out = np.zeros(segment.n_docs, dtype=np.float64)
-    for term, end, a, b in _posting_chunks(indptr, segment.n_terms, chunk):
+
+    def squares(run: tuple[int, int, int, int]) -> np.ndarray:
+        term, end, a, b = run
         weight = segment.tf(a, b)
         weight *= np.repeat(idf[term:end], np.diff(indptr[term : end + 1]))
         docs = segment.run_docs(term, end)
-        out += np.bincount(
+        return np.bincount(
             docs, weights=np.square(weight, dtype=np.float64), minlength=segment.n_docs
         )
+
+    for summed in _in_order(squares, _posting_chunks(indptr, segment.n_terms, chunk)):
+        out += summed
     return np.sqrt(np.maximum(out, 0))
+
+
+def _in_order(function: Callable, items: Iterable, ahead: int = 4):
+    """``map(function, items)`` computed by ``BUILD_PROCESSES`` threads, at most ``ahead``
+    results waiting, given in order: a pass over the postings a chunk at a time on both
+    cores (numpy lets the GIL go) whose results the caller combines in order (the same sums
+    to the bit as one thread's). One item, or one core: in this thread."""
+    items = iter(items)
+    first = list(itertools.islice(items, 2))
+    if BUILD_PROCESSES < 2 or len(first) < 2:
+        yield from map(function, itertools.chain(first, items))
+        return
+    with ThreadPoolExecutor(BUILD_PROCESSES, thread_name_prefix="chunks") as pool:
+        pending: list[Future] = []
+        for item in itertools.chain(first, items):
+            pending.append(pool.submit(function, item))
+            if len(pending) >= ahead:
+                yield pending.pop(0).result()
+        for future in pending:
+            yield future.result()
 
 
 def _best_postings(
