@@ -914,6 +914,14 @@ def _database_file(corpus: Corpus) -> str | None:
     return None
 
 
+def _rowids(corpus: Corpus) -> list[int]:
+    """The papers' rowids, ascending: read from the smallest index that holds them (SQLite
+    picks it when no order is asked) and sorted here, not by a scan of the table in rowid
+    order, which reads every row's page (87k papers: 170 MB, 0.1-0.6 s; the index's
+    scan and the sort: 0.08 s)."""
+    return sorted(r for (r,) in corpus.db.execute("select rowid from papers"))
+
+
 def _tokenise_corpus(corpus: Corpus) -> _Tokens:
     """Every paper tokenised; a large corpus in ``BUILD_PROCESSES`` processes, each reading
     its share of the papers (in rowid order) from the database itself, or, when a first
@@ -928,7 +936,7 @@ def _tokenise_corpus(corpus: Corpus) -> _Tokens:
             if helper is not reader:
                 helper.discard()
         return _tokenise_beside(corpus, reader)
-    rowids = [r for (r,) in corpus.db.execute("select rowid from papers order by rowid")]
+    rowids = _rowids(corpus)
     share = -(-len(rowids) // BUILD_PROCESSES)
     parts = [rowids[i : i + share] for i in range(0, len(rowids), share)]
     helpers = [started.pop() if started else _Helper(path) for _ in parts[1:]]
@@ -955,7 +963,7 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
     this process's share, while the reader finishes its own (its last batch, its pickle)."""
     reader.fed_all()
     try:
-        rowids = [r for (r,) in corpus.db.execute("select rowid from papers order by rowid")]
+        rowids = _rowids(corpus)
         unigram_ids, known = {}, _known_tokens()
         mine, start = [], reader.claims.end_at(len(rowids))
         while span := reader.claims.take_back(TOKENISE_BATCH):
