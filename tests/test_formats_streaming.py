@@ -311,37 +311,3 @@ def test_jsonl_line_with_an_integer_too_long_is_rejected_not_fatal(tmp_path: Pat
     assert [p.id for p in result.papers] == ["p1", "p2"]
     assert [r.location for r in result.rejected] == ["line 2"]
     assert result.rejected[0].reason.startswith("not valid JSON (")
-
-
-@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
-def test_gzip_lines_unpacked_by_a_thread_are_the_files_lines(tmp_path: Path, monkeypatch, chunk):
-    """A gzip stream is unpacked by a thread a chunk at a time (``source._inflated_lines``):
-    whatever the chunk size, the same lines as the plain file's (CRLF, a blank line, a
-    last line without its newline, a multi-byte character cut between chunks)."""
-    from bot.engine.formats import source
-
-    monkeypatch.setattr(source, "_INFLATE_CHUNK", chunk)
-    text = jsonl_bytes(30) + b"\r\n" + b'{"id": "\xc3\xa9t\xc3\xa9"}\r\n\n{"id": "last"}'
-    plain, packed = tmp_path / "p.jsonl", tmp_path / "p.jsonl.gz"
-    plain.write_bytes(text)
-    packed.write_bytes(gzip.compress(text))
-
-    assert list(source.Source(packed).lines()) == list(source.Source(plain).lines())
-    assert list(source.Source(packed).lines())[-1] == '{"id": "last"}'
-
-
-def test_a_gzip_stream_left_part_way_stops_its_thread(tmp_path: Path) -> None:
-    """A reader that stops early (a NUL byte part-way, or the caller done) leaves no
-    unpacking thread behind."""
-    import threading
-
-    path = tmp_path / "nul.jsonl.gz"
-    path.write_bytes(gzip.compress(jsonl_bytes(3000) + b"\x00\n" + jsonl_bytes(3000)))
-
-    items, error = drain(open_corpus_file(path))
-    stream = open_corpus_file(path)
-    next(stream.items)
-    stream.close()
-
-    assert len(items) == 3000 and "line 3001 has a NUL byte" in str(error)
-    assert not [t for t in threading.enumerate() if t.name == "inflate"]

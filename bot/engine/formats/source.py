@@ -5,11 +5,8 @@ head for detection, line by line for the streamed formats, or whole."""
 from __future__ import annotations
 
 import codecs
-import contextlib
 import gzip
 import io
-import queue
-import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,11 +132,8 @@ class Source:
             return
         number = 0  # lines yielded so far
         try:
-            with (
-                self._open() as reader,
-                contextlib.closing(_raw_lines(reader, self.gzipped)) as raws,
-            ):
-                for raw in raws:
+            with self._open() as reader:
+                for raw in reader:
                     if number == 0:
                         raw = raw.removeprefix(_UTF8_BOM)
                     if b"\x00" in raw:
@@ -201,62 +195,6 @@ class Source:
         if not text.strip():
             raise CorpusFileError(f"{self.name} is empty.")
         return text
-
-
-#: How much a gzip stream's inflating thread unpacks at a time (``_inflated_lines``).
-_INFLATE_CHUNK = 1 << 20
-
-
-def _raw_lines(reader: IO[bytes], gzipped: bool) -> Iterator[bytes]:
-    """The stream's lines as bytes, as iterating it gives them; a gzip stream's inflated by
-    a thread (``_inflated_lines``)."""
-    if gzipped:
-        yield from _inflated_lines(reader)
-    else:
-        yield from reader
-
-
-def _inflated_lines(reader: IO[bytes]) -> Iterator[bytes]:
-    """A gzip stream's lines, unpacked by a thread ahead of the caller: zlib lets the GIL go,
-    so the unpacking (0.5 s of an 87k ingest) runs on another core while the caller parses.
-    A megabyte at a time (a thread that takes the GIL once a line would wait for it at every
-    line); ``read1`` is one read, so a read that fails has lost nothing: the same lines, then
-    the stream's own error, as reading it line by line."""
-    chunks: queue.Queue = queue.Queue(maxsize=8)
-    stop = threading.Event()
-
-    def put(item) -> None:
-        while not stop.is_set():
-            with contextlib.suppress(queue.Full):
-                chunks.put(item, timeout=0.05)
-                return
-
-    def inflate() -> None:
-        try:
-            while not stop.is_set():
-                chunk = reader.read1(_INFLATE_CHUNK)
-                put(chunk)
-                if not chunk:
-                    return
-        except BaseException as exc:  # re-raised by the caller, after the lines before it
-            put(exc)
-
-    thread = threading.Thread(target=inflate, name="inflate", daemon=True)
-    thread.start()
-    try:
-        pending = b""
-        while chunk := chunks.get():
-            if isinstance(chunk, BaseException):
-                raise chunk
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                yield line + b"\n"
-        if pending:
-            yield pending
-    finally:
-        stop.set()
-        thread.join()
 
 
 def _peek(data: bytes) -> str:
