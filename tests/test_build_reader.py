@@ -425,3 +425,20 @@ def test_the_reader_s_spool_is_beside_the_database_not_in_tmp(tmp_path, papers, 
         assert reader is not None
         where = os.readlink(f"/proc/self/fd/{reader._spool.fileno()}")
         assert os.path.dirname(where) == str(folder), where
+
+
+def test_the_builds_rowids_are_ascending_whatever_order_the_index_read_gives(tmp_path, sentences):
+    """A build reads the papers' rowids from a small index (``index._rowids``: no scan of
+    the table in rowid order) and sorts them: papers updated since, which that index holds
+    in another order, come back in rowid order all the same."""
+    papers = make_papers(sentences, "o", 300, seed=11)
+    engine = Engine.open(tmp_path / "o.db")
+    engine.ingest([write_jsonl(tmp_path / "o.jsonl", papers)])
+    changed = [dict(p, title=p["title"] + " again") for p in papers[:50:3]]
+    engine.ingest([write_jsonl(tmp_path / "c.jsonl", changed)])
+    db = engine.corpus.db
+    in_table_order = [r for (r,) in db.execute("select rowid from papers order by rowid")]
+    scanned = [r for (r,) in db.execute("select rowid from papers")]
+    assert scanned != in_table_order  # the index's order is not the rowids'
+
+    assert index_module._rowids(engine.corpus) == in_table_order

@@ -5,6 +5,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from bot.engine import index as index_module
 from bot.engine.index import _Field, count_terms
@@ -227,9 +228,12 @@ def test_the_vocabulary_is_built_from_the_words_bytes_in_the_order_given():
     assert index_module._terms_of(*index_module._plain_vocabulary([])) == []
 
 
-def test_two_blocks_sizes_are_each_lists_papers_before_the_boundary():
-    """``_block_sizes`` at two blocks (87k papers) counts from one running sum, not per
-    (list, block) key: each list's papers in block 0, empty lists included."""
+@pytest.mark.parametrize("step", [1 << 22, 7])
+def test_two_blocks_sizes_are_each_lists_papers_before_the_boundary(step):
+    """At two blocks (87k papers) each list's size in block 0 is its papers before the
+    boundary, empty lists included: ``_block_sizes`` from the lists, and
+    ``_first_block_sizes`` (what a build uses) from the matrix by paper, ``step`` terms
+    at a time."""
     rng = np.random.default_rng(17)
     block = 50
     lists = [np.sort(rng.choice(2 * block, rng.integers(0, 40), replace=False)) for _ in range(60)]
@@ -239,6 +243,12 @@ def test_two_blocks_sizes_are_each_lists_papers_before_the_boundary():
     sizes = index_module._block_sizes(indices, indptr, 2, block)
     assert sizes.dtype == np.uint32
     assert sizes.tolist() == [int((docs < block).sum()) for docs in lists]
+    by_list = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(lists), 2 * block))
+    first = index_module._first_block_sizes(by_list.T.tocsr(), block, step)
+    assert first.dtype == np.uint32
+    assert first.tolist() == sizes.tolist()
+    layout = index_module._block_layout(indices, indptr, 2, block, by_list.T.tocsr())
+    assert layout["xt_blocks"].tolist() == sizes.tolist()
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
