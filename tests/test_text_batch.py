@@ -1,4 +1,4 @@
-"""A full build tokenises its texts in batches (``tokens_of_many``: joined as bytes, the words
+"""A full build tokenises its texts in batches (``joined_tokens``: joined as bytes, the words
 that are not ASCII folded one by one, a text with a capital sigma folded whole); every text
 must get exactly the terms ``words`` gives it alone, whatever texts sit beside it."""
 
@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from bot.engine import index as index_module
-from bot.engine.text import _WORD, SEPARATOR, fold, norm_token, tokens_of_many, words
+from bot.engine.text import _WORD, SEPARATOR, fold, joined_tokens, norm_token, words
 
 TRICKY = [
     "generalized $(L_0,L_1)$-smoothness of \\alpha-divergences",
@@ -30,6 +30,12 @@ TRICKY = [
     "x" * 40 + " long tokens " + "y" * 33,
     "the of and a an",  # stop words only
 ]
+
+
+def tokens_of_many(texts: list[str]) -> list[bytes] | None:
+    """The batch's raw tokens as one list (``joined_tokens`` split, as a build reads them)."""
+    data = joined_tokens(texts)
+    return None if data is None else data.split()
 
 
 def _per_text(tokens: list) -> list[list[str]]:

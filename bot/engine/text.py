@@ -137,7 +137,7 @@ def words(text: str) -> list[str]:
     return list(filter(None, norms))
 
 
-#: Between two texts of a batch (``tokens_of_many``), spaces around it: a token of its own,
+#: Between two texts of a batch (``joined_tokens``), spaces around it: a token of its own,
 #: not a word character, untouched by ``fold``, and never in a stored text (ingest drops
 #: control characters; a batch holding one anyway is not taken).
 SEPARATOR = "\x00"
@@ -152,13 +152,6 @@ _ASCII_WORDS = bytes(
     c + 32 if 65 <= c <= 90 else c if c == 0 or 97 <= c <= 122 or 48 <= c <= 57 else 32
     for c in range(256)
 )
-
-
-def tokens_of_many(texts: list[str]) -> list[bytes] | None:
-    """The raw tokens of every text (before ``norm_token``), as UTF-8, ``SEPARATOR`` between
-    two texts: ``joined_tokens`` split. None when a text holds the separator itself."""
-    data = joined_tokens(texts)
-    return None if data is None else data.split()
 
 
 def joined_tokens(texts: list[str]) -> bytes | None:
