@@ -163,15 +163,6 @@ class IndexDamaged(ValueError):
     """An index on disk that does not match its manifest; the message says how."""
 
 
-def stored_version(directory: Path) -> int | None:
-    """The corpus version the published index at ``directory`` covers (CURRENT only), or None."""
-    try:
-        current = json.loads((Path(directory) / CURRENT).read_text())
-        return int(current["corpus_version"]) if current.get("format") == FORMAT_VERSION else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
 #: Bytes read at a time when checksumming a file. Small on purpose: a 16 MB buffer, freed,
 #: raises glibc's mmap threshold, so later arrays came from the heap and stayed in the
 #: process (16 MB more private memory in every reader, measured; the speed is the same).
