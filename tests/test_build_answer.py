@@ -2,11 +2,15 @@
 process reads back is the answer the helper made, value for value, whatever its size; an
 answer cut short is never taken for one (the helper died: the build tokenises its share)."""
 
+import gc
 import io
 
 import pytest
 
+import bot.engine.build_helper as build_helper
 import bot.engine.index as index_module
+from tests.test_build_reader import _hashed_papers_in, papers  # noqa: F401 (a fixture)
+from tests.test_live_index import write_jsonl
 
 
 def _answer() -> tuple:
@@ -39,3 +43,20 @@ def test_an_answer_cut_short_is_never_read_as_one():
     for end in [0, 4, 8, 9, 40, len(data) // 2, len(data) - 1]:
         with pytest.raises(EOFError):
             index_module._read_answer(io.BytesIO(data[:end]))
+
+
+def test_a_reader_s_part_holds_one_string_a_venue_and_leaves_the_collector_on(
+    tmp_path,
+    papers,  # noqa: F811 (the fixture)
+):
+    for k, paper in enumerate(papers):
+        paper["venue"] = ["ICLR", "NeurIPS", ""][k % 3]
+    source = write_jsonl(tmp_path / "p.jsonl", papers)
+    assert gc.isenabled()
+    claims = index_module._Claims()
+    part, ids, hashes = build_helper.tokenise_papers(_hashed_papers_in([str(source)]), claims)
+    claims.close()
+    assert gc.isenabled()
+    venues = part[2]
+    assert venues == [p["venue"] for p in papers] and len(ids) == len(hashes) == len(papers)
+    assert len({id(venue) for venue in venues}) == 3

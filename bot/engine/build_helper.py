@@ -7,6 +7,7 @@ their content hashes) in file order while the ingest writes them, as many as it 
 through ``index._Claims``, and writes ``tokenise_papers``' answer on stdout. Either answer
 goes as ``index._write_answer`` writes it."""
 
+import gc
 import itertools
 import marshal
 import os
@@ -53,7 +54,15 @@ def tokenise_papers(papers: Iterator[tuple[Paper, str]], claims: _Claims) -> tup
             if len(batch) < take:
                 return
 
-    return _as_part(_tokenise(documents())), ids, hashes
+    # No cyclic garbage collection meanwhile: the papers in flight hold no cycles, and a
+    # collection every 700 new objects walked the batch's (0.25 s of 3.4 s at 87k papers).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _as_part(_tokenise(documents())), ids, hashes
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _document(paper: Paper) -> dict:

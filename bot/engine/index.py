@@ -798,13 +798,15 @@ def _tokenise(
     unigram_ids = tokens.unigram_ids
     known = _known_tokens() if known is None else known
     documents = iter(documents)
+    venues: dict[str, str] = {}  # one string a venue (a few hundred), not one a paper
     # One pass over the papers, ``TOKENISE_BATCH`` at a time, keeping only integer arrays:
     # the texts are never all in memory.
     while batch := list(itertools.islice(documents, TOKENISE_BATCH)):
         for rowid, doc in batch:
             tokens.rowids.append(rowid)
             tokens.years.append(doc["year"] or 0)
-            tokens.venues.append(doc["venue"] or "")
+            venue = doc["venue"] or ""
+            tokens.venues.append(venues.setdefault(venue, venue))
         title.add_many([doc["title"] for _, doc in batch], unigram_ids, known)
         keywords.add_many([" ; ".join(doc["keywords"]) for _, doc in batch], unigram_ids, known)
         # Authors join the text so that a name typed as plain words still finds the paper.
