@@ -17,7 +17,14 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .index import TOKENISE_BATCH, _as_part, _Claims, _tokenise, _write_answer, tokenise_part
+from .index import (
+    TOKENISE_BATCH,
+    _as_part,
+    _Claims,
+    _tokenise_columns,
+    _write_answer,
+    tokenise_part,
+)
 from .paper import Paper
 
 
@@ -44,37 +51,40 @@ def tokenise_papers(papers: Iterator[tuple[Paper, str]], claims: _Claims) -> tup
     hashes: list[str] = []
     parent = os.getppid()
 
-    def documents() -> Iterator[tuple[int, dict]]:
+    def claimed() -> Iterator[Paper]:
         while os.getppid() == parent and (take := claims.take_front(TOKENISE_BATCH)):
             batch = list(itertools.islice(papers, take))
-            for paper, digest in batch:
-                ids.append(paper.id)
-                hashes.append(digest)
-                yield 0, _document(paper)
+            ids.extend([paper.id for paper, _ in batch])
+            hashes.extend([digest for _, digest in batch])
+            yield from [paper for paper, _ in batch]
             if len(batch) < take:
                 return
 
+    papers_claimed = claimed()
+    batches = iter(lambda: list(itertools.islice(papers_claimed, TOKENISE_BATCH)), [])
     # No cyclic garbage collection meanwhile: the papers in flight hold no cycles, and a
     # collection every 700 new objects walked the batch's (0.25 s of 3.4 s at 87k papers).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _as_part(_tokenise(documents())), ids, hashes
+        return _as_part(_tokenise_columns(map(_columns, batches))), ids, hashes
     finally:
         if collecting:
             gc.enable()
 
 
-def _document(paper: Paper) -> dict:
-    """A paper as ``corpus._documents`` reads its row back (what a build tokenises)."""
-    return {
-        "title": paper.title or "",
-        "abstract": paper.abstract or "",
-        "authors": paper.authors,
-        "keywords": paper.keywords,
-        "venue": paper.venue or "",
-        "year": paper.year,
-    }
+def _columns(papers: list[Paper]) -> tuple:
+    """Papers as ``index._tokenise_columns`` takes them (rowids 0), the same texts as their
+    rows read back (``corpus._documents``): what a build tokenises."""
+    return (
+        [0] * len(papers),
+        [paper.year for paper in papers],
+        [paper.venue for paper in papers],
+        [paper.title for paper in papers],
+        [paper.keywords for paper in papers],
+        [paper.abstract for paper in papers],
+        [paper.authors for paper in papers],
+    )
 
 
 def papers_fed(spool: int, announced: int) -> Iterator[tuple[Paper, str]]:

@@ -793,25 +793,52 @@ def _tokenise(
     """The documents tokenised. Pieces tokenised one after another may share ``unigram_ids``
     (then numbered alike: ``_concatenated`` without renumbering) and ``known`` (the raw tokens'
     cache)."""
+    documents = iter(documents)
+    # One pass over the papers, ``TOKENISE_BATCH`` at a time, keeping only integer arrays:
+    # the texts are never all in memory.
+    batches = iter(lambda: list(itertools.islice(documents, TOKENISE_BATCH)), [])
+    return _tokenise_columns(map(_document_columns, batches), unigram_ids, known)
+
+
+def _document_columns(batch: list[tuple[int, dict]]) -> tuple:
+    """A batch of ``(rowid, document)`` as ``_tokenise_columns`` takes it."""
+    docs = [doc for _, doc in batch]
+    return (
+        [rowid for rowid, _ in batch],
+        [doc["year"] for doc in docs],
+        [doc["venue"] for doc in docs],
+        [doc["title"] for doc in docs],
+        [doc["keywords"] for doc in docs],
+        [doc["abstract"] for doc in docs],
+        [doc["authors"] for doc in docs],
+    )
+
+
+def _tokenise_columns(
+    batches: Iterable[tuple],
+    unigram_ids: dict[str, int] | None = None,
+    known: _KnownTokens | None = None,
+) -> _Tokens:
+    """``_tokenise`` of batches of papers given as columns: their rowids, years, venues,
+    titles, keywords, abstracts and authors (a reader makes them from its papers' fields,
+    no dict a paper)."""
     tokens = _Tokens() if unigram_ids is None else _Tokens(unigram_ids=unigram_ids)
     title, keywords, body = tokens.fields
     unigram_ids = tokens.unigram_ids
     known = _known_tokens() if known is None else known
-    documents = iter(documents)
     venues: dict[str, str] = {}  # one string a venue (a few hundred), not one a paper
-    # One pass over the papers, ``TOKENISE_BATCH`` at a time, keeping only integer arrays:
-    # the texts are never all in memory.
-    while batch := list(itertools.islice(documents, TOKENISE_BATCH)):
-        for rowid, doc in batch:
-            tokens.rowids.append(rowid)
-            tokens.years.append(doc["year"] or 0)
-            venue = doc["venue"] or ""
-            tokens.venues.append(venues.setdefault(venue, venue))
-        title.add_many([doc["title"] for _, doc in batch], unigram_ids, known)
-        keywords.add_many([" ; ".join(doc["keywords"]) for _, doc in batch], unigram_ids, known)
+    for rowids, years, venue_names, titles, keyword_lists, abstracts, author_lists in batches:
+        tokens.rowids.extend(rowids)
+        tokens.years.extend([year or 0 for year in years])
+        tokens.venues.extend([venues.setdefault(v or "", v or "") for v in venue_names])
+        title.add_many([text or "" for text in titles], unigram_ids, known)
+        keywords.add_many([" ; ".join(words) for words in keyword_lists], unigram_ids, known)
         # Authors join the text so that a name typed as plain words still finds the paper.
         body.add_many(
-            [f"{doc['abstract']}\n{' ; '.join(doc['authors'])}" for _, doc in batch],
+            [
+                f"{abstract or ''}\n{' ; '.join(names)}"
+                for abstract, names in zip(abstracts, author_lists, strict=True)
+            ],
             unigram_ids,
             known,
         )
