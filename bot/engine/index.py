@@ -62,7 +62,6 @@ import logging
 import marshal
 import mmap
 import os
-import pickle
 import re
 import shutil
 import struct
@@ -794,23 +793,52 @@ def _tokenise(
     """The documents tokenised. Pieces tokenised one after another may share ``unigram_ids``
     (then numbered alike: ``_concatenated`` without renumbering) and ``known`` (the raw tokens'
     cache)."""
+    documents = iter(documents)
+    # One pass over the papers, ``TOKENISE_BATCH`` at a time, keeping only integer arrays:
+    # the texts are never all in memory.
+    batches = iter(lambda: list(itertools.islice(documents, TOKENISE_BATCH)), [])
+    return _tokenise_columns(map(_document_columns, batches), unigram_ids, known)
+
+
+def _document_columns(batch: list[tuple[int, dict]]) -> tuple:
+    """A batch of ``(rowid, document)`` as ``_tokenise_columns`` takes it."""
+    docs = [doc for _, doc in batch]
+    return (
+        [rowid for rowid, _ in batch],
+        [doc["year"] for doc in docs],
+        [doc["venue"] for doc in docs],
+        [doc["title"] for doc in docs],
+        [doc["keywords"] for doc in docs],
+        [doc["abstract"] for doc in docs],
+        [doc["authors"] for doc in docs],
+    )
+
+
+def _tokenise_columns(
+    batches: Iterable[tuple],
+    unigram_ids: dict[str, int] | None = None,
+    known: _KnownTokens | None = None,
+) -> _Tokens:
+    """``_tokenise`` of batches of papers given as columns: their rowids, years, venues,
+    titles, keywords, abstracts and authors (a reader makes them from its papers' fields,
+    no dict a paper)."""
     tokens = _Tokens() if unigram_ids is None else _Tokens(unigram_ids=unigram_ids)
     title, keywords, body = tokens.fields
     unigram_ids = tokens.unigram_ids
     known = _known_tokens() if known is None else known
-    documents = iter(documents)
-    # One pass over the papers, ``TOKENISE_BATCH`` at a time, keeping only integer arrays:
-    # the texts are never all in memory.
-    while batch := list(itertools.islice(documents, TOKENISE_BATCH)):
-        for rowid, doc in batch:
-            tokens.rowids.append(rowid)
-            tokens.years.append(doc["year"] or 0)
-            tokens.venues.append(doc["venue"] or "")
-        title.add_many([doc["title"] for _, doc in batch], unigram_ids, known)
-        keywords.add_many([" ; ".join(doc["keywords"]) for _, doc in batch], unigram_ids, known)
+    venues: dict[str, str] = {}  # one string a venue (a few hundred), not one a paper
+    for rowids, years, venue_names, titles, keyword_lists, abstracts, author_lists in batches:
+        tokens.rowids.extend(rowids)
+        tokens.years.extend([year or 0 for year in years])
+        tokens.venues.extend([venues.setdefault(v or "", v or "") for v in venue_names])
+        title.add_many([text or "" for text in titles], unigram_ids, known)
+        keywords.add_many([" ; ".join(words) for words in keyword_lists], unigram_ids, known)
         # Authors join the text so that a name typed as plain words still finds the paper.
         body.add_many(
-            [f"{doc['abstract']}\n{' ; '.join(doc['authors'])}" for _, doc in batch],
+            [
+                f"{abstract or ''}\n{' ; '.join(names)}"
+                for abstract, names in zip(abstracts, author_lists, strict=True)
+            ],
             unigram_ids,
             known,
         )
@@ -818,8 +846,10 @@ def _tokenise(
 
 
 def _as_part(tokens: _Tokens) -> tuple:
-    """Tokenised papers as bytes and lists (what a helper process sends back)."""
-    fields = [(f.ids.tobytes(), f.offsets.tobytes()) for f in tokens.fields]
+    """Tokenised papers as bytes and lists (what a helper process sends back); the fields'
+    ids and offsets as byte views of ``tokens``' arrays, not copies (a reader's part holds
+    most of a large build's tokens: 420 MB at 872k papers), so ``tokens`` grows no more."""
+    fields = [(_byte_view(f.ids), _byte_view(f.offsets)) for f in tokens.fields]
     return (
         tokens.rowids.tobytes(),
         tokens.years.tobytes(),
@@ -827,6 +857,11 @@ def _as_part(tokens: _Tokens) -> tuple:
         fields,
         list(tokens.unigram_ids),
     )
+
+
+def _byte_view(values: array) -> memoryview:
+    """An array's bytes, as a view (``bytes``-like: ``np.frombuffer``, ``array.frombytes``)."""
+    return memoryview(values).cast("B")
 
 
 def tokenise_part(db_path: str, rowids: list[int]) -> tuple:
@@ -1024,8 +1059,8 @@ class _Helper:
     """A helper process tokenising papers while the building process tokenises its own: a
     new interpreter (``python -m bot.engine.build_helper``), not a fork of this one (which
     may hold threads and locks) nor multiprocessing's spawn (which re-runs the caller's main
-    script). Rowids go in on stdin (``send``), a pickle comes back on stdout, read by a
-    thread so the helper never waits on a full pipe."""
+    script). Rowids go in on stdin (``send``), the answer comes back on stdout
+    (``_write_answer``), read by a thread so the helper never waits on a full pipe."""
 
     def __init__(self, db_path: str):
         self._start([db_path])
@@ -1055,9 +1090,8 @@ class _Helper:
         self._thread.start()
 
     def _talk(self, request: bytes | None) -> None:
-        """Sends the request (the helper reads it whole before it answers), then unpickles
-        the answer as it comes: no copy of the whole pickle first (a reader's part holds
-        most of a large build's tokens)."""
+        """Sends the request (the helper reads it whole before it answers), then reads the
+        answer as it comes (``_read_answer``)."""
         process = self._process
         try:
             if request is not None:
@@ -1065,8 +1099,8 @@ class _Helper:
                     process.stdin.write(request)
                     process.stdin.close()
             try:
-                self._answer = pickle.load(process.stdout)
-            except (EOFError, pickle.UnpicklingError, ValueError):  # died; its stderr says why
+                self._answer = _read_answer(process.stdout)
+            except (EOFError, ValueError, TypeError):  # it died mid-way; its stderr says why
                 self._answer = None
                 process.stdout.read()
             self._stderr = process.stderr.read()
@@ -1090,6 +1124,58 @@ class _Helper:
         if self._process is not None and self._thread is None:
             self._process.kill()
             self._process.communicate()
+
+
+#: Bytes objects of a helper's answer this long or longer travel apart (``_write_answer``).
+_RAW_BYTES = 1 << 16
+
+
+def _write_answer(answer: tuple, out) -> None:
+    """A helper's answer (tuples, lists of tuples, bytes or byte views, lists of strings) on
+    ``out``, the way ``_read_answer`` reads it: its big bytes (the tokens) written as they
+    are, after the rest (marshal: a reader's 872k papers' ids, content hashes and venues
+    took 0.9 s to pickle, each string into pickle's memo, and 0.3 s to unpickle)."""
+    raw: list = []
+
+    def without_raw(value):
+        if isinstance(value, tuple):
+            return tuple(map(without_raw, value))
+        if isinstance(value, list) and value and isinstance(value[0], tuple):
+            return list(map(without_raw, value))
+        if isinstance(value, bytes | memoryview) and len(value) >= _RAW_BYTES:
+            raw.append(value)
+            return ...  # (marshal keeps Ellipsis; no answer holds one)
+        return value
+
+    head = marshal.dumps((without_raw(answer), [len(r) for r in raw]))
+    out.write(struct.pack("<q", len(head)))
+    out.write(head)
+    for value in raw:
+        out.write(value)
+    out.flush()
+
+
+def _read_answer(stream) -> tuple:
+    """``_write_answer``'s answer read from ``stream``; EOFError when it ends short."""
+
+    def read(size: int) -> bytes:
+        data = stream.read(size)
+        if len(data) != size:
+            raise EOFError("the answer ended short")
+        return data
+
+    (size,) = struct.unpack("<q", read(8))
+    skeleton, sizes = marshal.loads(read(size))
+    raw = iter([read(size) for size in sizes])
+
+    def with_raw(value):
+        if isinstance(value, tuple):
+            return tuple(map(with_raw, value))
+        if isinstance(value, list) and value and isinstance(value[0], tuple):
+            return list(map(with_raw, value))
+        return next(raw) if value is ... else value
+
+    return with_raw(skeleton)
 
 
 class _Reader(_Helper):
