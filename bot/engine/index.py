@@ -4044,13 +4044,15 @@ class Index:
     def _finish(self, total, matched, glob, coordinate: bool, n_query: int, out_docs, out_scores):
         """Append the documents that scored (their summed ``total`` not 0) and their final
         scores: pivoted length normalisation, then the coordination factor if asked."""
-        scores = (total * self.inverse_pivot[glob]).astype(np.float32)
-        keep = total != 0
-        scores = scores[keep]
+        scores = total * self.inverse_pivot.take(glob)  # (float32 x float32: no cast)
+        if not total.all():
+            keep = total != 0
+            scores, glob, matched = scores[keep], glob[keep], matched[keep]
         if coordinate:
-            share = matched[keep] / np.float32(n_query)
-            scores = scores * share * share
-        out_docs.append(glob[keep])
+            share = matched / np.float32(n_query)
+            scores *= share
+            scores *= share
+        out_docs.append(glob)
         out_scores.append(scores)
 
     def score(self, term_ids: np.ndarray, weights: np.ndarray, matched: bool = False) -> tuple:
