@@ -17,6 +17,7 @@ from typing import Any
 import click
 from sqlite_utils import Database
 
+from .formats.common import printable
 from .paper import Paper
 from .schema import migrate, migrations
 from .text import author_matches, authors_key, name_tokens
@@ -540,7 +541,7 @@ def _json_names(names: list[str]) -> str:
         joined = '", "'.join(names)
     except TypeError:
         return _json(names)
-    if joined.count('"') != 2 * len(names) - 2 or "\\" in joined or not joined.isprintable():
+    if joined.count('"') != 2 * len(names) - 2 or "\\" in joined or not printable(joined):
         return _json(names)
     return f'["{joined}"]'
 
