@@ -50,3 +50,22 @@ def test_added_at_from_another_store_is_kept_for_new_papers_only(tmp_path, monke
     corpus.upsert([Paper("a", "A changed", "Text."), Paper("b", "B", "Text.")], added_at=stored)
     rows = dict(corpus.db.execute("select id, added_at from papers"))
     assert rows == {"a": "2026-03-03T00:00:00+00:00", "b": "2025-02-02T00:00:00+00:00"}
+
+
+def test_an_id_repeated_in_a_later_batch_of_a_first_ingest_is_found(tmp_path):
+    """Into an empty table, upsert asks SQLite about a batch only when it wrote one of its
+    ids before: a repeat in a later batch is still an update (or unchanged), never a second
+    paper added."""
+    corpus = Corpus(open_database(tmp_path / "c.db"))
+    papers = [
+        Paper("a", "A", "First."),
+        Paper("b", "B", "Second."),
+        Paper("c", "C", "Third."),
+        Paper("a", "A, revised", "First."),  # a later batch, changed
+        Paper("b", "B", "Second."),  # a later batch, the same
+    ]
+    counts = corpus.upsert(papers, batch_size=2)
+    assert (counts.added, counts.updated, counts.unchanged) == (3, 1, 1)
+    rows = corpus.db.execute("select id, title from papers order by rowid").fetchall()
+    assert rows == [("a", "A, revised"), ("b", "B"), ("c", "C")]
+    assert corpus.upsert(papers[:2], batch_size=1).unchanged == 1  # not empty now: asks

@@ -9,9 +9,12 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from bot.engine.formats import (
     read_corpus_file,
 )
+from bot.engine.formats.common import collapse, printable
 from tests.formats_support import FIXTURES, error_for, locations, read
 
 
@@ -204,3 +207,28 @@ def test_author_lists_are_cleaned_name_by_name_whatever_sits_next_to_the_separat
     result = read_corpus_file(path)
     assert result.rejected == []
     assert [p.authors for p in result.papers] == [want for _, want in cases]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("  a  b   c    d     e ", "a b c d e"),
+        ("a" + " " * 9 + "b", "a b"),
+        (" lead", "lead"),
+        ("trail ", "trail"),
+        ("   ", ""),
+        ("", ""),
+        ("tab\there\n", "tab here"),
+        ("Zoë  Ünïcødé ", "Zoë Ünïcødé"),
+        ("nb\xa0sp  x", "nb sp x"),
+        ("\x1b[31mred\x1b[0m  text", "red text"),
+        ("del\x7f  x", "del x"),
+        ("unit\x1fsep", "unit sep"),
+        ("~ tilde", "~ tilde"),
+    ],
+)
+def test_collapse_leaves_single_spaces_and_no_control_characters(text, expected) -> None:
+    """Text that is printable but for its spaces takes its own way (runs of spaces halved);
+    ASCII is checked printable byte by byte (DEL and the unit separator are not)."""
+    assert collapse(text) == expected
+    assert printable(text) == text.isprintable()

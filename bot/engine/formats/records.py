@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.engine.paper import Paper, Rejected
 
-from .common import LONGEST_ABSTRACT, check_sizes, collapse, kind, sha1, slug
+from .common import LONGEST_ABSTRACT, check_sizes, collapse, kind, printable, sha1, slug
 from .titles import derive_title
 
 
@@ -168,7 +168,7 @@ def _plain_names(names: list[Any]) -> bool:
     except TypeError:  # not all strings
         return False
     return (
-        joined.isprintable()
+        printable(joined)
         and "  " not in joined
         and "| " not in joined
         and " |" not in joined
