@@ -301,7 +301,7 @@ def test_block_layout_counted_by_paper_is_the_lists_one(monkeypatch, blocks):
         dense[term] = np.bincount(docs // block, minlength=blocks)
     for step in (1 << 22, 7):
         sizes = index_module._paper_block_sizes(by_paper, block, blocks, step)
-        assert sizes.dtype == np.uint32 and np.array_equal(sizes, dense), step
+        assert sizes.dtype == np.uint32 and np.array_equal(sizes.T, dense), step
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])

@@ -1379,20 +1379,22 @@ def _sparse_layout(runs: Iterable[tuple[int, int, np.ndarray]], n_terms: int, bl
 def _paper_block_sizes(
     by_paper: sp.csr_matrix, block: int, blocks: int, step: int = 1 << 22
 ) -> np.ndarray:
-    """How many papers of each of the first ``blocks`` blocks hold each term (terms x
-    blocks, uint32), from the matrix by paper: each block's papers' columns counted, ``step``
-    postings at a time (bincount's intp copy of them kept small). No pass over the inverted
-    lists: a build counts them while it transposes the matrix into the lists."""
+    """How many papers of each of the first ``blocks`` blocks hold each term (blocks x
+    terms, uint32: a block's row written at once, ``.T`` for a list's sizes), from the
+    matrix by paper: each block's papers' columns counted, ``step`` postings at a time
+    (bincount's intp copy of them kept small). No pass over the inverted lists: a build
+    counts them while it transposes the matrix into the lists."""
     n_docs, n_terms = by_paper.shape
     indptr, indices = by_paper.indptr, by_paper.indices
-    out = np.zeros((n_terms, blocks), dtype=np.uint32)
+    out = np.zeros((blocks, n_terms), dtype=np.uint32)
+    counts = np.zeros(n_terms, dtype=np.int64)
     for b in range(blocks):
         start = int(indptr[min(b * block, n_docs)])
         end = int(indptr[min((b + 1) * block, n_docs)])
-        counts = np.zeros(n_terms, dtype=np.int64)
+        counts[:] = 0
         for a in range(start, end, step):
             counts += np.bincount(indices[a : min(a + step, end)], minlength=n_terms)
-        out[:, b] = counts
+        out[b] = counts
     return out
 
 
@@ -1400,11 +1402,11 @@ def _first_block_sizes(by_paper: sp.csr_matrix, block: int, step: int = 1 << 22)
     """``_block_sizes`` at two blocks (87k papers) from the matrix by paper: each list's
     postings before the boundary are the first ``block`` papers' terms, counted
     (``_paper_block_sizes``: 0.05 s, not 0.1-0.5 by the lists)."""
-    return _paper_block_sizes(by_paper, block, 1, step)[:, 0]
+    return _paper_block_sizes(by_paper, block, 1, step)[0]
 
 
 #: ``_block_layout`` counts the block sizes from the matrix by paper up to this many blocks
-#: (``_paper_block_sizes``' terms x blocks array: 187 MB at 872k papers, 14 blocks); beyond
+#: (``_paper_block_sizes``' blocks x terms array: 187 MB at 872k papers, 14 blocks); beyond
 #: (dense sizes again) from the lists, a few at a time.
 _PAPER_BLOCKS = 64
 #: ``_block_layout``'s lists at a time when it lays out sizes counted by paper.
@@ -1432,14 +1434,17 @@ def _block_layout(
     sparse = _mask_type(blocks) is not None
     if by_paper is not None and _by_paper(blocks):
         sizes = _paper_block_sizes(by_paper, block, blocks if sparse else blocks - 1)
+        n_terms = sizes.shape[1]
         if sparse:
-            n_terms = len(sizes)
             runs = (
-                (term, min(term + _LAYOUT_TERMS, n_terms), sizes[term : term + _LAYOUT_TERMS])
-                for term in range(0, n_terms, _LAYOUT_TERMS)
+                (term, end, np.ascontiguousarray(sizes[:, term:end].T))
+                for term, end in (
+                    (term, min(term + _LAYOUT_TERMS, n_terms))
+                    for term in range(0, n_terms, _LAYOUT_TERMS)
+                )
             )
             return _sparse_layout(runs, n_terms, blocks)
-        sizes = sizes.ravel()
+        sizes = sizes.T.ravel()
     elif sparse:
         return _sparse_block_sizes(indices, indptr, blocks, block)
     else:
