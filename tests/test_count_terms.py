@@ -270,3 +270,44 @@ def test_the_chunks_keys_cut_into_ranges_merge_as_all_of_them(n):
     for k in range(2):
         assert np.concatenate([part[k] for part in merged]).tolist() == whole[k].tolist()
     assert index_module._key_ranges([], n) == [[]]
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 3, 14, 65])
+def test_block_layout_counted_by_paper_is_the_lists_one(monkeypatch, blocks):
+    """A build counts the lists' block sizes from the matrix by paper (beside its transpose
+    into the lists): the same arrays as counted from the lists, dense or sparse, with empty
+    lists, sizes over a byte, a short last block, several runs of lists; and each block's
+    sizes counted ``step`` postings at a time are the lists' own."""
+    rng = np.random.default_rng(blocks)
+    block = 300
+    n_docs = max(blocks * block - 7, 1)
+    lists = [np.unique(rng.integers(0, n_docs, rng.integers(0, 40))) for _ in range(70)]
+    lists[5:8] = [np.zeros(0, np.int64), np.arange(n_docs), np.asarray([n_docs - 1])]
+    indices = np.concatenate(lists).astype(np.int32)
+    indptr = np.concatenate([[0], np.cumsum([len(docs) for docs in lists])])
+    by_paper = sp.csr_matrix(
+        (np.ones(len(indices), np.float32), indices, indptr), shape=(len(lists), n_docs)
+    ).T.tocsr()
+    monkeypatch.setattr(index_module, "_LAYOUT_TERMS", 16)
+    want = index_module._block_layout(indices, indptr, blocks, block)
+    lists_too = None if index_module._by_paper(blocks) else (indices, indptr)
+    got = index_module._block_layout(*(lists_too or (None, None)), blocks, block, by_paper)
+    assert want.keys() == got.keys()
+    for key, values in want.items():
+        assert values.dtype == got[key].dtype and np.array_equal(values, got[key]), key
+    assert len(want["xt_wide_blocks"]) == blocks - 1  # the full list's, but its last
+    dense = np.zeros((len(lists), blocks), dtype=np.int64)
+    for term, docs in enumerate(lists):
+        dense[term] = np.bincount(docs // block, minlength=blocks)
+    for step in (1 << 22, 7):
+        sizes = index_module._paper_block_sizes(by_paper, block, blocks, step)
+        assert sizes.dtype == np.uint32 and np.array_equal(sizes.T, dense), step
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_a_postings_paper_within_its_block(dtype):
+    """``_within_blocks``: the cast a 2**16-paper block takes is the remainder too."""
+    docs = np.asarray([0, 1, 65535, 65536, 65537, 200_000, (1 << 31) - 1], dtype=dtype)
+    for block in (1 << 16, 300, 1 << 12):
+        got = index_module._within_blocks(docs, block)
+        assert got.dtype == np.uint16 and got.tolist() == (docs % block).tolist(), block

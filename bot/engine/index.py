@@ -510,11 +510,17 @@ def _term_counts(
             kept_pairs, pairs_of[number] = pairs_of[number], None
             pairs, pair_counts = kept_pairs if kept_pairs is not None else pairs_in(number)
             pair_keys = pairs // (b - a)
-            # Searched in sorted order: each search starts where the previous one ended
-            # (numpy's bisection keeps its bounds), several times faster than random ones.
-            pos = np.searchsorted(kept, pair_keys)
+            # Each distinct bigram of the chunk searched once (at 872k papers, 55 M
+            # searches instead of 87 M), in sorted order: each search starts where the
+            # previous one ended (numpy's bisection keeps its bounds), several times faster
+            # than random ones.
+            firsts = _starts(pair_keys)
+            runs = np.diff(firsts, append=len(pair_keys))
+            pos = np.searchsorted(kept, pair_keys[firsts])
             known = pos < len(kept)
-            known[known] = kept[pos[known]] == pair_keys[known]
+            known[known] = kept[pos[known]] == pair_keys[firsts[known]]
+            pos, known = np.repeat(pos, runs), np.repeat(known, runs)
+            del firsts, runs
             rows = np.concatenate(
                 [u_docs, (pairs[known] - pair_keys[known] * (b - a)).astype(np.int32)]
             )
@@ -541,11 +547,12 @@ def _term_counts(
 def _merged_counts(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct keys with summed counts, from one (keys, counts) pair per chunk.
 
-    Each key and its count packed in one integer (key high, count low): the chunks' runs
-    stay sorted, and a stable sort (timsort) of the values merges them without the two
-    gathers an ``argsort`` needs after it (at 872k papers, 56 M keys: 2.0 s against 3.7-4.9
-    s). A key's pairs come out together (by count: they are summed). The ``argsort`` when a
-    key and a count do not fit in 63 bits."""
+    Each key and its count packed in one integer (key high, count low) and sorted by
+    numpy's default sort (its AVX2 quicksort; equal integers need no stable sort): no
+    gathers after it as an ``argsort`` needs (at 872k papers, 56 M keys: 3.7-4.9 s by
+    ``argsort``; a range of 28 M: 0.9 s by a stable sort merging the chunks' sorted runs,
+    0.5 s by the default one). A key's pairs come out together (by count: they are
+    summed, in any order). The ``argsort`` when a key and a count do not fit in 63 bits."""
     if not runs:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     keys = np.concatenate([k for k, _ in runs])
@@ -556,11 +563,11 @@ def _merged_counts(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
     if int(keys.max()) < 1 << (63 - shift):  # packed, sorted and unpacked in place
         keys <<= shift
         keys |= counts
-        keys.sort(kind="stable")
+        keys.sort()
         counts = keys & ((1 << shift) - 1)
         keys >>= shift
     else:
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys)
         keys, counts = keys[order], counts[order]
         del order
     firsts = _starts(keys)
@@ -1419,14 +1426,25 @@ def _sparse_block_sizes(indices: np.ndarray, indptr: np.ndarray, blocks: int, bl
     blocks: 50 bytes a paper at 872k papers."""
     indptr = np.asarray(indptr, dtype=np.int64)
     n_terms = len(indptr) - 1
+
+    def runs():
+        for term, end, a, b in _posting_chunks(indptr, n_terms, 1 << 22):
+            rows = np.repeat(np.arange(end - term, dtype=np.int64), np.diff(indptr[term : end + 1]))
+            keys = rows * blocks + np.asarray(indices[a:b]) // block
+            yield term, end, np.bincount(keys, minlength=(end - term) * blocks).reshape(-1, blocks)
+
+    return _sparse_layout(runs(), n_terms, blocks)
+
+
+def _sparse_layout(runs: Iterable[tuple[int, int, np.ndarray]], n_terms: int, blocks: int) -> dict:
+    """``_sparse_block_sizes``' arrays from runs of lists ``(term, end, sizes)``: the sizes
+    of lists ``term..end-1`` in each block (a row a list), runs ascending (lists in none:
+    empty)."""
     kind = _mask_type(blocks)
     masks = np.zeros(n_terms, dtype=kind)
     bit = np.left_shift(np.ones(blocks, dtype=kind), np.arange(blocks, dtype=kind))
     pieces = [np.zeros(0, np.int64)]
-    for term, end, a, b in _posting_chunks(indptr, n_terms, 1 << 22):
-        rows = np.repeat(np.arange(end - term, dtype=np.int64), np.diff(indptr[term : end + 1]))
-        keys = rows * blocks + np.asarray(indices[a:b]) // block
-        sizes = np.bincount(keys, minlength=(end - term) * blocks).reshape(-1, blocks)
+    for term, end, sizes in runs:
         full = sizes > 0
         masks[term:end] = np.bitwise_or.reduce(np.where(full, bit, kind(0)), axis=1)
         keep = full.copy()
@@ -1444,34 +1462,79 @@ def _sparse_block_sizes(indices: np.ndarray, indptr: np.ndarray, blocks: int, bl
     }
 
 
+def _paper_block_sizes(
+    by_paper: sp.csr_matrix, block: int, blocks: int, step: int = 1 << 22
+) -> np.ndarray:
+    """How many papers of each of the first ``blocks`` blocks hold each term (blocks x
+    terms, uint32: a block's row written at once, ``.T`` for a list's sizes), from the
+    matrix by paper: each block's papers' columns counted, ``step`` postings at a time
+    (bincount's intp copy of them kept small). No pass over the inverted lists: a build
+    counts them while it transposes the matrix into the lists."""
+    n_docs, n_terms = by_paper.shape
+    indptr, indices = by_paper.indptr, by_paper.indices
+    out = np.zeros((blocks, n_terms), dtype=np.uint32)
+    counts = np.zeros(n_terms, dtype=np.int64)
+    for b in range(blocks):
+        start = int(indptr[min(b * block, n_docs)])
+        end = int(indptr[min((b + 1) * block, n_docs)])
+        counts[:] = 0
+        for a in range(start, end, step):
+            counts += np.bincount(indices[a : min(a + step, end)], minlength=n_terms)
+        out[b] = counts
+    return out
+
+
 def _first_block_sizes(by_paper: sp.csr_matrix, block: int, step: int = 1 << 22) -> np.ndarray:
     """``_block_sizes`` at two blocks (87k papers) from the matrix by paper: each list's
-    postings before the boundary are the first ``block`` papers' terms, counted (no pass
-    over the inverted lists, no temporary the size of the postings: 0.05 s, not 0.1-0.5);
-    ``step`` terms at a time (bincount's intp copy of them kept small)."""
-    end = int(by_paper.indptr[min(block, by_paper.shape[0])])
-    out = np.zeros(by_paper.shape[1], dtype=np.int64)
-    for a in range(0, end, step):
-        out += np.bincount(by_paper.indices[a : min(a + step, end)], minlength=len(out))
-    return out.astype(np.uint32)
+    postings before the boundary are the first ``block`` papers' terms, counted
+    (``_paper_block_sizes``: 0.05 s, not 0.1-0.5 by the lists)."""
+    return _paper_block_sizes(by_paper, block, 1, step)[0]
+
+
+#: ``_block_layout`` counts the block sizes from the matrix by paper up to this many blocks
+#: (``_paper_block_sizes``' blocks x terms array: 187 MB at 872k papers, 14 blocks); beyond
+#: (dense sizes again) from the lists, a few at a time.
+_PAPER_BLOCKS = 64
+#: ``_block_layout``'s lists at a time when it lays out sizes counted by paper.
+_LAYOUT_TERMS = 1 << 18
+
+
+def _by_paper(blocks: int) -> bool:
+    """Whether ``_block_layout`` counts a segment of ``blocks`` blocks from the matrix by
+    paper (given it): then it reads no inverted list."""
+    return blocks <= _PAPER_BLOCKS
 
 
 def _block_layout(
-    indices: np.ndarray,
-    indptr: np.ndarray,
+    indices: np.ndarray | None,
+    indptr: np.ndarray | None,
     blocks: int,
     block: int,
     by_paper: sp.csr_matrix | None = None,
 ) -> dict:
     """The lists' block sizes as a segment of ``blocks`` blocks stores them: dense (one
     size a list and block but the last) at two blocks, where that is smaller, else sparse.
-    ``by_paper``: the same postings as a matrix by paper, if at hand (``_first_block_sizes``)."""
-    if _mask_type(blocks) is not None:
+    ``by_paper``: the same postings as a matrix by paper, if at hand: the sizes are then
+    counted from it when ``_by_paper(blocks)`` (the lists, ``indices`` and ``indptr``, may
+    be None), so a build lays them out while it transposes the matrix into the lists."""
+    sparse = _mask_type(blocks) is not None
+    if by_paper is not None and _by_paper(blocks):
+        sizes = _paper_block_sizes(by_paper, block, blocks if sparse else blocks - 1)
+        n_terms = sizes.shape[1]
+        if sparse:
+            runs = (
+                (term, end, np.ascontiguousarray(sizes[:, term:end].T))
+                for term, end in (
+                    (term, min(term + _LAYOUT_TERMS, n_terms))
+                    for term in range(0, n_terms, _LAYOUT_TERMS)
+                )
+            )
+            return _sparse_layout(runs, n_terms, blocks)
+        sizes = sizes.T.ravel()
+    elif sparse:
         return _sparse_block_sizes(indices, indptr, blocks, block)
-    two = blocks == 2 and by_paper is not None
-    sizes = (
-        _first_block_sizes(by_paper, block) if two else _block_sizes(indices, indptr, blocks, block)
-    )
+    else:
+        sizes = _block_sizes(indices, indptr, blocks, block)
     return {
         **_pack_block_sizes(sizes),
         "xt_block_masks": np.zeros(0, np.uint8),
@@ -1497,13 +1560,17 @@ def _pack_counts(counts: np.ndarray) -> dict:
     nnz = len(counts)
     if nnz >= 1 << 32 or (nnz and int(counts.max()) >= 1 << 32):
         raise IndexBuildError("The index cannot hold over 4 billion postings or counts.")
+    wide = np.flatnonzero(counts > _NIBBLE_MAX)
+    # The counts cast to a byte (a wide one's low bits, zeroed after) in place: one
+    # temporary a byte a posting, not three (0.6 -> 0.4 s at 872k papers).
     codes = np.zeros(nnz + (nnz & 1), dtype=np.uint8)
-    wide = counts > _NIBBLE_MAX
-    codes[:nnz] = np.where(wide, 0, counts)
-    codes[1::2] <<= 4
-    escaped = np.flatnonzero(wide).astype(np.uint64)
+    np.copyto(codes[:nnz], counts, casting="unsafe")
+    codes[wide] = 0
+    data = codes[1::2] << 4
+    data |= codes[0::2]
+    escaped = wide.astype(np.uint64)
     return {
-        "xt_data": codes[0::2] | codes[1::2],
+        "xt_data": data,
         "xt_escaped": (escaped << np.uint64(32)) | counts[wide].astype(np.uint64),
     }
 
@@ -1684,16 +1751,20 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
     x = counted.counts = sp.csr_matrix(
         (_narrowest_counts(x.data), x.indices, x.indptr), shape=x.shape
     )
-    xt = x.T.tocsr()
-    xt.sort_indices()
     block = BLOCK  # read once: recorded in meta.json, which readers go by
     blocks = _blocks_of(x.shape[0], block)
+    # The lists' block sizes counted by paper while the matrix is transposed (at 872k
+    # papers the transpose is 7 s of one core, the layout 1-3 s of the other).
+    layout = _beside(_block_layout, None, None, blocks, block, x) if _by_paper(blocks) else None
+    xt = x.T.tocsr()
+    xt.sort_indices()
     venue_names = sorted(set(counted.venues))
     venue_code = {v: i for i, v in enumerate(venue_names)}
     nnz = int(xt.indptr[-1])
-    layout = _beside(_block_layout, xt.indices, xt.indptr, blocks, block, x)
+    if layout is None:
+        layout = _beside(_block_layout, xt.indices, xt.indptr, blocks, block, x)
     packed = _pack_counts(xt.data)
-    indices = (np.asarray(xt.indices) % block).astype(np.uint16)
+    indices = _within_blocks(xt.indices, block)
     blob, vocab_shared, vocab_heads = coded.result()
     arrays = {
         **packed,
@@ -1724,6 +1795,16 @@ def _segment_arrays(counted: _Counted, min_bigram_df: int) -> tuple[dict, bytes,
         "built_at": time.time(),
     }
     return arrays, blob, meta
+
+
+def _within_blocks(indices: np.ndarray, block: int) -> np.ndarray:
+    """Each posting's paper within its block (uint16): a cast, which keeps the low 16 bits,
+    when a block is 2**16 papers (no temporary of the postings' size: 1 s at 872k
+    papers), else the remainder."""
+    indices = np.asarray(indices)
+    if block == 1 << 16 and indices.dtype.kind in "iu":
+        return indices.astype(np.uint16)
+    return (indices % block).astype(np.uint16)
 
 
 def _doc_sizes(indptr: np.ndarray) -> np.ndarray:
