@@ -232,7 +232,7 @@ def test_the_vocabulary_is_built_from_the_words_bytes_in_the_order_given():
 def test_two_blocks_sizes_are_each_lists_papers_before_the_boundary(step):
     """At two blocks (87k papers) each list's size in block 0 is its papers before the
     boundary, empty lists included: ``_block_sizes`` from the lists, and
-    ``_first_block_sizes`` (what a build uses) from the matrix by paper, ``step`` terms
+    ``_paper_block_sizes`` (what a build uses) from the matrix by paper, ``step`` postings
     at a time."""
     rng = np.random.default_rng(17)
     block = 50
@@ -244,7 +244,7 @@ def test_two_blocks_sizes_are_each_lists_papers_before_the_boundary(step):
     assert sizes.dtype == np.uint32
     assert sizes.tolist() == [int((docs < block).sum()) for docs in lists]
     by_list = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(lists), 2 * block))
-    first = index_module._first_block_sizes(by_list.T.tocsr(), block, step)
+    first = index_module._paper_block_sizes(by_list.T.tocsr(), block, 1, step)[0]
     assert first.dtype == np.uint32
     assert first.tolist() == sizes.tolist()
     layout = index_module._block_layout(indices, indptr, 2, block, by_list.T.tocsr())

@@ -1484,13 +1484,6 @@ def _paper_block_sizes(
     return out
 
 
-def _first_block_sizes(by_paper: sp.csr_matrix, block: int, step: int = 1 << 22) -> np.ndarray:
-    """``_block_sizes`` at two blocks (87k papers) from the matrix by paper: each list's
-    postings before the boundary are the first ``block`` papers' terms, counted
-    (``_paper_block_sizes``: 0.05 s, not 0.1-0.5 by the lists)."""
-    return _paper_block_sizes(by_paper, block, 1, step)[0]
-
-
 #: ``_block_layout`` counts the block sizes from the matrix by paper up to this many blocks
 #: (``_paper_block_sizes``' blocks x terms array: 187 MB at 872k papers, 14 blocks); beyond
 #: (dense sizes again) from the lists, a few at a time.
