@@ -3139,7 +3139,11 @@ class Index:
         extra_terms = bytes(extra_blob).decode().split("\n") if len(extra_blob) else []
         sizes = [segment.n_terms for segment in self.segments[1:]]
         top = self.segments[0].n_terms + len(extra_terms)
-        if len(delta_terms) != sum(sizes) or int(delta_terms.max(initial=-1)) >= top:
+        if (
+            len(delta_terms) != sum(sizes)
+            or int(delta_terms.max(initial=-1)) >= top
+            or int(delta_terms.min(initial=-1)) < -1
+        ):
             raise IndexDamaged(f"{self.meta['delta_terms']['file']} does not match its segments")
         self._to_global = [None]
         at = 0
