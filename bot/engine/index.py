@@ -3246,10 +3246,8 @@ class Index:
         if not alone:
             df[:n_main] = main.df
         for segment, to_global in zip(self.segments[1:], self._to_global[1:], strict=True):
-            ok = to_global >= 0
-            df += np.bincount(to_global[ok], weights=segment.df[ok], minlength=self.n_terms).astype(
-                np.int32
-            )
+            ok = to_global >= 0  # (added where the delta's terms are: no pass over every term)
+            np.add.at(df, to_global[ok], np.asarray(segment.df[ok], dtype=np.int32))
         if deleted_df is None:
             deleted_df = self._deleted_df(deleted)
         elif (
