@@ -4,7 +4,8 @@
 same temp folder (nothing of the machine's own PostgreSQL is touched), trust authentication
 for local connections. initdb refuses to run as root, so as root every command runs as the
 ``postgres`` user (``runuser -u postgres --``). One cluster per test session; each test gets
-its own database, copied from a migrated template (``CREATE DATABASE ... TEMPLATE``).
+its own database, copied from a migrated template (``CREATE DATABASE ... TEMPLATE``). The
+tests' cluster (fsync off) lives in memory (``/dev/shm``) when there is room.
 """
 
 from __future__ import annotations
@@ -37,6 +38,25 @@ def find_bin_dir() -> Path | None:
     return Path(on_path).parent if on_path and shutil.which("pg_ctl") else None
 
 
+#: Memory-backed folder for a non-durable cluster, used when it has this much room: every test
+#: copies a database (~10 MB of small files), and on this project's VMs writing then deleting
+#: them on disk took ~150 s of a suite (300 copies: 75 s to create, 80 s to remove) against
+#: ~25 s in memory.
+MEMORY_DIR = "/dev/shm"
+MEMORY_DIR_MIN_FREE = 8 << 30
+
+
+def cluster_parent(durable: bool) -> str | None:
+    """Where a cluster's folder goes: in memory unless its commits must reach a disk."""
+    if durable:
+        return None
+    try:
+        st = os.statvfs(MEMORY_DIR)
+    except OSError:
+        return None
+    return MEMORY_DIR if st.f_bavail * st.f_frsize >= MEMORY_DIR_MIN_FREE else None
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -51,7 +71,7 @@ class PostgresCluster:
         that off, the benchmark keeps it."""
         self.bin_dir = bin_dir
         self.durable = durable
-        self.root = Path(tempfile.mkdtemp(prefix="paperboy-pg-"))
+        self.root = Path(tempfile.mkdtemp(prefix="paperboy-pg-", dir=cluster_parent(durable)))
         self.data = self.root / "data"
         self.port = free_port()
         self._names = count(1)
