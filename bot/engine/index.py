@@ -2785,18 +2785,22 @@ class Segment:
     def find_all(self, terms: list[int], docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``find`` for several terms (-1: none) and the same ``docs`` (ascending): (which
         of them each term's list has, their posting positions), rows in ``terms``' order.
-        The docs' blocks and 16-bit halves are found once for all the terms, each block's
-        bisection clamped straight into place, and every place a candidate (a hit when its
-        half matches) unless its list has no postings in that block: three numpy calls per
-        term and block, not five."""
+        The docs' blocks and 16-bit halves are found once for all the terms; each term and
+        block costs one bisection (``searchsorted``), its places within the block's slice
+        of the list, all of them joined row by row (the layout of the answer) and moved to
+        the list's start, clamped into it and compared with the halves in a few calls for
+        all (every place is a candidate, a hit when its half matches, unless its list has
+        no postings in that block): a numpy call per term and block, not three (those cost
+        1.5-3 us each, the bisection of a few hundred papers about as much)."""
         docs = np.asarray(docs, dtype=np.int64)
         n = len(docs)
-        hits = np.ones((len(terms), n), dtype=bool)
-        places = np.zeros((len(terms), n), dtype=np.int64)
-        if not n:
-            return hits, places
-        cuts = [0, n] if self.blocks == 1 else [0, *docs.searchsorted(self._firsts).tolist(), n]
-        spans = [(k, cuts[k], cuts[k + 1]) for k in range(self.blocks) if cuts[k + 1] > cuts[k]]
+        if not n or not len(terms):
+            return np.ones((len(terms), n), dtype=bool), np.zeros((len(terms), n), np.int64)
+        if self.blocks == 1:
+            spans = [(0, 0, n)]
+        else:
+            cuts = [0, *docs.searchsorted(self._firsts).tolist(), n]
+            spans = [(k, cuts[k], cuts[k + 1]) for k in range(self.blocks) if cuts[k + 1] > cuts[k]]
         if self._wraps or self.blocks == 1:  # a paper's low half: its number cast to 16 bits
             needles = docs.astype(np.uint16)
         else:
@@ -2804,20 +2808,45 @@ class Segment:
             for k, lo, hi in spans:
                 needles[lo:hi] = docs[lo:hi] - k * self.block
         indices = self.xt_indices
-        for row, term in enumerate(terms):
+        parts = []  # each term's places in each block's slice, row by row
+        starts, lasts = [], []  # each slice's first and last posting (last < first: empty)
+        sized = [hi - lo for _, lo, hi in spans]
+        pieces = [(k, lo, hi, needles[lo:hi]) for k, lo, hi in spans]
+        nothing = np.zeros(n, dtype=np.intp)
+        empty = False
+        for term in terms:
             if term < 0:
-                hits[row] = False
+                empty = True
+                for _, lo, hi, _ in pieces:
+                    parts.append(nothing[lo:hi])
+                    starts.append(0)
+                    lasts.append(-1)
                 continue
             bounds = self._list_bounds(term)
-            for k, lo, hi in spans:
+            for k, lo, hi, wanted in pieces:
                 a, b = bounds[k], bounds[k + 1]
+                starts.append(a)
+                lasts.append(b - 1)
                 if b > a:
-                    at = indices[a:b].searchsorted(needles[lo:hi])
-                    at += a
-                    np.minimum(at, b - 1, out=places[row, lo:hi])
+                    parts.append(indices[a:b].searchsorted(wanted))
                 else:
-                    hits[row, lo:hi] = False  # (no postings in the block)
-        hits &= indices.take(places) == needles  # (the rest: candidates, compared)
+                    empty = True
+                    parts.append(nothing[lo:hi])
+        places = (np.concatenate(parts) if len(parts) > 1 else parts[0].copy()).reshape(
+            len(terms), n
+        )
+        # Each block's columns moved by their rows' starts and clamped (a call per block).
+        firsts = np.asarray(starts).reshape(len(terms), len(spans))
+        ends = np.asarray(lasts).reshape(len(terms), len(spans))
+        for at, (_, lo, hi) in enumerate(spans):
+            block = places[:, lo:hi]
+            block += firsts[:, at : at + 1]
+            np.minimum(block, ends[:, at : at + 1], out=block)
+        if empty:  # (a place -1 reads the last posting: a false hit, cleared below)
+            np.maximum(places, 0, out=places)
+        hits = indices.take(places) == needles
+        if empty:
+            hits &= np.repeat(ends >= firsts, sized, axis=1)
         return hits, places
 
     def main_terms(self, main: Segment) -> np.ndarray:
@@ -3754,10 +3783,10 @@ class Index:
             return self._all_lists(own, weights, passes, coordinate)
         if self.impacts is None:
             return None
-        bound = weights.astype(np.float64) * self.impacts[term_ids]
-        order = np.argsort(-bound, kind="stable").tolist()
+        bound = (weights.astype(np.float64) * self.impacts[term_ids]).tolist()
+        order = sorted(range(n_query), key=lambda j: -bound[j])  # (stable, as ``argsort``)
         # What the terms from the j-th on could add at most (a margin for float rounding).
-        rest = (np.append(np.cumsum(bound[order][::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12).tolist()
+        rest = _rest_bounds([bound[j] for j in order])
         if lengths[order[0]] > LONG_LIST:  # even the likeliest term is common
             return self._from_heads(term_ids, own, weights, lengths, want, passes, coordinate)
         tried = sum(lengths) > HEADS_FIRST
@@ -3772,9 +3801,7 @@ class Index:
             # any other, so MaxScore walks the other terms only (coordination's n stays).
             seeds, excluded = scored[1], np.sort(scored[0], kind="stable")
             order = [position for position in order if position not in scored[3]]
-            rest = (
-                np.append(np.cumsum(bound[order][::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12
-            ).tolist()
+            rest = _rest_bounds([bound[j] for j in order])
         n_steps = len(order)
         inverse_pivot = self.inverse_pivot
         whole = self.n_live == self.n_docs
@@ -4709,6 +4736,19 @@ def _above(scores: np.ndarray, want: int, bounds: list[float], rare: list[int]) 
         outside = max(outside, best * (m / n_query) ** 2)
     outside = outside * (1 + 1e-4) + 1e-12  # (a margin for float rounding, as ``rest``)
     return bool(np.partition(scores, len(scores) - want)[-want] > outside)
+
+
+def _rest_bounds(bounds: list[float]) -> list[float]:
+    """What the terms from the j-th on could add at most, for every j and one past the
+    last (0), with a margin for float rounding: summed from the last term back, in
+    Python floats (the same float64 steps as ``np.cumsum``, without its five numpy calls)."""
+    out = [0.0] * (len(bounds) + 1)
+    total = 0.0
+    for j in range(len(bounds) - 1, -1, -1):
+        total += bounds[j]
+        out[j] = total * (1 + 1e-4) + 1e-12
+    out[-1] = 0.0 * (1 + 1e-4) + 1e-12
+    return out
 
 
 def _joined(docs: list[np.ndarray], scores: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
