@@ -1,11 +1,18 @@
 """The lookup's cheaper paths give the same bits as the numpy steps they replace:
-``_rows_summed`` (one reduction for ``total += row`` row by row, ``_exact_scores``) and
-``_rest_bounds`` (the terms' remaining bounds in Python floats, ``top_candidates``)."""
+``_rows_summed`` (one reduction for ``total += row`` row by row, ``_exact_scores``),
+``_rest_bounds`` (the terms' remaining bounds in Python floats, ``top_candidates``), and
+``Segment.find_all``'s two ways (its places joined, or placed term by term past
+``FIND_ALL_WIDE`` papers) are ``find``'s for each term, and the lookups' answers with either
+are the exhaustive ones."""
 
 import numpy as np
 import pytest
 
+import bot.engine.index as index_module
+import bot.engine.search as search_module
 from bot.engine.index import _rest_bounds, _rows_summed
+from tests.test_index_blocks import pair  # noqa: F401  (64-paper and whole blocks)
+from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engine fixture)
 
 
 @pytest.mark.parametrize("n_rows", [1, 2, 5, 8, 9, 17, 40])
@@ -38,3 +45,33 @@ def test_rest_bounds_are_numpys_to_the_bit(n):
     bound = rng.random(n) * rng.choice([1e-3, 1.0, 30.0], size=n)
     want = (np.append(np.cumsum(bound[::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12).tolist()
     assert _rest_bounds(bound.tolist()) == want
+
+
+@pytest.mark.parametrize("wide", [0, 10**9])  # every call placed term by term, or joined
+def test_both_ways_of_find_all_are_find_for_each_term(pair, monkeypatch, wide):  # noqa: F811
+    monkeypatch.setattr(index_module, "FIND_ALL_WIDE", wide)
+    small, whole, _ = pair
+    rng = np.random.default_rng(17)
+    for segment in [*small.index.segments, *whole.index.segments]:
+        for size in (1, 5, 33, segment.n_docs):
+            docs = np.sort(rng.choice(segment.n_docs, min(size, segment.n_docs), replace=False))
+            terms = [-1, *rng.choice(segment.n_terms, 9).tolist(), -1]
+            hits, places = segment.find_all(terms, docs)
+            assert hits.shape == places.shape == (len(terms), len(docs))
+            for row, term in enumerate(terms):
+                if term < 0:
+                    assert not hits[row].any()
+                    continue
+                hit, at = segment.find(term, docs)
+                assert np.array_equal(hits[row], hit), (term, size)
+                assert np.array_equal(places[row][hit], at[hit])
+
+
+@pytest.mark.parametrize("wide", [0, 10**9])
+def test_lookups_with_either_way_are_exhaustive(engine, monkeypatch, wide):  # noqa: F811
+    monkeypatch.setattr(index_module, "FIND_ALL_WIDE", wide)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    for query in lookups(engine.papers)[:80]:
+        for k in (3, 10):
+            want = engine.rank(query, k=k, prune=False)
+            assert engine.rank(query, k=k, prune=True) == want, (query, k)
