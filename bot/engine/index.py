@@ -1635,8 +1635,18 @@ class _Counts:
         tf = pairs.ravel()[first : first + end - start]
         if self._any_escaped and np.count_nonzero(tf) < len(tf):
             at = self._wide_at
-            i, j = int(at.searchsorted(start)), int(at.searchsorted(end))
-            tf[at[i:j] - start] = sublinear(self._wide[i:j])
+            i, j = at.searchsorted((start, end)).tolist()
+            tf[at[i:j] - start] = self._wide_tf()[i:j]
+        return tf
+
+    def _wide_tf(self) -> np.ndarray:
+        """``sublinear`` of every escaped count, worked out once (a few thousand at 87k
+        papers): the same bits as of a few of them (numpy's float32 ``log`` gives a value
+        the same bits wherever it sits: ``term_frequencies``), three numpy calls fewer for
+        each lookup of a list that has any."""
+        tf = self.__dict__.get("_wide_sublinear")
+        if tf is None:
+            tf = self._wide_sublinear = sublinear(self._wide)
         return tf
 
     def tf_at(self, positions: np.ndarray) -> np.ndarray:
@@ -1650,7 +1660,7 @@ class _Counts:
         if self._any_escaped and np.count_nonzero(tf) < len(tf):
             zero = tf == 0
             found = self._wide_at.searchsorted(positions[zero])
-            tf[zero] = sublinear(self._wide[found])
+            tf[zero] = self._wide_tf().take(found)
         return tf
 
     def __getitem__(self, key):
@@ -2792,24 +2802,83 @@ class Segment:
     def find_all(self, terms: list[int], docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``find`` for several terms (-1: none) and the same ``docs`` (ascending): (which
         of them each term's list has, their posting positions), rows in ``terms``' order.
-        The docs' blocks and 16-bit halves are found once for all the terms, each block's
-        bisection clamped straight into place, and every place a candidate (a hit when its
-        half matches) unless its list has no postings in that block: three numpy calls per
-        term and block, not five."""
+        The docs' blocks and 16-bit halves are found once for all the terms; each term and
+        block costs one bisection (``searchsorted``), its places within the block's slice
+        of the list, all of them joined row by row (the layout of the answer) and moved to
+        the list's start, clamped into it and compared with the halves in a few calls for
+        all (every place is a candidate, a hit when its half matches, unless its list has
+        no postings in that block): a numpy call per term and block, not three (those cost
+        1.5-3 us each, the bisection of a few hundred papers about as much)."""
         docs = np.asarray(docs, dtype=np.int64)
         n = len(docs)
-        hits = np.ones((len(terms), n), dtype=bool)
-        places = np.zeros((len(terms), n), dtype=np.int64)
-        if not n:
-            return hits, places
-        cuts = [0, n] if self.blocks == 1 else [0, *docs.searchsorted(self._firsts).tolist(), n]
-        spans = [(k, cuts[k], cuts[k + 1]) for k in range(self.blocks) if cuts[k + 1] > cuts[k]]
+        if not n or not len(terms):
+            return np.ones((len(terms), n), dtype=bool), np.zeros((len(terms), n), np.int64)
+        if self.blocks == 1:
+            spans = [(0, 0, n)]
+        else:
+            cuts = [0, *docs.searchsorted(self._firsts).tolist(), n]
+            spans = [(k, cuts[k], cuts[k + 1]) for k in range(self.blocks) if cuts[k + 1] > cuts[k]]
         if self._wraps or self.blocks == 1:  # a paper's low half: its number cast to 16 bits
             needles = docs.astype(np.uint16)
         else:
             needles = np.empty(n, dtype=np.uint16)
             for k, lo, hi in spans:
                 needles[lo:hi] = docs[lo:hi] - k * self.block
+        indices = self.xt_indices
+        if n > FIND_ALL_WIDE:
+            return self._find_wide(terms, docs, spans, needles)
+        parts = []  # each term's places in each block's slice, row by row
+        starts, lasts = [], []  # each slice's first and last posting (last < first: empty)
+        if len(spans) == 1:
+            pieces = [(spans[0][0], 0, n, needles)]
+        else:
+            pieces = [(k, lo, hi, needles[lo:hi]) for k, lo, hi in spans]
+        empty = False
+        for term in terms:
+            if term < 0:
+                empty = True
+                for _, lo, hi, _ in pieces:
+                    parts.append(np.zeros(hi - lo, dtype=np.intp))
+                    starts.append(0)
+                    lasts.append(-1)
+                continue
+            bounds = self._list_bounds(term)
+            for k, lo, hi, wanted in pieces:
+                a, b = bounds[k], bounds[k + 1]
+                starts.append(a)
+                lasts.append(b - 1)
+                if b > a:
+                    parts.append(indices[a:b].searchsorted(wanted))
+                else:
+                    empty = True
+                    parts.append(np.zeros(hi - lo, dtype=np.intp))
+        places = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+        places = places.reshape(len(terms), n)
+        # Each place moved by its slice's start and clamped to its end: a row per term,
+        # its blocks' values repeated over their columns.
+        if len(spans) == 1:
+            firsts, ends = np.array(starts)[:, None], np.array(lasts)[:, None]
+        else:
+            sized = [hi - lo for _, lo, hi in spans]
+            firsts = np.array(starts).reshape(len(terms), len(spans)).repeat(sized, axis=1)
+            ends = np.array(lasts).reshape(len(terms), len(spans)).repeat(sized, axis=1)
+        places += firsts
+        np.minimum(places, ends, out=places)
+        if empty:  # (a place -1 reads the last posting: a false hit, cleared below)
+            np.maximum(places, 0, out=places)
+        hits = indices.take(places) == needles
+        if empty:
+            hits &= ends >= firsts
+        return hits, places
+
+    def _find_wide(self, terms, docs, spans, needles) -> tuple[np.ndarray, np.ndarray]:
+        """``find_all`` for many papers (``FIND_ALL_WIDE``): each term and block's
+        bisection moved and clamped straight into place (three numpy calls, no array of
+        all the places joined, repeated or copied again: those passes cost more than the
+        calls they save when the places are many)."""
+        n = len(docs)
+        hits = np.ones((len(terms), n), dtype=bool)
+        places = np.zeros((len(terms), n), dtype=np.int64)
         indices = self.xt_indices
         for row, term in enumerate(terms):
             if term < 0:
@@ -3807,10 +3876,10 @@ class Index:
             return self._all_lists(own, weights, passes, coordinate)
         if self.impacts is None:
             return None
-        bound = weights.astype(np.float64) * self.impacts[term_ids]
-        order = np.argsort(-bound, kind="stable").tolist()
+        bound = (weights.astype(np.float64) * self.impacts[term_ids]).tolist()
+        order = sorted(range(n_query), key=lambda j: -bound[j])  # (stable, as ``argsort``)
         # What the terms from the j-th on could add at most (a margin for float rounding).
-        rest = (np.append(np.cumsum(bound[order][::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12).tolist()
+        rest = _rest_bounds([bound[j] for j in order])
         if lengths[order[0]] > LONG_LIST:  # even the likeliest term is common
             return self._from_heads(term_ids, own, weights, lengths, want, passes, coordinate)
         tried = sum(lengths) > HEADS_FIRST
@@ -3825,9 +3894,7 @@ class Index:
             # any other, so MaxScore walks the other terms only (coordination's n stays).
             seeds, excluded = scored[1], np.sort(scored[0], kind="stable")
             order = [position for position in order if position not in scored[3]]
-            rest = (
-                np.append(np.cumsum(bound[order][::-1])[::-1], 0.0) * (1 + 1e-4) + 1e-12
-            ).tolist()
+            rest = _rest_bounds([bound[j] for j in order])
         n_steps = len(order)
         inverse_pivot = self.inverse_pivot
         whole = self.n_live == self.n_docs
@@ -4242,16 +4309,17 @@ class Index:
         n_query = len(weights)
         for i, local, glob in self._by_segment(docs):
             segment = self.segments[i]
-            # Each term's hits found first, their tf read in one call, then added row by row.
+            # Each term's hits found first, their tf read in one call, x their row's weight
+            # (0 where a list lacks the document), then added row by row.
             hits, places = segment.find_all(own[i], local)
-            per_row = weights.repeat(hits.sum(axis=1))  # (as in ``_add_found_all``)
             terms = np.zeros((n_query, len(local)), dtype=np.float32)
-            terms[hits] = per_row * segment.tf_at(places[hits])
-            total = np.zeros(len(local), dtype=np.float32)
-            for position in range(n_query):
-                total += terms[position]
+            terms[hits] = segment.tf_at(places[hits])
+            terms *= weights[:, None]
+            total = _rows_summed(terms)
             matched = hits.sum(axis=0, dtype=np.float32)
             self._finish(total, matched, glob, coordinate, n_query, out_docs, out_scores)
+        if len(out_docs) == 1:
+            return out_docs[0], out_scores[0]
         return _joined(out_docs, out_scores)
 
     def _finish(self, total, matched, glob, coordinate: bool, n_query: int, out_docs, out_scores):
@@ -4640,6 +4708,9 @@ LONG_LIST = 8192
 FULL_POOL = 1024
 #: ... and scores this few candidates exactly instead of looking up the next list for them.
 EXACT_AT = 64
+#: ``Segment.find_all`` joins its places (fewer numpy calls) for up to this many papers
+#: (past it, its three more passes over them cost more: 0.86x at 3,909, 1.25x at 521).
+FIND_ALL_WIDE = 1024
 #: Before a long list, the bar is raised with the exact scores of up to this many of the
 #: likeliest documents (1.5 x want, then rounds this many times larger).
 MAX_PICK = 1024
@@ -4762,6 +4833,33 @@ def _above(scores: np.ndarray, want: int, bounds: list[float], rare: list[int]) 
         outside = max(outside, best * (m / n_query) ** 2)
     outside = outside * (1 + 1e-4) + 1e-12  # (a margin for float rounding, as ``rest``)
     return bool(np.partition(scores, len(scores) - want)[-want] > outside)
+
+
+def _rest_bounds(bounds: list[float]) -> list[float]:
+    """What the terms from the j-th on could add at most, for every j and one past the
+    last (0), with a margin for float rounding: summed from the last term back, in
+    Python floats (the same float64 steps as ``np.cumsum``, without its five numpy calls)."""
+    out = [0.0] * (len(bounds) + 1)
+    total = 0.0
+    for j in range(len(bounds) - 1, -1, -1):
+        total += bounds[j]
+        out[j] = total * (1 + 1e-4) + 1e-12
+    out[-1] = 0.0 * (1 + 1e-4) + 1e-12
+    return out
+
+
+def _rows_summed(terms: np.ndarray) -> np.ndarray:
+    """The rows of a C-ordered float32 matrix added one after the other from 0, as
+    ``total += row`` in a loop adds them: numpy's reduction over the outer axis of two
+    columns or more is that loop (each column summed in row order; pairwise summation
+    is only along the inner axis), in one call rather than one per row (1-3 us each).
+    One column (the axis dropped, the rows contiguous) is summed by the loop."""
+    if terms.shape[1] >= 2 and terms.flags.c_contiguous:
+        return np.add.reduce(terms, axis=0)
+    total = np.zeros(terms.shape[1], dtype=terms.dtype)
+    for row in terms:
+        total += row
+    return total
 
 
 def _joined(docs: list[np.ndarray], scores: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
