@@ -393,7 +393,13 @@ def _batch(engine, lines: Iterable[bytes], limit: int) -> Iterable[dict]:
 def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
     """Papers most like PAPER_ID (ids are shown by `paperboy search`)."""
     engine = _with_papers(_ctx(ctx, db_path).engine(shared_state=False))
-    _show(engine.similar(paper_id, limit=limit), as_json)
+    result = engine.similar(paper_id, limit=limit)
+    if not as_json and not result.error and not result.hits:
+        # Said as Slack's "Similar papers" says it: the result's query ("similar:ID") is
+        # the engine's label, not something the user typed.
+        click.echo(f"No papers are similar to {paper_id}.")
+        return
+    _show(result, as_json)
 
 
 @main.command()
