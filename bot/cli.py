@@ -242,11 +242,19 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
             f"{result.path}: {result.format}, {count(result.papers, 'paper')} read", err=True
         )
     if report.index:
-        click.echo(
-            f"index: {count(report.index.documents, 'paper')}, {count(report.index.terms, 'term')}, "
-            f"built in {report.index.seconds:.1f}s",
-            err=True,
-        )
+        built, searchable = report.index, engine.index.n_live
+        if built.documents < searchable:  # a delta segment: its size is not the index's
+            click.echo(
+                f"index: {count(built.documents, 'paper')} indexed ({count(built.terms, 'term')}) "
+                f"in {built.seconds:.1f}s; {count(searchable, 'paper')} searchable",
+                err=True,
+            )
+        else:
+            click.echo(
+                f"index: {count(built.documents, 'paper')}, {count(built.terms, 'term')}, "
+                f"built in {built.seconds:.1f}s",
+                err=True,
+            )
     click.echo(report.summary())
     _share(engine, report)
     if not report.ok:

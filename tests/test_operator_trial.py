@@ -187,4 +187,4 @@ def test_an_ingest_that_adds_a_delta_says_how_many_papers_are_searchable(invoke,
     result = invoke("--db", db, "ingest", str(second))
     assert result.exit_code == 0, result.output
     index_line = next(line for line in result.stderr.splitlines() if line.startswith("index:"))
-    assert "1 paper added" in index_line and "41 papers searchable" in index_line
+    assert "1 paper indexed" in index_line and "41 papers searchable" in index_line
