@@ -313,9 +313,7 @@ def test_a_503_is_reported_and_the_next_run_fetches_the_feed(server, engine, tim
     assert f"{CS}  ok at " in paperboy_stats(engine)
 
 
-def test_a_run_before_the_retry_after_does_not_ask_the_server_again(
-    server, engine, time, caplog
-):
+def test_a_run_before_the_retry_after_does_not_ask_the_server_again(server, engine, time, caplog):
     """README: a failed feed is fetched again "never before the Retry-After the server asked
     for". A scheduler restarted meanwhile (a deploy, a crashed clock) runs the feeds at
     start-up: that run leaves the feed alone until then, and the one after it fetches."""
