@@ -36,7 +36,7 @@ from bot.english import count
 from bot.replica import publish
 from bot.state import StateError
 
-from .arxiv import ArxivClient, FeedError
+from .arxiv import ArxivClient, FeedError, retry_after_seconds
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,10 @@ def _download(
     except urllib.error.HTTPError as error:
         if error.code == 304:
             return None
-        raise FeedError(f"HTTP {error.code} ({error.reason})") from None
+        retry = (error.headers.get("Retry-After") or "").strip() if error.headers else ""
+        wait = retry_after_seconds(retry)  # kept, as arXiv's is: no run asks before then
+        asks = f", asking to wait {wait} s" if wait is not None else ""
+        raise FeedError(f"HTTP {error.code} ({error.reason}){asks}", retry_after=wait) from None
     except OSError as error:
         raise FeedError(str(getattr(error, "reason", None) or error)) from None
     return _Fetched(feed, path, {"last_modified": last_modified} if last_modified else {})

@@ -415,6 +415,21 @@ def test_a_url_feed_asks_if_modified_since_and_a_304_is_nothing_new(engine, tmp_
     assert state(engine, url)["error"] is None
 
 
+def test_a_url_feed_that_asks_to_wait_is_left_alone_until_then(server, engine, caplog):
+    """A URL feed's 503 with Retry-After is kept as arXiv's is: named in the sentence, and no
+    run asks that server again before then."""
+    url = server.url.replace("/api/query", "/accepted.jsonl")
+    server.then(Answer(503, b"busy\n", {"Retry-After": "600"}))
+    failed_at = datetime.now(UTC)
+    assert ingest_feeds(engine, [url], now=failed_at) is None
+    row = state(engine, url)
+    assert row["error"] == "HTTP 503 (Service Unavailable), asking to wait 600 s"
+    assert row["retry_after"] == 600
+    asked = len(server.requests)
+    assert ingest_feeds(engine, [url], now=failed_at + timedelta(minutes=5)) is None
+    assert len(server.requests) == asked
+
+
 # --- the scheduler's feed job, as an operator runs it ----------------------------------------
 
 
