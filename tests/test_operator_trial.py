@@ -188,3 +188,17 @@ def test_an_ingest_that_adds_a_delta_says_how_many_papers_are_searchable(invoke,
     assert result.exit_code == 0, result.output
     index_line = next(line for line in result.stderr.splitlines() if line.startswith("index:"))
     assert "1 paper indexed" in index_line and "41 papers searchable" in index_line
+
+
+def test_an_unterminated_string_is_said_without_at_at(invoke, tmp_path):
+    """json's own message ends in "starting at"; the line's column follows it once."""
+    papers = tmp_path / "p.jsonl"
+    papers.write_text(
+        '{"id": "g1", "title": "Good", "abstract": "A good abstract."}\n{"id": "x", "title": "broken\n'
+    )
+    document = tmp_path / "d.json"
+    document.write_text('[{"id": "x", "title": "broken\n]')
+    result = invoke("--db", str(tmp_path / "p.db"), "ingest", str(papers), str(document))
+    assert "line 2: not valid JSON (Unterminated string starting at column 22)" in result.stderr
+    assert "is not valid JSON: Unterminated string starting at line 1, column 23." in result.stderr
+    assert "at at" not in result.stderr
