@@ -242,11 +242,19 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
             f"{result.path}: {result.format}, {count(result.papers, 'paper')} read", err=True
         )
     if report.index:
-        click.echo(
-            f"index: {count(report.index.documents, 'paper')}, {count(report.index.terms, 'term')}, "
-            f"built in {report.index.seconds:.1f}s",
-            err=True,
-        )
+        built, searchable = report.index, engine.index.n_live
+        if built.documents < searchable:  # a delta segment: its size is not the index's
+            click.echo(
+                f"index: {count(built.documents, 'paper')} indexed ({count(built.terms, 'term')}) "
+                f"in {built.seconds:.1f}s; {count(searchable, 'paper')} searchable",
+                err=True,
+            )
+        else:
+            click.echo(
+                f"index: {count(built.documents, 'paper')}, {count(built.terms, 'term')}, "
+                f"built in {built.seconds:.1f}s",
+                err=True,
+            )
     click.echo(report.summary())
     _share(engine, report)
     if not report.ok:
@@ -393,7 +401,13 @@ def _batch(engine, lines: Iterable[bytes], limit: int) -> Iterable[dict]:
 def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
     """Papers most like PAPER_ID (ids are shown by `paperboy search`)."""
     engine = _with_papers(_ctx(ctx, db_path).engine(shared_state=False))
-    _show(engine.similar(paper_id, limit=limit), as_json)
+    result = engine.similar(paper_id, limit=limit)
+    if not as_json and not result.error and not result.hits:
+        # Said as Slack's "Similar papers" says it: the result's query ("similar:ID") is
+        # the engine's label, not something the user typed.
+        click.echo(f"No papers are similar to {paper_id}.")
+        return
+    _show(result, as_json)
 
 
 @main.command()

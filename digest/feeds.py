@@ -36,7 +36,7 @@ from bot.english import count
 from bot.replica import publish
 from bot.state import StateError
 
-from .arxiv import ArxivClient, FeedError
+from .arxiv import ArxivClient, FeedError, retry_after_seconds
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,14 @@ def ingest_feeds(
         fetched: list[_Fetched] = []
         for n, feed in enumerate(feeds):
             state = _state(engine.db, feed)
+            until = _asked_to_wait_until(state)
+            if until is not None and now < until:  # a restarted scheduler's start-up run
+                log.info(
+                    "feed %s: not fetched before %s, as the server asked (Retry-After).",
+                    feed,
+                    until.strftime("%Y-%m-%d %H:%M:%S UTC"),
+                )
+                continue
             try:
                 got = _fetch(feed, Path(tmp) / f"{n:03d}", state, arxiv)
             except FeedError as error:
@@ -209,7 +217,10 @@ def _download(
     except urllib.error.HTTPError as error:
         if error.code == 304:
             return None
-        raise FeedError(f"HTTP {error.code} ({error.reason})") from None
+        retry = (error.headers.get("Retry-After") or "").strip() if error.headers else ""
+        wait = retry_after_seconds(retry)  # kept, as arXiv's is: no run asks before then
+        asks = f", asking to wait {wait} s" if wait is not None else ""
+        raise FeedError(f"HTTP {error.code} ({error.reason}){asks}", retry_after=wait) from None
     except OSError as error:
         raise FeedError(str(getattr(error, "reason", None) or error)) from None
     return _Fetched(feed, path, {"last_modified": last_modified} if last_modified else {})
@@ -252,6 +263,17 @@ def _failed(
     log.error("feed %s%s; it is tried again at the next run%s.", feed, what, in_a_row)
     retry_after = getattr(error, "retry_after", None)
     _save(db, feed, now, error=str(error), failures=failures, retry_after=retry_after)
+
+
+def _asked_to_wait_until(state: dict[str, Any]) -> datetime | None:
+    """When the server's ``Retry-After`` from the feed's last (failed) run ends, if it asked.
+
+    The scheduler also runs the feeds at start-up, so a restart would otherwise ask again
+    at once (arXiv's etiquette, and README: never before the Retry-After)."""
+    failed_at = _from_iso(state.get("last_run")) if state.get("error") else None
+    if failed_at is None or not state.get("retry_after"):
+        return None
+    return failed_at + timedelta(seconds=int(state["retry_after"]))
 
 
 def _iso(when: datetime | None) -> str | None:

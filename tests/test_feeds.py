@@ -304,11 +304,41 @@ def test_a_503_is_reported_and_the_next_run_fetches_the_feed(server, engine, tim
     again = datetime.fromisoformat(row["last_run"]) + timedelta(minutes=30)  # not the 120 s
     assert f"tried again from {again:%Y-%m-%d %H:%M} UTC)" in stats
 
-    report = ingest_feeds(engine, [CS], arxiv=client(server, time))
+    # The next run, when stats says (a run within the 120 s leaves the feed alone: see
+    # test_a_run_before_the_retry_after_does_not_ask_the_server_again).
+    report = ingest_feeds(engine, [CS], arxiv=client(server, time), now=again)
     assert report is not None and ids(engine) == arxiv_ids(*DAY1_IDS)
     row = state(engine, CS)
     assert (row["error"], row["failures"], row["papers"]) == (None, 0, 9)
     assert f"{CS}  ok at " in paperboy_stats(engine)
+
+
+def test_a_run_before_the_retry_after_does_not_ask_the_server_again(server, engine, time, caplog):
+    """README: a failed feed is fetched again "never before the Retry-After the server asked
+    for". A scheduler restarted meanwhile (a deploy, a crashed clock) runs the feeds at
+    start-up: that run leaves the feed alone until then, and the one after it fetches."""
+    server.serve(CS_QUERY, "cs-day1", DAY1)
+    server.then(Answer(503, b"busy\n", {"Retry-After": "7200"}))
+    failed_at = datetime.now(UTC)
+    assert ingest_feeds(engine, [CS], arxiv=client(server, time), now=failed_at) is None
+    asked = len(server.requests)
+    caplog.clear()
+    caplog.set_level(logging.INFO, logger="digest.feeds")
+
+    soon = failed_at + timedelta(minutes=5)  # the start-up run of a restarted scheduler
+    assert ingest_feeds(engine, [CS], arxiv=client(server, time), now=soon) is None
+    assert len(server.requests) == asked  # arXiv was not asked again
+    row = state(engine, CS)
+    assert (row["failures"], row["last_run"]) == (1, failed_at.isoformat(timespec="seconds"))
+    until = failed_at + timedelta(seconds=7200)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"feed {CS}: not fetched before {until:%Y-%m-%d %H:%M:%S} UTC, as the server asked "
+        "(Retry-After)."
+    ]
+
+    later = failed_at + timedelta(seconds=7201)
+    report = ingest_feeds(engine, [CS], arxiv=client(server, time), now=later)
+    assert report is not None and ids(engine) == arxiv_ids(*DAY1_IDS)
 
 
 def test_a_malformed_page_keeps_nothing_of_its_feed_and_the_others_go_in(
@@ -383,6 +413,21 @@ def test_a_url_feed_asks_if_modified_since_and_a_304_is_nothing_new(engine, tmp_
     assert seen[0]["User-Agent"].startswith("Paperboy/")
     assert f"feed {url}: nothing new since the last run" in caplog.messages
     assert state(engine, url)["error"] is None
+
+
+def test_a_url_feed_that_asks_to_wait_is_left_alone_until_then(server, engine, caplog):
+    """A URL feed's 503 with Retry-After is kept as arXiv's is: named in the sentence, and no
+    run asks that server again before then."""
+    url = server.url.replace("/api/query", "/accepted.jsonl")
+    server.then(Answer(503, b"busy\n", {"Retry-After": "600"}))
+    failed_at = datetime.now(UTC)
+    assert ingest_feeds(engine, [url], now=failed_at) is None
+    row = state(engine, url)
+    assert row["error"] == "HTTP 503 (Service Unavailable), asking to wait 600 s"
+    assert row["retry_after"] == 600
+    asked = len(server.requests)
+    assert ingest_feeds(engine, [url], now=failed_at + timedelta(minutes=5)) is None
+    assert len(server.requests) == asked
 
 
 # --- the scheduler's feed job, as an operator runs it ----------------------------------------

@@ -152,3 +152,53 @@ def test_arxiv_max_pages_is_capped():
         Settings.from_env({"PAPERBOY_ARXIV_MAX_PAGES": "100000"})
     assert "PAPERBOY_ARXIV_MAX_PAGES must be at most 100" in str(caught.value)
     assert Settings.from_env({"PAPERBOY_ARXIV_MAX_PAGES": "100"}).arxiv_max_pages == 100
+
+
+def test_similar_with_no_similar_paper_names_the_paper_not_an_internal_query(invoke, tmp_path):
+    """`paperboy similar ID` of a paper that shares no word with any other: one sentence
+    about that paper (as Slack's "Similar papers" says), not "No papers match “similar:ID”"."""
+    papers = tmp_path / "p.jsonl"
+    papers.write_text(
+        '{"id": "fish", "title": "Zebrafish neurons", "abstract": "Zebrafish neurons imaged."}\n'
+        '{"id": "axo", "title": "Axolotl regeneration", "abstract": "Axolotl limbs regrow."}\n'
+    )
+    db = str(tmp_path / "p.db")
+    assert invoke("--db", db, "ingest", str(papers)).exit_code == 0
+    result = invoke("--db", db, "similar", "axo")
+    assert result.exit_code == 0, result.output
+    assert "similar:" not in result.stdout
+    assert result.stdout.strip() == "No papers are similar to axo."
+
+
+def test_an_ingest_that_adds_a_delta_says_how_many_papers_are_searchable(invoke, tmp_path):
+    """The live index adds a small delta segment: its size is not the index's, so the ingest
+    says how many papers the index holds now beside the papers it just added."""
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text(
+        "".join(
+            f'{{"id": "a{i}", "title": "Paper {i} on graph learning", '
+            f'"abstract": "Graph neural networks number {i} for molecules."}}\n'
+            for i in range(40)
+        )
+    )
+    second.write_text('{"id": "b1", "title": "Zebrafish", "abstract": "Zebrafish neurons."}\n')
+    db = str(tmp_path / "p.db")
+    assert "index: 40 papers" in invoke("--db", db, "ingest", str(first)).stderr
+    result = invoke("--db", db, "ingest", str(second))
+    assert result.exit_code == 0, result.output
+    index_line = next(line for line in result.stderr.splitlines() if line.startswith("index:"))
+    assert "1 paper indexed" in index_line and "41 papers searchable" in index_line
+
+
+def test_an_unterminated_string_is_said_without_at_at(invoke, tmp_path):
+    """json's own message ends in "starting at"; the line's column follows it once."""
+    papers = tmp_path / "p.jsonl"
+    papers.write_text(
+        '{"id": "g1", "title": "Good", "abstract": "A good abstract."}\n{"id": "x", "title": "broken\n'
+    )
+    document = tmp_path / "d.json"
+    document.write_text('[{"id": "x", "title": "broken\n]')
+    result = invoke("--db", str(tmp_path / "p.db"), "ingest", str(papers), str(document))
+    assert "line 2: not valid JSON (Unterminated string starting at column 22)" in result.stderr
+    assert "is not valid JSON: Unterminated string starting at line 1, column 23." in result.stderr
+    assert "at at" not in result.stderr

@@ -131,3 +131,22 @@ def test_a_digest_in_a_channel_says_whose_it_is_and_draws_every_emoji(page) -> N
     shown = page.locator("#messages").inner_text()
     assert "📨" in shown
     assert not re.findall(r":[a-z_]+:", shown), "an emoji code the page did not draw"
+
+
+def test_the_page_loads_without_a_failed_request(browser, playground: Playground) -> None:
+    """A newcomer's first look (devtools open) shows no 404: the browser's favicon request
+    was one, on every load."""
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        failed: list[str] = []
+        page.on(
+            "response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None
+        )
+        page.on("console", lambda m: failed.append(m.text) if m.type == "error" else None)
+        page.goto(playground.url)
+        page.locator("#channel-list .room").first.wait_for()
+        page.wait_for_load_state("networkidle")
+        assert failed == []
+    finally:
+        context.close()

@@ -101,3 +101,26 @@ def test_a_bad_log_level_is_one_sentence_in_a_real_process(command, tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().startswith("PAPERBOY_LOG_LEVEL must be one of")
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_every_setting_is_in_the_readmes_table_and_every_row_is_read():
+    """README's Configuration table and bot/settings.py name the same variables (plus numpy's
+    two, which bot/numpy_defaults.py sets), so no setting is undocumented nor a row stale."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    source = (root / "bot" / "settings.py").read_text()
+    read = set(re.findall(r'(?:opt|env\.get)\("([A-Z][A-Z0-9_]+)"', source))
+    read |= set(re.findall(r'_positive\(env, "([A-Z][A-Z0-9_]+)"', source))
+    readme = (root / "README.md").read_text()
+    table = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    documented = {
+        name for row in rows for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", row.split(" | ")[0])
+    }
+    numpy = set(
+        re.findall(r'"((?:NUMPY|NPY)_[A-Z_]+)"', (root / "bot" / "numpy_defaults.py").read_text())
+    )
+    assert "PAPERBOY_FEEDS" in read and len(read) > 20  # the pattern still finds them
+    assert read - documented == set(), "settings missing from README's Configuration table"
+    assert documented - read - numpy == set(), "README rows that no code reads"

@@ -25,7 +25,7 @@ def json_records(text: str, name: str) -> list[Any]:
         document = json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
         raise CorpusFileError(
-            f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
+            f"{name} is not valid JSON: {_said(exc)} at line {exc.lineno}, column {exc.colno}."
         ) from exc
     if isinstance(document, dict):
         lowered = {str(k).lower(): v for k, v in document.items()}
@@ -84,12 +84,18 @@ def _line_record(line: str) -> Any:
     return _JSON.decode(line)  # the "\n" left on the end is whitespace to JSON
 
 
+def _said(error: json.JSONDecodeError) -> str:
+    """json's message, to be followed by "at <where>": some end in "at" already
+    ("Unterminated string starting at"), which would say "at at"."""
+    return error.msg.removesuffix(" at")
+
+
 def _jsonl_error(line: str, exc: Exception) -> str:
     """Why a line is not JSON, with the column, exactly as ``json.loads`` puts it."""
     try:
         json.loads(line.removesuffix("\n"), strict=False)
     except json.JSONDecodeError as error:
-        return f"not valid JSON ({error.msg} at column {error.colno})"
+        return f"not valid JSON ({_said(error)} at column {error.colno})"
     except ValueError as error:  # e.g. an integer too long to convert
         return f"not valid JSON ({error})"
     except RecursionError:
