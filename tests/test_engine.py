@@ -120,6 +120,13 @@ def test_no_results_suggest_dropping_a_filter_or_a_close_term(engine):
     assert "diffusion" in engine.search("difusion").suggestions
 
 
+def test_a_phrase_found_nowhere_suggests_its_words_only_when_they_find_papers(engine):
+    """Dropping the quotes is offered as a way to find something, never as a dead end (an
+    unclosed quote around a word no paper has was answered "try: unclosedzz")."""
+    assert engine.search('"diffusion protein folding"').suggestions == ["diffusion protein folding"]
+    assert engine.search('"zzqxunseen').suggestions == []
+
+
 def test_paging_never_overlaps(engine):
     first = engine.search("graph neural diffusion", limit=2)
     second = engine.search("graph neural diffusion", limit=2, offset=2)

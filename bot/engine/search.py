@@ -855,13 +855,8 @@ class Engine:
 
     def _suggestions(self, query: Query) -> list[str]:
         out = []
-        if query.has_filters and query.without_filters():
-            try:
-                n = self.count(query.without_filters())
-            except QueryError:
-                n = 0
-            if n:
-                out.append(f"{query.without_filters()}")
+        if query.has_filters and query.without_filters() and self._finds(query.without_filters()):
+            out.append(f"{query.without_filters()}")
         vocab = self.index.vocab
         fixed, changed = [], False
         for word in query.words:
@@ -879,8 +874,17 @@ class Engine:
         if changed:
             out.append(" ".join(fixed))
         if query.phrases and not query.has_filters:
-            out.append(" ".join(query.words + query.phrases))
+            unquoted = " ".join(query.words + query.phrases)
+            if self._finds(unquoted):
+                out.append(unquoted)
         return [s for s in dict.fromkeys(out) if s and s != query.text]
+
+    def _finds(self, query: str) -> bool:
+        """Whether a suggestion would find papers (none is offered that leads nowhere)."""
+        try:
+            return self.count(query) > 0
+        except QueryError:
+            return False
 
 
 class _IdTable:
