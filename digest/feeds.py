@@ -231,13 +231,16 @@ def _download(
 
 def feed_status(db: Any, configured: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Every feed's last run, for operators (``paperboy stats``): newest first, then the
-    ``configured`` feeds that have not run yet (``last_run`` None)."""
+    ``configured`` feeds that have not run yet (``last_run`` None); ``configured`` False for
+    a feed no longer in that list (its state is kept, it is no longer fetched)."""
     rows = []
     if STATE_TABLE in db.table_names():
         rows = list(db.query(f"select * from {STATE_TABLE} order by last_run desc, feed"))
     known = {row["feed"] for row in rows}
     fresh = dict.fromkeys(("last_run", "last_success", "error", "failures", "papers"))
-    return rows + [{**fresh, "feed": feed} for feed in configured if feed not in known]
+    rows += [{**fresh, "feed": feed} for feed in configured if feed not in known]
+    wanted = set(configured)
+    return [{**row, "configured": row["feed"] in wanted} for row in rows]
 
 
 def _state(db: Any, feed: str) -> dict[str, Any]:
@@ -284,12 +287,17 @@ def _from_iso(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
 
+#: How ``status_lines`` marks a feed taken out of ``PAPERBOY_FEEDS``.
+NOT_CONFIGURED = "no longer in PAPERBOY_FEEDS"
+
+
 def status_lines(rows: list[dict[str, Any]]) -> list[str]:
     """``feed_status`` for people: one line per feed, its failure and last success if it failed."""
     width = max((len(row["feed"]) for row in rows), default=0)
     lines = []
     for row in rows:
         when = _shown(row["last_run"])
+        gone = row.get("configured") is False  # (kept in the state, no longer fetched)
         if row["last_run"] is None:
             told = "not run yet (the scheduler runs the feeds once a day)"
         elif row["error"]:
@@ -297,11 +305,11 @@ def status_lines(rows: list[dict[str, Any]]) -> list[str]:
             last = _shown(row["last_success"]) if row["last_success"] else "never"
             again = _from_iso(row["last_run"])
             retry = f"; tried again from {_shown(_iso(again + retry_wait(row)))}" if again else ""
+            retry = f"; {NOT_CONFIGURED}" if gone else retry
             told = f"{failed} at {when}: {row['error']} (last success: {last}{retry})"
-        elif row["papers"] is None:
-            told = f"ok at {when}"
         else:
-            told = f"ok at {when}, {count(row['papers'], 'paper')}"
+            papers = "" if row["papers"] is None else f", {count(row['papers'], 'paper')}"
+            told = f"ok at {when}{papers}" + (f" ({NOT_CONFIGURED})" if gone else "")
         lines.append(f"{row['feed']:<{width}}  {told}")
     return lines
 

@@ -299,7 +299,7 @@ def test_a_503_is_reported_and_the_next_run_fetches_the_feed(server, engine, tim
     assert ids(engine) == set()
     row = state(engine, CS)
     assert row["error"].startswith("arXiv answered HTTP 503") and row["last_success"] is None
-    stats = paperboy_stats(engine)
+    stats = paperboy_stats(engine, _quiet_env() | {"PAPERBOY_FEEDS": CS})
     assert f"{CS}  failed at " in stats and "asking to wait 120 s (last success: never; " in stats
     again = datetime.fromisoformat(row["last_run"]) + timedelta(minutes=30)  # not the 120 s
     assert f"tried again from {again:%Y-%m-%d %H:%M} UTC)" in stats
@@ -310,7 +310,7 @@ def test_a_503_is_reported_and_the_next_run_fetches_the_feed(server, engine, tim
     assert report is not None and ids(engine) == arxiv_ids(*DAY1_IDS)
     row = state(engine, CS)
     assert (row["error"], row["failures"], row["papers"]) == (None, 0, 9)
-    assert f"{CS}  ok at " in paperboy_stats(engine)
+    assert f"{CS}  ok at " in paperboy_stats(engine, _quiet_env() | {"PAPERBOY_FEEDS": CS})
 
 
 def test_a_run_before_the_retry_after_does_not_ask_the_server_again(server, engine, time, caplog):
@@ -613,6 +613,21 @@ def test_stats_lists_a_configured_feed_that_has_not_run_yet(engine) -> None:
         CS,
     ]
     assert [row["feed"] for row in feed_status(engine.db)] == ["missing.jsonl"]
+
+
+def test_stats_says_which_feeds_are_no_longer_configured(engine) -> None:
+    """A feed taken out of PAPERBOY_FEEDS keeps its last run in the state, but stats says it
+    is no longer fetched (it read like a live feed, "ok at ...", forever)."""
+    ingest_feeds(engine, ["missing.jsonl"])
+    env = _quiet_env() | {"PAPERBOY_FEEDS": CS}
+    stats = paperboy_stats(engine, env)
+    assert re.search(r"missing.jsonl +failed at .*; no longer in PAPERBOY_FEEDS\)$", stats, re.M)
+    assert f"{CS}  not run yet" in stats and stats.count("no longer in PAPERBOY_FEEDS") == 1
+    rows = feed_status(engine.db, [CS])
+    assert [(row["feed"], row["configured"]) for row in rows] == [
+        ("missing.jsonl", False),
+        (CS, True),
+    ]
 
 
 def paperboy_stats(engine: Engine, env: dict[str, str] | None = None) -> str:
