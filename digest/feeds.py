@@ -45,6 +45,8 @@ STATE_TABLE = "feed_state"
 ARXIV_PREFIX = "arxiv:"
 RETRY_FIRST = timedelta(minutes=30)
 RETRY_LONGEST = timedelta(hours=6)
+#: The soonest the feed job comes back (a feed due in seconds waits this long, not a busy loop).
+RETRY_SOONEST = timedelta(minutes=1)
 
 
 class MissingFile(FeedError):
@@ -60,19 +62,31 @@ class _Fetched:
     remember: dict[str, Any] = field(default_factory=dict)
 
 
-def run_feeds(engine: Engine, settings: Any) -> timedelta | None:
-    """The scheduler's feed job: every ``settings.feeds``, arXiv ones through the API.
+def run_feeds(engine: Engine, settings: Any, now: datetime | None = None) -> timedelta | None:
+    """The scheduler's feed job: every ``settings.feeds`` that is due, arXiv ones through
+    the API. A feed whose last run failed is due again ``retry_wait`` after it (what
+    ``paperboy stats`` says), on this run or a later one, each feed on its own.
 
-    Returns how soon to run again when a feed failed (None when all went in): half an hour,
-    doubling with each failed run up to six hours, and never sooner than the server asked
-    (``Retry-After``). The daily run comes anyway; this only brings a failed feed back sooner.
+    Returns how soon to run again when a feed failed (None when all went in): when the
+    soonest failed feed is due. The daily run comes anyway; this only brings a failed feed
+    back sooner.
     """
-    ingest_feeds(engine, settings.feeds, arxiv=ArxivClient.from_settings(settings))
+    # (to the second, as a run's time is kept: a feed failing now is due again in exactly
+    # its wait)
+    now = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
+    due = [feed for feed in settings.feeds if _retry_from(_state(engine.db, feed)) <= now]
+    ingest_feeds(engine, due, arxiv=ArxivClient.from_settings(settings), now=now)
     _share(engine)
     failed = [r for r in feed_status(engine.db) if r["feed"] in settings.feeds and r["error"]]
     if not failed:
         return None
-    return max(retry_wait(r) for r in failed)
+    return max(min(_retry_from(row) for row in failed) - now, RETRY_SOONEST)
+
+
+def _retry_from(state: dict[str, Any]) -> datetime:
+    """When a feed is fetched again: after its failed last run's ``retry_wait``, else now."""
+    failed_at = _from_iso(state.get("last_run")) if state.get("error") else None
+    return failed_at + retry_wait(state) if failed_at else datetime.min.replace(tzinfo=UTC)
 
 
 def retry_wait(row: dict[str, Any]) -> timedelta:

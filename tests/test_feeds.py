@@ -575,9 +575,33 @@ def test_the_feed_job_keeps_its_daily_time_when_every_feed_went_in(server, fake,
 
 def test_failed_runs_come_back_sooner_and_back_off(engine) -> None:
     settings = Settings(feeds=(STAT,), arxiv_api_url=refused_url())
-    waits = [run_feeds(engine, settings) for _ in range(6)]
+    now, waits = datetime(2026, 11, 28, 4, tzinfo=UTC), []
+    for _ in range(6):  # each run when the last one said
+        waits.append(run_feeds(engine, settings, now=now))
+        now += waits[-1]
     assert waits == [timedelta(minutes=m) for m in (30, 60, 120, 240, 360, 360)]
     assert state(engine, STAT)["failures"] == 6
+
+
+def test_each_failed_feed_comes_back_on_its_own_wait(engine) -> None:
+    """stats says when each failed feed is tried again; the job comes back at the soonest
+    of them and fetches only the feeds due (one failing for the 3rd time, 2 h, no longer
+    holds back one that failed once, 30 min)."""
+    settings = Settings(feeds=(STAT, CS), arxiv_api_url=refused_url())
+    start = datetime(2026, 11, 28, 4, tzinfo=UTC)
+    for hours in (0, 0.5, 1.5):  # STAT fails three runs in a row
+        run_feeds(
+            engine,
+            Settings(feeds=(STAT,), arxiv_api_url=refused_url()),
+            now=start + timedelta(hours=hours),
+        )
+    now = start + timedelta(hours=3.5)  # STAT due again; CS fails for the first time
+    assert run_feeds(engine, settings, now=now) == timedelta(minutes=30)
+    assert (state(engine, STAT)["failures"], state(engine, CS)["failures"]) == (4, 1)
+    now += timedelta(minutes=30)  # CS due (30 min), STAT not (4 failures: 4 h)
+    assert run_feeds(engine, settings, now=now) == timedelta(hours=1)  # CS's 2nd wait
+    assert (state(engine, STAT)["failures"], state(engine, CS)["failures"]) == (4, 2)
+    assert state(engine, STAT)["last_run"] == (start + timedelta(hours=3.5)).isoformat()
 
 
 class StderrLines(Waiting):
