@@ -128,26 +128,6 @@ def test_a_lookup_without_coordination_never_takes_it(engine, monkeypatch):  # n
     assert not calls
 
 
-def test_find_all_is_find_for_each_term(pair):  # noqa: F811
-    """Several terms' bisections at once (``_exact_scores``'), in 64-paper blocks (9 of them,
-    numbers not wrapping at 16 bits) and in one block: each row is ``find``'s."""
-    small, whole, _ = pair
-    rng = np.random.default_rng(5)
-    for segment in [*small.index.segments, *whole.index.segments]:
-        for size in (0, 1, 7, 60, segment.n_docs):
-            docs = np.sort(rng.choice(segment.n_docs, min(size, segment.n_docs), replace=False))
-            terms = [*rng.choice(segment.n_terms, 6).tolist(), -1]
-            hits, places = segment.find_all(terms, docs)
-            assert hits.shape == places.shape == (len(terms), len(docs))
-            for row, term in enumerate(terms):
-                if term < 0:
-                    assert not hits[row].any()
-                    continue
-                hit, at = segment.find(term, docs)
-                assert np.array_equal(hits[row], hit), (term, size)
-                assert np.array_equal(places[row][hit], at[hit])
-
-
 def test_kept_list_bounds_are_the_lists_bounds(pair, monkeypatch):  # noqa: F811
     """``Segment._list_bounds`` keeps each list's bounds (a few thousand lists at most, then
     drops them): kept or read again, they are the segment's (64-paper and whole blocks)."""

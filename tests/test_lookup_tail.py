@@ -49,11 +49,13 @@ def test_rest_bounds_are_numpys_to_the_bit(n):
 
 @pytest.mark.parametrize("wide", [0, 10**9])  # every call placed term by term, or joined
 def test_both_ways_of_find_all_are_find_for_each_term(pair, monkeypatch, wide):  # noqa: F811
+    """Several terms' bisections at once (``_exact_scores``'), in 64-paper blocks (numbers
+    not wrapping at 16 bits) and in one block, none or every paper: each row is ``find``'s."""
     monkeypatch.setattr(index_module, "FIND_ALL_WIDE", wide)
     small, whole, _ = pair
     rng = np.random.default_rng(17)
     for segment in [*small.index.segments, *whole.index.segments]:
-        for size in (1, 5, 33, segment.n_docs):
+        for size in (0, 1, 5, 33, 60, segment.n_docs):
             docs = np.sort(rng.choice(segment.n_docs, min(size, segment.n_docs), replace=False))
             terms = [-1, *rng.choice(segment.n_terms, 9).tolist(), -1]
             hits, places = segment.find_all(terms, docs)
