@@ -74,19 +74,19 @@ def run_feeds(engine: Engine, settings: Any, now: datetime | None = None) -> tim
     # (to the second, as a run's time is kept: a feed failing now is due again in exactly
     # its wait)
     now = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
-    due = [feed for feed in settings.feeds if _retry_from(_state(engine.db, feed)) <= now]
+    waiting = {row["feed"]: retry_at(row) for row in feed_status(engine.db)}
+    due = [feed for feed in settings.feeds if (waiting.get(feed) or now) <= now]
     ingest_feeds(engine, due, arxiv=ArxivClient.from_settings(settings), now=now)
     _share(engine)
-    failed = [r for r in feed_status(engine.db) if r["feed"] in settings.feeds and r["error"]]
-    if not failed:
-        return None
-    return max(min(_retry_from(row) for row in failed) - now, RETRY_SOONEST)
+    retries = [retry_at(row) for row in feed_status(engine.db) if row["feed"] in settings.feeds]
+    soonest = min((at for at in retries if at is not None), default=None)
+    return None if soonest is None else max(soonest - now, RETRY_SOONEST)
 
 
-def _retry_from(state: dict[str, Any]) -> datetime:
-    """When a feed is fetched again: after its failed last run's ``retry_wait``, else now."""
-    failed_at = _from_iso(state.get("last_run")) if state.get("error") else None
-    return failed_at + retry_wait(state) if failed_at else datetime.min.replace(tzinfo=UTC)
+def retry_at(row: dict[str, Any]) -> datetime | None:
+    """When a feed whose last run failed is fetched again (None: it did not fail)."""
+    failed_at = _from_iso(row.get("last_run")) if row.get("error") else None
+    return failed_at + retry_wait(row) if failed_at else None
 
 
 def retry_wait(row: dict[str, Any]) -> timedelta:
@@ -317,8 +317,8 @@ def status_lines(rows: list[dict[str, Any]]) -> list[str]:
         elif row["error"]:
             failed = f"failed {row['failures']} runs in a row" if row["failures"] > 1 else "failed"
             last = _shown(row["last_success"]) if row["last_success"] else "never"
-            again = _from_iso(row["last_run"])
-            retry = f"; tried again from {_shown(_iso(again + retry_wait(row)))}" if again else ""
+            again = retry_at(row)
+            retry = f"; tried again from {_shown(_iso(again))}" if again else ""
             retry = f"; {NOT_CONFIGURED}" if gone else retry
             told = f"{failed} at {when}: {row['error']} (last success: {last}{retry})"
         else:
