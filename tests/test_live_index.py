@@ -350,6 +350,55 @@ def test_stats_counts_each_updated_paper_once(tmp_path, sentences, monkeypatch):
     assert "over 60 papers" in text
 
 
+def test_a_lookups_total_and_why_over_deltas_and_tombstones(tmp_path, sentences, monkeypatch):
+    """``search`` ranks with MaxScore and counts the matching papers apart (``count_matching``):
+    over a main segment, deltas and deleted old copies, the total is every live paper with a
+    query term that passes the filters, as built at once; and each hit's "why" is its own
+    vector's terms (``doc_vector``) times the query's weights, largest first, to the bit."""
+    from bot.engine.query import parse_query
+    from bot.engine.text import analyze
+
+    monkeypatch.setattr(index_module, "MERGE_SHARE", 0.5)  # keep the deltas and tombstones
+    live, fresh, final = build_live_and_fresh(tmp_path, sentences)
+    index = live.index
+    assert len(index.segments) == 3 and index.n_live < index.n_docs
+    counted = []
+    monkeypatch.setattr(
+        Index,
+        "count_matching",
+        lambda self, *a, f=Index.count_matching: counted.append(1) or f(self, *a),
+    )
+    plain = queries_from(final, 40, seed=21) + ["zyzzyvanew annealing", "revised quantum"]
+    filtered = [f"{q} year:2022..2024" for q in plain[:10]] + [
+        f"{q} venue:ICLR" for q in plain[10:20]
+    ]
+    filtered += [f"{q} -{q.split()[0]}" for q in plain[20:25] if len(q.split()) > 1]
+    for query in plain + filtered:
+        got, want = live.search(query), fresh.search(query)
+        assert got.total == want.total and got.error == want.error, query
+        if got.error:  # (a few words, all stop words)
+            continue
+        assert live.count(query) == got.total, query
+        ranked = live._rank(parse_query(query), 5, 0)  # exhaustive: every match scored
+        assert got.total == ranked.total, query
+        if query in plain:  # every live paper sharing a term
+            terms, weights = index.vectorize(analyze(parse_query(query).ranked_text))
+            assert got.total == len(index.score(terms, weights)[0]), query
+        for doc, hit in zip(ranked.docs.tolist(), got.hits, strict=True):
+            vector = dict(zip(*(part.tolist() for part in index.doc_vector(doc)), strict=True))
+            expected = sorted(
+                (
+                    (index.vocab.term(t), float(np.float32(w) * np.float32(vector[t])))
+                    for t, w in zip(ranked.term_ids.tolist(), ranked.weights.tolist(), strict=True)
+                    if t in vector
+                ),
+                key=lambda item: -item[1],
+            )
+            assert hit.why == [name for name, _ in expected][: len(hit.why)], query
+            assert index.contributions([doc], ranked.term_ids, ranked.weights)[0] == expected
+    assert len(counted) >= len(plain)  # the pruned lookups' totals were counted so
+
+
 READER_SCRIPT = """
 import json, sys
 from bot.engine.search import Engine

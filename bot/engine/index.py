@@ -4396,6 +4396,27 @@ class Index:
         ]
         return tuple(joined)
 
+    def count_matching(
+        self, term_ids: np.ndarray, passes: Callable[[np.ndarray], np.ndarray]
+    ) -> int:
+        """How many live documents have at least one of the terms and pass ``passes``: the
+        ``total`` of ``score``'s candidates, without their scores. A pruned lookup that must
+        say how many papers match (``Engine.search``) counts them so: the lists' documents
+        marked in one array, where the exhaustive product would score every one of them."""
+        term_ids = np.asarray(term_ids, dtype=np.int64)
+        marked = np.zeros(self.n_docs, dtype=bool)
+        for i, segment in enumerate(self.segments):
+            local = self._local(i, term_ids)[1]
+            if not len(local):
+                continue
+            docs = segment.gathered_docs(local)
+            if self._live_local[i] is not None:
+                docs = docs[self._live_local[i][docs]]
+            marked[self._to_docs(i, docs)] = True
+        if getattr(passes, "keeps_all", False):
+            return int(np.count_nonzero(marked))
+        return int(np.count_nonzero(passes(np.flatnonzero(marked))))
+
     def matched_terms(self, term_ids: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """How many of the terms each of ``docs`` contains.
 
@@ -4584,34 +4605,46 @@ class Index:
         return out
 
     def contributions(
-        self, doc: int, term_ids: np.ndarray, weights: np.ndarray
-    ) -> list[tuple[str, float]]:
-        """Which query terms gave this document its score, largest first.
+        self, docs: Sequence[int], term_ids: np.ndarray, weights: np.ndarray
+    ) -> list[list[tuple[str, float]]]:
+        """Which query terms gave each of these documents its score, largest first.
 
-        Each query term's count in the document is found by bisection in the term's own
-        posting list (which the lookup has just read), not from the paper's vector: a
-        lookup's "why" then never reads the paper's text nor passes over the lists.
-        The weights are ``doc_vector``'s, to the bit.
+        Each query term's count in the documents is found by bisection in the term's own
+        posting list (which the lookup has just read), once for all the documents of a
+        segment, not from the papers' vectors: a lookup's "why" then never reads the
+        papers' text nor passes over the lists. The weights are ``doc_vector``'s, to the
+        bit; each term's name is decoded once.
         """
-        i, local = self._segment_of(doc)
-        segment = self.segments[i]
-        at, own = self._local(i, np.asarray(term_ids, dtype=np.int64))
-        present = np.zeros(len(at), dtype=bool)
-        counts = np.zeros(len(at), dtype=segment.xt_data.dtype)
-        needle = np.asarray([local], dtype=np.int64)
-        for k, term in enumerate(own.tolist()):
-            hit, positions = segment.find(term, needle)
-            if hit[0]:
-                present[k], counts[k] = True, segment.xt_data[positions[0]]
-        at, own, counts = at[present], own[present], counts[present]
-        values = term_frequencies(counts) * self._idf_local[i][own]
-        values = values * self.inverse_pivot[doc]
+        term_ids = np.asarray(term_ids, dtype=np.int64)
         weights = np.asarray(weights).tolist()
-        out = []
-        for k, j in enumerate(at.tolist()):
-            if values[k] > 0:
-                out.append((self.vocab.term(int(term_ids[j])), float(weights[j] * values[k])))
-        out.sort(key=lambda item: -item[1])
+        where = [self._segment_of(int(doc)) for doc in docs]
+        out: list[list[tuple[str, float]]] = [[] for _ in where]
+        names: dict[int, str] = {}
+        for i in sorted({i for i, _ in where}):
+            segment = self.segments[i]
+            at, own = self._local(i, term_ids)
+            needles = unique(np.asarray([local for j, local in where if j == i], np.int64))
+            # (term, needle) -> weighted value, 0 where the paper lacks the term.
+            values = np.zeros((len(at), len(needles)), dtype=np.float32)
+            for k, term in enumerate(own.tolist()):
+                hit, positions = segment.find(term, needles)
+                if hit.any():
+                    counts = segment.xt_data.at(positions[hit])
+                    values[k, hit] = term_frequencies(counts) * self._idf_local[i][term]
+            for n, (j, local) in enumerate(where):
+                if j != i:
+                    continue
+                column = values[:, int(np.searchsorted(needles, local))]
+                column = column * self.inverse_pivot[int(docs[n])]
+                found = out[n]
+                for k, q in enumerate(at.tolist()):
+                    if column[k] > 0:
+                        tid = int(term_ids[q])
+                        name = names.get(tid)
+                        if name is None:
+                            name = names[tid] = self.vocab.term(tid)
+                        found.append((name, float(weights[q] * column[k])))
+                found.sort(key=lambda item: -item[1])
         return out
 
     def doc_of_rowid(self, rowid: int) -> int | None:

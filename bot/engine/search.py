@@ -577,7 +577,7 @@ class Engine:
         result = SearchResult(query=query, offset=offset)
         try:
             parsed = parse_query(query)
-            ranked = self._rank(parsed, limit, offset)
+            ranked = self._rank(parsed, limit, offset, prune=True, count=True)
         except QueryError as error:
             result.error = str(error)
             return result
@@ -590,7 +590,7 @@ class Engine:
 
     def count(self, query: str) -> int:
         """How many papers a query matches (raises QueryError for an unusable query)."""
-        return self._rank(parse_query(query), 0, 0).total
+        return self._rank(parse_query(query), 0, 0, count=True).total
 
     def similar(self, paper_id: str, limit: int = 5, offset: int = 0) -> SearchResult:
         """More like this: the paper's strongest terms, as a query, without the paper itself."""
@@ -626,11 +626,13 @@ class Engine:
         coordinate: bool = True,
         prune: bool = False,
         index: Index | None = None,
+        count: bool = False,
     ) -> _Ranked:
-        """The page asked for, from ``index`` (default: ``self.index``). With ``prune``
-        (callers that need no ``total``: it is then only the number of papers scored),
+        """The page asked for, from ``index`` (default: ``self.index``). With ``prune``,
         MaxScore skips the posting lists that cannot change the page; exhaustive when
-        nothing can be skipped anyway."""
+        nothing can be skipped anyway. A pruned page's ``total`` is only the number of
+        papers scored, unless ``count``: then the matching papers are counted apart
+        (``Index.count_matching``), which costs a fraction of scoring them all."""
         index = self.index if index is None else index
         ranked_terms = analyze(query.ranked_text)
         term_ids, weights = index.vectorize(ranked_terms)
@@ -650,6 +652,11 @@ class Engine:
 
         passes = self._passes(index, query)
         want = limit + offset
+        if count and not want and len(term_ids):  # how many, and no page (``count``)
+            total = index.count_matching(term_ids, passes)
+            return _Ranked(
+                np.zeros(0, np.int64), np.zeros(0, np.float32), total, term_ids, weights, index
+            )
         if (
             prune
             and len(term_ids) >= 1
@@ -658,7 +665,8 @@ class Engine:
         ):
             found = index.top_candidates(term_ids, weights, want, passes, coordinate)
             if found is not None:
-                ranked = self._top(*found, limit, offset, term_ids, weights)
+                total = index.count_matching(term_ids, passes) if count else None
+                ranked = self._top(*found, limit, offset, term_ids, weights, total)
                 ranked.index = index
                 return ranked
         coordinated = coordinate and len(term_ids) > 1 and limit + offset > 0
@@ -821,10 +829,10 @@ class Engine:
         papers = self.corpus.by_rowids(rowids)
         marked = set(words(query.ranked_text)) if query else set()
         hits = []
-        for doc, score, paper in zip(ranked.docs, ranked.scores, papers, strict=True):
-            why = [
-                term for term, _ in index.contributions(int(doc), ranked.term_ids, ranked.weights)
-            ][:WHY_TERMS]
+        docs = ranked.docs.tolist()
+        contributions = index.contributions(docs, ranked.term_ids, ranked.weights)
+        for score, paper, given in zip(ranked.scores, papers, contributions, strict=True):
+            why = [term for term, _ in given][:WHY_TERMS]
             terms = marked or {w for t in why for w in t.split()}
             hits.append(
                 Hit(

@@ -11,6 +11,7 @@ unigrams plus bigrams.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import re
 import threading
 import unicodedata
@@ -253,19 +254,28 @@ def surface_words(text: str) -> list[tuple[int, int, str]]:
     """(start, end, normalized) for each word of the original text, for marking snippets.
 
     Works on the original string (not the folded one) so offsets stay valid; a word whose
-    normalized form is a stop word comes back with an empty normalized form.
+    normalized form is a stop word comes back with an empty normalized form. One ``split``
+    gives the words and the gaps between them, whose lengths summed give the offsets; the
+    words' forms are looked up in one ``map`` (an ASCII text, most abstracts, is split by a
+    plain ``[A-Za-z0-9]`` pattern: the same words, in two thirds of the time).
     """
-    out = []
-    get = _SURFACE_NORMS.get
-    for match in _WORD.finditer(text):
-        word = match.group()
-        norm = get(word)
-        if norm is None:  # folding one word depends on that word only: cached like _TOKEN_NORMS
-            norm = _norm_token(fold(word))
-            if len(_SURFACE_NORMS) < 2_000_000:
-                _SURFACE_NORMS[word] = norm
-        out.append((match.start(), match.end(), norm))
-    return out
+    pieces = (_ASCII_WORD_SPLIT if text.isascii() else _WORD_SPLIT).split(text)
+    offsets = list(itertools.accumulate(map(len, pieces)))
+    found = pieces[1::2]
+    norms = list(map(_SURFACE_NORMS.get, found))
+    if None in norms:  # folding one word depends on that word only: cached like _TOKEN_NORMS
+        for k, (word, norm) in enumerate(zip(found, norms, strict=True)):
+            if norm is None:
+                norm = norms[k] = _norm_token(fold(word))
+                if len(_SURFACE_NORMS) < 2_000_000:
+                    _SURFACE_NORMS[word] = norm
+    return list(zip(offsets[0::2], offsets[1::2], norms, strict=False))  # (one gap more)
+
+
+#: ``_WORD`` kept as pieces by ``split`` (words at odd positions); for an ASCII text the same
+#: words are its runs of ASCII letters and digits.
+_WORD_SPLIT = re.compile(r"([^\W_]+)", re.UNICODE)
+_ASCII_WORD_SPLIT = re.compile(r"([A-Za-z0-9]+)")
 
 
 def name_tokens(name: str) -> list[str]:
