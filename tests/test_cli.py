@@ -71,6 +71,24 @@ def test_read_only_commands_never_create_a_database(invoke, tmp_path, command):
     assert not typo.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_a_database_in_a_missing_folder_is_one_sentence_and_no_folder(invoke, tmp_path):
+    """A missing folder is often a disk that is not mounted: the database is not made in an
+    empty mount point, where it would vanish with everything written to it."""
+    papers = tmp_path / "papers.jsonl"
+    papers.write_text('{"id": "p1", "title": "Diffusion models", "abstract": "Denoising."}\n')
+    command = ["ingest", str(papers)]
+    db = tmp_path / "mnt" / "volume" / "paperboy.db"
+    result = invoke("--db", str(db), *command)
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        f"Error: Cannot create a database at {db}: the folder {db.parent} does not exist "
+        f"(is its disk mounted?); create it first (`mkdir -p {db.parent}`)."
+    )
+    assert not (tmp_path / "mnt").exists()
+    (tmp_path / "mnt" / "volume").mkdir(parents=True)
+    assert invoke("--db", str(db), *command).exit_code == 0 and db.exists()
+
+
 def test_digest_preview_never_creates_a_database(invoke, tmp_path):
     typo = tmp_path / "typo.db"
     result = invoke("digest", "preview", "--user", "U1", "--db", str(typo))

@@ -111,9 +111,16 @@ def open_database(path: str | Path, *, read_only: bool = False, create: bool = T
     if not path.exists():
         if not create:
             raise NoDatabase(f"There is no database at {path}.")
+        if not path.absolute().parent.is_dir():
+            # Not made here: a folder that is missing is often a disk not mounted, where a
+            # new database would take the papers and subscriptions, then vanish.
+            folder = path.absolute().parent
+            raise DatabaseError(
+                f"Cannot create a database at {path}: the folder {folder} does not exist "
+                f"(is its disk mounted?); create it first (`mkdir -p {folder}`)."
+            )
         if read_only:
             raise DatabaseError(f"Cannot create a database at {path}: that folder is read-only.")
-        path.parent.mkdir(parents=True, exist_ok=True)
     try:
         db = connect(path, read_only=read_only)
         if read_only:
