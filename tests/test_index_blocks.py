@@ -56,6 +56,17 @@ def test_the_lists_decode_to_the_same_papers_in_any_block_size(pair):
             hit_b, pos_b = b.find(term, wanted)
             assert np.array_equal(hit_a, hit_b) and np.array_equal(pos_a[hit_a], pos_b[hit_b])
             assert np.array_equal(wanted[hit_a], a.docs(term, term + 1))
+        # One paper in many lists at once ("similar" reading a paper's terms): as ``find``.
+        rng = np.random.default_rng(4)
+        for segment in (a, b):
+            for doc in [0, segment.n_docs - 1, *rng.choice(segment.n_docs, 12).tolist()]:
+                own = segment.doc_terms(np.asarray([doc]))[1]
+                terms = np.unique(np.concatenate([own, rng.choice(segment.n_terms, 300)]))
+                hits, places = segment.find_terms(terms, doc)
+                one = [segment.find(t, np.asarray([doc])) for t in terms.tolist()]
+                assert hits.tolist() == [bool(h[0]) for h, _ in one]
+                assert places[hits].tolist() == [int(p[0]) for h, p in one if h[0]]
+                assert np.count_nonzero(hits) == segment.doc_sizes[doc] == len(own) > 0
     assert np.array_equal(small.index.inverse_pivot, whole.index.inverse_pivot)
     assert np.array_equal(small.index.impacts, whole.index.impacts)
 

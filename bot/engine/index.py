@@ -2281,6 +2281,25 @@ class Vocabulary:
         out = np.full(len(terms), -1, dtype=np.int64)
         if not self.size or not len(terms):
             return out
+        # The terms looked up before (``id_of``'s cache: a paper shares most of its terms
+        # with papers read before it), then the others.
+        known = list(map(self._cache.get, terms))
+        if None not in known:
+            out[:] = known
+            return out
+        asked = [k for k, tid in enumerate(known) if tid is None]
+        out[[k for k, tid in enumerate(known) if tid is not None]] = [
+            tid for tid in known if tid is not None
+        ]
+        found = self._ids_of_new_terms([terms[k] for k in asked])
+        out[asked] = found
+        if len(self._cache) < 100_000:
+            self._cache.update(zip((terms[k] for k in asked), found.tolist(), strict=False))
+        return out
+
+    def _ids_of_new_terms(self, terms: Sequence[str]) -> np.ndarray:
+        """``ids_of_terms`` of terms not looked up before."""
+        out = np.full(len(terms), -1, dtype=np.int64)
         keys = [term.encode() for term in terms]
         prefixes = np.asarray(
             [int.from_bytes(key[:8].ljust(8, b"\0"), "big") for key in keys], dtype=np.uint64
@@ -2798,6 +2817,36 @@ class Segment:
         if hit is None:
             return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
         return hit, positions
+
+    def find_terms(self, terms: np.ndarray, doc: int) -> tuple[np.ndarray, np.ndarray]:
+        """``find`` of one document in many terms' lists (a paper's own ~200 terms): which
+        of the lists have it, and where (its posting positions). The lists' slices in the
+        document's block are bisected together, a step for all of them at a time (about
+        17 numpy steps, where a ``find`` per term is a few numpy calls per term)."""
+        terms = np.asarray(terms, dtype=np.int64)
+        block = int(np.searchsorted(self._firsts, doc, side="right")) if self.blocks > 1 else 0
+        needle = doc if self._wraps or not block else doc - block * self.block
+        needle = np.uint16(needle & 0xFFFF)
+        starts = np.asarray(self.xt_indptr[terms], dtype=np.int64)
+        if self.blocks > 1:
+            sizes = self._sizes(terms)
+            starts += sizes[:, :block].sum(axis=1)
+            ends = starts + sizes[:, block]
+        else:
+            ends = np.asarray(self.xt_indptr[terms + 1], dtype=np.int64)
+        indices = self.xt_indices
+        lo, hi = starts, ends.copy()
+        while True:
+            going = lo < hi
+            if not going.any():
+                break
+            mid = (lo + hi) >> 1
+            less = going & (indices[np.minimum(mid, len(indices) - 1)] < needle)
+            lo = np.where(less, mid + 1, lo)
+            hi = np.where(going & ~less, mid, hi)
+        hits = lo < ends
+        hits[hits] = indices[lo[hits]] == needle
+        return hits, lo
 
     def find_all(self, terms: list[int], docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``find`` for several terms (-1: none) and the same ``docs`` (ascending): (which
@@ -4523,18 +4572,10 @@ class Index:
             if row is None or doc in out:
                 continue
             candidates = ids[rows.indices[rows.indptr[row] : rows.indptr[row + 1]]]
-            needle = np.asarray([doc], dtype=np.int64)
-            terms, positions = [], []
-            for term in np.sort(candidates[candidates >= 0]).tolist():
-                hit, at = segment.find(term, needle)
-                if hit[0]:
-                    terms.append(term)
-                    positions.append(int(at[0]))
-            if len(terms) == int(segment.doc_sizes[doc]):
-                out[doc] = (
-                    np.asarray(terms, dtype=np.int64),
-                    segment.xt_data.at(np.asarray(positions, dtype=np.int64)),
-                )
+            candidates = np.sort(candidates[candidates >= 0])
+            hits, positions = segment.find_terms(candidates, doc)
+            if np.count_nonzero(hits) == int(segment.doc_sizes[doc]):
+                out[doc] = candidates[hits], segment.xt_data.at(positions[hits])
         return out
 
     def _corpus_reader(self) -> Database | None:
