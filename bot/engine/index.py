@@ -85,7 +85,7 @@ from sqlite_utils import Database
 
 from .corpus import Corpus, StorageError, connect
 from .paper import Paper, paper_values
-from .text import joined_tokens, norm_token, words
+from .text import analyze, joined_tokens, norm_token, words
 from .watch import FileWatch
 
 #: A title word counts this many times as much as the same word in the abstract.
@@ -838,18 +838,26 @@ def _tokenise_columns(
         tokens.rowids.extend(rowids)
         tokens.years.extend([year or 0 for year in years])
         tokens.venues.extend([venues.setdefault(v or "", v or "") for v in venue_names])
-        title.add_many([text or "" for text in titles], unigram_ids, known)
-        keywords.add_many([" ; ".join(words) for words in keyword_lists], unigram_ids, known)
-        # Authors join the text so that a name typed as plain words still finds the paper.
-        body.add_many(
-            [
-                f"{abstract or ''}\n{' ; '.join(names)}"
-                for abstract, names in zip(abstracts, author_lists, strict=True)
-            ],
-            unigram_ids,
-            known,
-        )
+        texts = list(map(field_texts, titles, keyword_lists, abstracts, author_lists))
+        for k, piece in enumerate(tokens.fields):
+            piece.add_many([text[k] for text in texts], unigram_ids, known)
     return tokens
+
+
+def field_texts(title, keywords, abstract, authors) -> tuple[str, str, str]:
+    """A paper's three indexed fields' texts: the title, the keywords, and the abstract with
+    the authors (they join the text so that a name typed as plain words finds the paper)."""
+    return title or "", " ; ".join(keywords), f"{abstract or ''}\n{' ; '.join(authors)}"
+
+
+def _paper_terms(document: dict) -> set[str]:
+    """A paper's distinct terms as the build counts them (each field's unigrams and
+    bigrams: ``analyze``, as ``_term_counts`` is to scikit-learn's), for one paper
+    without the build's batch machinery."""
+    texts = field_texts(
+        document["title"], document["keywords"], document["abstract"], document["authors"]
+    )
+    return {term for text in texts for term in analyze(text)}
 
 
 def _as_part(tokens: _Tokens) -> tuple:
@@ -4560,18 +4568,15 @@ class Index:
             self._readers.db = None
             db.close()
             return {}
-        # All of them counted at once, each distinct term looked up once in the vocabulary.
-        present = [(int(r), documents[int(r)]) for r in np.unique(rowids) if int(r) in documents]
-        counted = _count(present, 1)
-        ids = segment.vocab.ids_of_terms(counted.vocabulary)
-        rows = counted.counts.tocsr()
-        row_of = {rowid: row for row, (rowid, _) in enumerate(present)}
+        # Each paper's distinct terms, each looked up once in the vocabulary.
+        terms_of = {rowid: _paper_terms(document) for rowid, document in documents.items()}
+        vocabulary = sorted(set().union(*terms_of.values()))
+        ids = dict(zip(vocabulary, segment.vocab.ids_of_terms(vocabulary).tolist(), strict=True))
         out = {}
         for doc, rowid in zip(local.tolist(), rowids.tolist(), strict=True):
-            row = row_of.get(rowid)
-            if row is None or doc in out:
+            if rowid not in terms_of or doc in out:
                 continue
-            candidates = ids[rows.indices[rows.indptr[row] : rows.indptr[row + 1]]]
+            candidates = np.fromiter(map(ids.__getitem__, terms_of[rowid]), dtype=np.int64)
             candidates = np.sort(candidates[candidates >= 0])
             hits, positions = segment.find_terms(candidates, doc)
             if np.count_nonzero(hits) == int(segment.doc_sizes[doc]):
