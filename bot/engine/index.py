@@ -4672,11 +4672,10 @@ class Index:
             needles = unique(np.asarray([local for j, local in where if j == i], np.int64))
             # (term, needle) -> weighted value, 0 where the paper lacks the term.
             values = np.zeros((len(at), len(needles)), dtype=np.float32)
-            for k, term in enumerate(own.tolist()):
-                hit, positions = segment.find(term, needles)
-                if hit.any():
-                    counts = segment.xt_data.at(positions[hit])
-                    values[k, hit] = term_frequencies(counts) * self._idf_local[i][term]
+            hits, positions = segment.find_all(own.tolist(), needles)
+            if hits.any():
+                idf = np.broadcast_to(self._idf_local[i][own][:, None], hits.shape)
+                values[hits] = term_frequencies(segment.xt_data.at(positions[hits])) * idf[hits]
             for n, (j, local) in enumerate(where):
                 if j != i:
                     continue
