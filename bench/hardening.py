@@ -36,6 +36,7 @@ def _median_ms(fn, runs: int = 5) -> float:
 
 def index_costs(scale: int) -> list[str]:
     db = WORK_DIR / f"hardening-x{scale}.db"
+    WORK_DIR.mkdir(parents=True, exist_ok=True)  # (Paperboy never makes a database's folder)
     engine = Engine.open(db)
     if engine.corpus.count() == 0:
         print(f"building {db} (once) ...", file=sys.stderr)

@@ -2284,13 +2284,14 @@ class Vocabulary:
         """``id_of`` of a few hundred terms at once (int64, -1 where absent): each key's
         block found among the blocks' 8-byte prefixes by one ``searchsorted`` (a bisection
         over the whole heads only among blocks sharing its prefix), and each block decoded
-        up to the key. A paper's vector looks up its ~200 terms so; a delta's writer, with
-        hundreds of thousands, uses ``ids_of`` (vectorised, but a pass over the whole blob)."""
+        up to the key; the terms ``id_of`` has cached are answered from its cache first,
+        which this leaves to the queries' terms (it does not add to it). Papers read from
+        their text look up their few hundred terms so; a delta's writer, with hundreds of
+        thousands, uses ``ids_of`` (vectorised, but a pass over the whole blob)."""
         out = np.full(len(terms), -1, dtype=np.int64)
         if not self.size or not len(terms):
             return out
-        # The terms looked up before (``id_of``'s cache: a paper shares most of its terms
-        # with papers read before it), then the others.
+        # The terms lookups have asked for (``id_of``'s cache), then the others.
         known = list(map(self._cache.get, terms))
         if None not in known:
             out[:] = known
@@ -2301,8 +2302,6 @@ class Vocabulary:
         ]
         found = self._ids_of_new_terms([terms[k] for k in asked])
         out[asked] = found
-        if len(self._cache) < 100_000:
-            self._cache.update(zip((terms[k] for k in asked), found.tolist(), strict=False))
         return out
 
     def _ids_of_new_terms(self, terms: Sequence[str]) -> np.ndarray:
@@ -4552,9 +4551,9 @@ class Index:
         self, segment: Segment, local: np.ndarray
     ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """(term ids ascending, weighted counts) of these papers of a segment, read from
-        their text in the corpus: tokenised and counted as the build does (every bigram
-        kept), the terms the segment's vocabulary holds looked up in their lists (so the
-        counts are the index's own), and kept only when as many were found as the paper
+        their text in the corpus: each field's distinct terms as the build finds them
+        (``_paper_terms``: every bigram kept), those the segment's vocabulary holds looked
+        up in their lists (the counts are the index's own, read there), and kept only when as many were found as the paper
         has (``doc_sizes``): a paper whose text changed since it was indexed, or is gone,
         is left out (the caller reads it from the lists)."""
         rowids = np.asarray(segment.rowids)[local]
