@@ -62,10 +62,18 @@ class _Fetched:
     remember: dict[str, Any] = field(default_factory=dict)
 
 
-def run_feeds(engine: Engine, settings: Any, now: datetime | None = None) -> timedelta | None:
+def run_feeds(
+    engine: Engine,
+    settings: Any,
+    now: datetime | None = None,
+    arxiv: ArxivClient | None = None,
+) -> timedelta | None:
     """The scheduler's feed job: every ``settings.feeds`` that is due, arXiv ones through
-    the API. A feed whose last run failed is due again ``retry_wait`` after it (what
-    ``paperboy stats`` says), on this run or a later one, each feed on its own.
+    the API (``arxiv``: a client of the settings' by default). A feed whose last run failed
+    is due again ``retry_wait`` after it (what ``paperboy stats`` says; never before the
+    server's Retry-After), on this run or a later one, each feed on its own. This is the
+    one place that decides: the scheduler also runs the feeds at start-up, so a restarted
+    one asks no server sooner.
 
     Returns how soon to run again when a feed failed (None when all went in): when the
     soonest failed feed is due. The daily run comes anyway; this only brings a failed feed
@@ -74,9 +82,18 @@ def run_feeds(engine: Engine, settings: Any, now: datetime | None = None) -> tim
     # (to the second, as a run's time is kept: a feed failing now is due again in exactly
     # its wait)
     now = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
-    waiting = {row["feed"]: retry_at(row) for row in feed_status(engine.db)}
-    due = [feed for feed in settings.feeds if (waiting.get(feed) or now) <= now]
-    ingest_feeds(engine, due, arxiv=ArxivClient.from_settings(settings), now=now)
+    rows = {row["feed"]: row for row in feed_status(engine.db)}
+    due = []
+    for feed in settings.feeds:
+        row = rows.get(feed)
+        again = retry_at(row) if row else None
+        if again is None or again <= now:
+            due.append(feed)
+            continue
+        asked = timedelta(seconds=int(row["retry_after"] or 0)) >= retry_wait(row)
+        why = "as the server asked (Retry-After)" if asked else "after its failed runs"
+        log.info("feed %s: not fetched before %s, %s.", feed, f"{again:%Y-%m-%d %H:%M:%S} UTC", why)
+    ingest_feeds(engine, due, arxiv=arxiv or ArxivClient.from_settings(settings), now=now)
     _share(engine)
     retries = [retry_at(row) for row in feed_status(engine.db) if row["feed"] in settings.feeds]
     soonest = min((at for at in retries if at is not None), default=None)
@@ -115,7 +132,8 @@ def ingest_feeds(
     arxiv: ArxivClient | None = None,
     now: datetime | None = None,
 ) -> IngestReport | None:
-    """Ingest every feed; None when there are none or none brought anything to read."""
+    """Fetch and ingest every one of ``feeds`` now, due or not (``run_feeds`` picks the due
+    ones); None when there are none or none brought anything to read."""
     if not feeds:
         return None
     now = (now or datetime.now(UTC)).astimezone(UTC)
@@ -124,14 +142,6 @@ def ingest_feeds(
         fetched: list[_Fetched] = []
         for n, feed in enumerate(feeds):
             state = _state(engine.db, feed)
-            until = _asked_to_wait_until(state)
-            if until is not None and now < until:  # a restarted scheduler's start-up run
-                log.info(
-                    "feed %s: not fetched before %s, as the server asked (Retry-After).",
-                    feed,
-                    until.strftime("%Y-%m-%d %H:%M:%S UTC"),
-                )
-                continue
             try:
                 got = _fetch(feed, Path(tmp) / f"{n:03d}", state, arxiv)
             except FeedError as error:
@@ -280,17 +290,6 @@ def _failed(
     log.error("feed %s%s; it is tried again at the next run%s.", feed, what, in_a_row)
     retry_after = getattr(error, "retry_after", None)
     _save(db, feed, now, error=str(error), failures=failures, retry_after=retry_after)
-
-
-def _asked_to_wait_until(state: dict[str, Any]) -> datetime | None:
-    """When the server's ``Retry-After`` from the feed's last (failed) run ends, if it asked.
-
-    The scheduler also runs the feeds at start-up, so a restart would otherwise ask again
-    at once (arXiv's etiquette, and README: never before the Retry-After)."""
-    failed_at = _from_iso(state.get("last_run")) if state.get("error") else None
-    if failed_at is None or not state.get("retry_after"):
-        return None
-    return failed_at + timedelta(seconds=int(state["retry_after"]))
 
 
 def _iso(when: datetime | None) -> str | None:

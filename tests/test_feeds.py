@@ -316,17 +316,20 @@ def test_a_503_is_reported_and_the_next_run_fetches_the_feed(server, engine, tim
 def test_a_run_before_the_retry_after_does_not_ask_the_server_again(server, engine, time, caplog):
     """README: a failed feed is fetched again "never before the Retry-After the server asked
     for". A scheduler restarted meanwhile (a deploy, a crashed clock) runs the feeds at
-    start-up: that run leaves the feed alone until then, and the one after it fetches."""
+    start-up (``run_feeds``): that run leaves the feed alone until then, and says so; the
+    one after it fetches."""
     server.serve(CS_QUERY, "cs-day1", DAY1)
     server.then(Answer(503, b"busy\n", {"Retry-After": "7200"}))
-    failed_at = datetime.now(UTC)
-    assert ingest_feeds(engine, [CS], arxiv=client(server, time), now=failed_at) is None
+    settings = Settings(feeds=(CS,))
+    failed_at = datetime.now(UTC).replace(microsecond=0)
+    arxiv = client(server, time)
+    assert run_feeds(engine, settings, now=failed_at, arxiv=arxiv) == timedelta(hours=2)
     asked = len(server.requests)
     caplog.clear()
     caplog.set_level(logging.INFO, logger="digest.feeds")
 
     soon = failed_at + timedelta(minutes=5)  # the start-up run of a restarted scheduler
-    assert ingest_feeds(engine, [CS], arxiv=client(server, time), now=soon) is None
+    assert run_feeds(engine, settings, now=soon, arxiv=arxiv) == timedelta(minutes=115)
     assert len(server.requests) == asked  # arXiv was not asked again
     row = state(engine, CS)
     assert (row["failures"], row["last_run"]) == (1, failed_at.isoformat(timespec="seconds"))
@@ -336,9 +339,8 @@ def test_a_run_before_the_retry_after_does_not_ask_the_server_again(server, engi
         "(Retry-After)."
     ]
 
-    later = failed_at + timedelta(seconds=7201)
-    report = ingest_feeds(engine, [CS], arxiv=client(server, time), now=later)
-    assert report is not None and ids(engine) == arxiv_ids(*DAY1_IDS)
+    assert run_feeds(engine, settings, now=until, arxiv=arxiv) is None
+    assert ids(engine) == arxiv_ids(*DAY1_IDS)
 
 
 def test_a_malformed_page_keeps_nothing_of_its_feed_and_the_others_go_in(
@@ -420,13 +422,14 @@ def test_a_url_feed_that_asks_to_wait_is_left_alone_until_then(server, engine, c
     run asks that server again before then."""
     url = server.url.replace("/api/query", "/accepted.jsonl")
     server.then(Answer(503, b"busy\n", {"Retry-After": "600"}))
+    settings = Settings(feeds=(url,))
     failed_at = datetime.now(UTC)
-    assert ingest_feeds(engine, [url], now=failed_at) is None
+    assert run_feeds(engine, settings, now=failed_at) == timedelta(minutes=30)
     row = state(engine, url)
     assert row["error"] == "HTTP 503 (Service Unavailable), asking to wait 600 s"
     assert row["retry_after"] == 600
     asked = len(server.requests)
-    assert ingest_feeds(engine, [url], now=failed_at + timedelta(minutes=5)) is None
+    assert run_feeds(engine, settings, now=failed_at + timedelta(minutes=5)) is not None
     assert len(server.requests) == asked
 
 
