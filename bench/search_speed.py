@@ -9,11 +9,13 @@ For each engine, at ``--scale 1`` (87k papers) or ``--scale 10`` (872k, a replic
    "diffusion models"`` / ``python -m bench.anchors search``), median of ``--cold-runs``.
    Engines take turns run by run so machine noise hits them alike. The page cache is warm
    (nothing here drops it), so this is process start-up + index open, not disk reads.
-3. **warm latency**: one child process per engine opens the index, answers the disjoint warm-up
-   queries, then times every measured query top-``--k`` (``--passes`` times; a query's latency
-   is its median over passes) and reports p50/p99/mean, plus the child's peak RSS. Paperboy is
-   timed through ``Engine.rank`` (ids + scores, like the anchors) and separately through
-   ``Engine.search(limit=5)``, the full answer with snippets the Slack bot sends.
+3. **warm latency**: one child process per engine opens the index and answers the disjoint
+   warm-up queries; then the children take turns timing a pass over every measured query
+   top-``--k`` (``--passes`` rounds, the engines' order turned each round, so machine noise
+   hits them alike; a query's latency is its median over passes) and each reports p50/p99/
+   mean, plus its peak RSS. Paperboy is timed through ``Engine.rank`` (ids + scores, like the
+   anchors) and, after the rounds, through ``Engine.search(limit=5)``, the full answer with
+   snippets the Slack bot sends, and ``Engine.similar``.
 
 Queries: the dev qrels keywords + ``--queries`` author keywords sampled with a fixed seed from
 paperlists (see ``corpora.speed_queries``). Results go to stdout and ``bench/work/speed-x{N}.md``
@@ -28,7 +30,11 @@ import json
 import os
 import platform
 import re
+import resource
+import select
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -175,10 +181,35 @@ def _summary(latencies: list[float], counts: list[int]) -> dict:
     }
 
 
+def _timed_pass(fn: Callable[[str], int], queries: Sequence[str]) -> tuple[list[float], list[int]]:
+    """One pass over the queries: each one's latency in ms and its number of results."""
+    latencies, counts = [], []
+    for query in queries:
+        started = time.perf_counter()
+        counts.append(fn(query))
+        latencies.append((time.perf_counter() - started) * 1000)
+    return latencies, counts
+
+
 def warm_worker(
-    engine: str, index: Path, queries: list[str], warmup: list[str], k: int, passes: int
+    engine: str,
+    index: Path,
+    queries: list[str],
+    warmup: list[str],
+    k: int,
+    passes: int,
+    commands=None,
+    reply=None,
 ) -> dict:
-    """Open ``index``, warm up on queries that are not measured, then time every query."""
+    """Open ``index``, warm up on queries that are not measured, then time every query.
+
+    Driven by the parent (``warm_phase``) one line at a time: ``pass`` times one pass over
+    the queries and replies with its latencies, ``finish`` measures the rest (Paperboy's
+    pages without MaxScore, ``search()`` and ``similar()``, ``passes`` times each) and ends
+    with the report. So the engines' passes can take turns: machine noise, which comes and
+    goes over seconds here, then hits every engine alike. Without ``commands``, the passes
+    run here in a row (one engine alone).
+    """
     out: dict = {"engine": engine, "base_rss_mb": rss_mb()}
     started = time.perf_counter()
     if engine == "paperboy":
@@ -198,7 +229,22 @@ def warm_worker(
     out["first_query_s"] = time.perf_counter() - started
     for q in warmup[1:]:
         rank(q)
-    out["rank"] = _summary(*_time_queries(rank, queries, passes))
+    samples: list[list[float]] = [[] for _ in queries]
+    counts: list[int] = []
+    if commands is None:
+        commands = ["pass"] * passes + ["finish"]
+    else:
+        reply({"ready": True})
+    for command in commands:
+        if command.strip() != "pass":
+            break
+        latencies, counts = _timed_pass(rank, queries)
+        for sample, latency in zip(samples, latencies, strict=True):
+            sample.append(latency)
+        if reply is not None:
+            reply({"passed": len(samples[0])})
+    out["rank"] = _summary([median(s) for s in samples], counts)
+    out["passes"] = len(samples[0]) if samples else 0
     if engine == "paperboy":
         # The same lookups without MaxScore, in the same warm process: pruning's gain.
         def exhaustive(q: str) -> int:
@@ -238,18 +284,20 @@ def warm_worker(
 SIMILAR_PAPERS = 200
 
 
-def warm(
-    engine: str,
-    workdir: Path,
-    queries_file: Path,
-    k: int,
-    passes: int,
-    timeout: float,
-    max_memory_gb: float | None,
-) -> dict:
-    """Run ``warm_worker`` in a fresh child so its peak RSS is this engine's alone."""
-    child = run_child(
-        python_cmd(
+class _WarmChild:
+    """A ``warm_worker`` child driven over its stdin and stdout (one JSON line per reply),
+    with its address space capped (``run_child``'s ``max_memory_gb``)."""
+
+    def __init__(self, engine: str, workdir: Path, queries_file: Path, args: argparse.Namespace):
+        cap = args.max_memory_gb or None
+
+        def cap_memory() -> None:  # in the child, between fork and exec
+            limit = int(cap * 2**30)  # type: ignore[operator]
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+        self.engine, self.timeout = engine, args.timeout
+        self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by ``close``)
+        cmd = python_cmd(
             "bench.search_speed",
             "--worker",
             engine,
@@ -258,15 +306,48 @@ def warm(
             "--queries-file",
             str(queries_file),
             "--k",
-            str(k),
+            str(args.k),
             "--passes",
-            str(passes),
-        ),
-        env=paperboy.engine_env(),
-        timeout=timeout,
-        max_memory_gb=max_memory_gb,
-    ).check(f"{engine} warm latency")
-    return json.loads(child.stdout.strip().splitlines()[-1])
+            str(args.passes),
+        )
+        self.proc = subprocess.Popen(
+            cmd,
+            env=paperboy.engine_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            preexec_fn=cap_memory if cap else None,
+        )
+
+    def ask(self, command: str | None = None) -> dict:
+        """Send ``command`` (None: only wait) and return the child's next JSON reply."""
+        if command is not None:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+        deadline = time.monotonic() + self.timeout
+        while True:
+            ready = select.select([self.proc.stdout], [], [], max(deadline - time.monotonic(), 0))
+            line = self.proc.stdout.readline() if ready[0] else None
+            if line is None or line == "":
+                self._stderr.seek(0)
+                said = self._stderr.read()[-3000:]
+                self.close()
+                why = "timed out" if line is None else f"exit {self.proc.returncode}"
+                raise RuntimeError(f"{self.engine} warm latency failed ({why}):\n{said}")
+            if line.startswith("{"):
+                return json.loads(line)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            self._stderr.close()
 
 
 # -- report ---------------------------------------------------------------------------------
@@ -301,6 +382,7 @@ def render(
     load: tuple[float, float],
     failed: dict[str, str],
     warnings: Sequence[str] = (),
+    builds: int = 1,
 ) -> str:
     """Markdown: one table of absolute numbers, one of Paperboy ÷ each anchor."""
     docs = next((r["docs"] for r in results.values() if r.get("docs")), None)
@@ -355,7 +437,8 @@ def render(
         else f"### Search speed, scale {scale}x",
         "",
         f"{n_queries} queries (dev keywords + sampled author keywords), each timed {passes}x "
-        f"after a separate warm-up set; latency = per-query median, then p50/p99 over queries. "
+        "after a separate warm-up set, the engines' passes taking turns; latency = per-query "
+        "median, then p50/p99 over queries. "
         f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at start / {load[1]:.1f} at end; "
         f"Python {platform.python_version()}, {_versions()}; bm25s stemmer: {STEMMER}"
         + (
@@ -367,8 +450,13 @@ def render(
         *(f"> **Warning:** {w}\n" for w in warnings),
         markdown_table(headers, rows),
         "",
-        "ingest+index = wall time of the child that turns the JSONL.gz into a query-ready index; "
-        "open = in-process time to open the index, including importing the engine's library; "
+        "ingest+index = wall time of the child that turns the JSONL.gz into a query-ready index "
+        + (
+            f"(median of {builds} rounds, the engines taking turns; build peak RSS likewise); "
+            if builds > 1
+            else "; "
+        )
+        + "open = in-process time to open the index, including importing the engine's library; "
         "RSS = that child's own peak (VmHWM), Python interpreter included; anon / file = its "
         "resident memory after the last query split into private heap and file-backed pages "
         "(mmap'd index files: page cache, shared and reclaimable).",
@@ -442,35 +530,55 @@ def build_phase(
 ) -> None:
     """Step 1 for every engine, or the recorded numbers of an earlier build for ``reuse``.
 
-    Each build is recorded in ``builds.json`` (with Paperboy's source stamp) so a later run can
-    re-measure one engine without rebuilding the others.
+    ``--builds`` rounds, the engines taking turns (their order turned each round, as the
+    warm passes are), so that noise hits them alike; an engine's time and peak are the
+    medians of its rounds (each round's time in ``build_runs_s``). Each build is recorded
+    in ``builds.json`` (with Paperboy's source stamp) so a later run can re-measure one
+    engine without rebuilding the others.
     """
     builds_file = workdir / "builds.json"
     builds = json.loads(builds_file.read_text(encoding="utf-8")) if builds_file.exists() else {}
+    order = []
     for engine in engines:
         if engine in reuse and engine in builds and engine_index(engine, workdir).exists():
             log(f"{engine}: reusing {engine_index(engine, workdir)} built {builds[engine]['at']}")
             results[engine].update(builds[engine], reused=True)
-            continue
-        log(f"{engine}: ingest + index ...")
-        code = paperboy.code_fingerprint() if engine == "paperboy" else None
-        try:
-            results[engine].update(
-                build(engine, corpus, workdir, args.timeout, args.max_memory_gb or None)
+        else:
+            order.append(engine)
+    rounds: dict[str, list[dict]] = {engine: [] for engine in order}
+    codes: dict[str, str] = {}
+    for turn in range(max(args.builds, 1)):
+        shift = turn % max(len(order), 1)
+        for engine in order[shift:] + order[:shift]:
+            if engine in failed:
+                continue
+            log(f"{engine}: ingest + index (round {turn + 1} of {args.builds}) ...")
+            if engine == "paperboy":
+                codes.setdefault(engine, paperboy.code_fingerprint())
+            try:
+                built = build(engine, corpus, workdir, args.timeout, args.max_memory_gb or None)
+            except RuntimeError as error:
+                failed[engine] = _first_line_of_failure(str(error))
+                log(f"{engine}: build FAILED, skipping its other steps\n{error}")
+                continue
+            rounds[engine].append(built)
+            log(
+                f"{engine}: {built['build_s']:.1f}s, peak {built['build_rss_mb']:.0f} MB, "
+                f"{built['disk_mb']:.0f} MB on disk"
             )
-        except RuntimeError as error:
-            failed[engine] = _first_line_of_failure(str(error))
-            log(f"{engine}: build FAILED, skipping its other steps\n{error}")
+    for engine, built in rounds.items():
+        if engine in failed or not built:
             continue
-        if code:
-            results[engine]["code"] = code
-        builds[engine] = {**results[engine], "at": time.strftime("%Y-%m-%d %H:%M")}
-        builds_file.write_text(json.dumps(builds, indent=1), encoding="utf-8")
-        r = results[engine]
-        log(
-            f"{engine}: {r['build_s']:.1f}s, peak {r['build_rss_mb']:.0f} MB, "
-            f"{r['disk_mb']:.0f} MB on disk"
+        results[engine].update(
+            built[-1],  # (the index kept: the last round's)
+            build_s=median([b["build_s"] for b in built]),
+            build_rss_mb=median([b["build_rss_mb"] for b in built]),
+            build_runs_s=[b["build_s"] for b in built],
         )
+        if engine in codes:
+            results[engine]["code"] = codes[engine]
+        builds[engine] = {**results[engine], "at": time.strftime("%Y-%m-%d %H:%M")}
+    builds_file.write_text(json.dumps(builds, indent=1), encoding="utf-8")
 
 
 def warm_phase(
@@ -481,34 +589,52 @@ def warm_phase(
     results: dict[str, dict],
     failed: dict[str, str],
 ) -> None:
-    """Step 3, one child per engine, Paperboy first.
+    """Step 3: a child per engine, all open at once, their timed passes taking turns.
 
-    Paperboy is developed in parallel, so its warm run comes right after its ingest and cold
-    start, and its source is stamped again straight after (the anchors' warm runs take most
-    of a 10x run's time, long enough for the app to change under the benchmark).
+    Each child opens its index and warms up (one at a time), then the passes go round:
+    pass p of every engine, the engines' order turned by one each round, so machine noise
+    (which comes and goes over seconds on a shared VM) hits every engine alike rather than
+    whichever ran at the noisy moment. A child is idle (blocked on its stdin) while another
+    runs. Paperboy's source is stamped again straight after its report.
     """
+    n_queries = len(json.loads(queries_file.read_text())["queries"])
+    children: dict[str, _WarmChild] = {}
     for engine in sorted(engines, key=lambda e: e != "paperboy"):
-        log(
-            f"{engine}: warm latency over "
-            f"{len(json.loads(queries_file.read_text())['queries'])} queries x {args.passes} ..."
-        )
+        log(f"{engine}: opening the index and warming up ...")
+        child = _WarmChild(engine, workdir, queries_file, args)
         try:
-            results[engine]["warm"] = warm(
-                engine,
-                workdir,
-                queries_file,
-                args.k,
-                args.passes,
-                args.timeout,
-                args.max_memory_gb or None,
-            )
+            child.ask()
         except RuntimeError as error:
             failed[engine] = _first_line_of_failure(str(error))
             log(f"{engine}: warm latency FAILED\n{error}")
             continue
+        children[engine] = child
+    order = list(children)
+    log(f"warm latency over {n_queries} queries x {args.passes}, the engines taking turns ...")
+    for turn in range(args.passes):
+        shift = turn % max(len(order), 1)
+        for engine in order[shift:] + order[:shift]:
+            if engine in failed:
+                continue
+            try:
+                children[engine].ask("pass")
+            except RuntimeError as error:
+                failed[engine] = _first_line_of_failure(str(error))
+                log(f"{engine}: warm latency FAILED\n{error}")
+    for engine, child in children.items():
+        if engine in failed:
+            child.close()
+            continue
+        try:
+            results[engine]["warm"] = w = child.ask("finish")
+        except RuntimeError as error:
+            failed[engine] = _first_line_of_failure(str(error))
+            log(f"{engine}: warm latency FAILED\n{error}")
+            continue
+        finally:
+            child.close()
         if engine == "paperboy":
             results[engine]["code_after"] = paperboy.code_fingerprint()
-        w = results[engine]["warm"]
         log(
             f"{engine}: p50 {w['rank']['p50_ms']:.2f} ms, p99 {w['rank']['p99_ms']:.2f} ms, "
             f"peak {w['peak_rss_mb']:.0f} MB"
@@ -565,6 +691,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=3, help="timed passes over the queries")
     parser.add_argument("--cold-runs", type=int, default=5, help="one-query processes per engine")
     parser.add_argument(
+        "--builds",
+        type=int,
+        default=1,
+        help="ingest + index rounds per engine, taking turns (the median is reported)",
+    )
+    parser.add_argument(
         "--reuse",
         default="",
         metavar="ENGINES",
@@ -596,10 +728,21 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.worker:
         spec = json.loads(args.queries_file.read_text(encoding="utf-8"))
+
+        def reply(message: dict) -> None:
+            print(json.dumps(message), flush=True)
+
         report = warm_worker(
-            args.worker, args.index, spec["queries"], spec["warmup"], args.k, args.passes
+            args.worker,
+            args.index,
+            spec["queries"],
+            spec["warmup"],
+            args.k,
+            args.passes,
+            commands=sys.stdin,
+            reply=reply,
         )
-        print(json.dumps(report))
+        reply(report)
         return 0
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
@@ -652,6 +795,7 @@ def main(argv: list[str] | None = None) -> int:
         (load_start, os.getloadavg()[0]),
         failed,
         warnings,
+        args.builds,
     )
     print(report)
     out = args.out or WORK_DIR / f"speed-x{args.scale}.md"
