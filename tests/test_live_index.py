@@ -171,6 +171,10 @@ def test_an_updated_paper_is_never_found_by_its_old_text(tmp_path, sentences):
     engine.ingest([write_jsonl(tmp_path / "b.jsonl", [new])])
     assert len(read_current(engine.index_dir)["segments"]) == 2
     assert engine.rank("quokkaold") == []
+    assert engine.search("quokkaold").total == 0
+    # A word only the old text had is no term at all: it does not count among the query's
+    # terms (coordination would lower every score).
+    assert engine.rank("quokkaold marsupial") == engine.rank("marsupial")
     assert [i for i, _ in engine.rank("wombatnew")] == ["u0"]
     assert [i for i, _ in engine.rank("marsupial")] == ["u0"]  # once, not twice
     assert engine.search("marsupial").total == 1

@@ -2297,14 +2297,16 @@ class Vocabulary:
             self._cache[term] = found
         return found
 
-    def ids_of_terms(self, terms: Sequence[str]) -> np.ndarray:
-        """``id_of`` of a few hundred terms at once (int64, -1 where absent): each key's
-        block found among the blocks' 8-byte prefixes by one ``searchsorted`` (a bisection
-        over the whole heads only among blocks sharing its prefix), and each block decoded
-        up to the key; the terms ``id_of`` has cached are answered from its cache first,
-        which this leaves to the queries' terms (it does not add to it). Papers read from
-        their text look up their few hundred terms so; a delta's writer, with hundreds of
-        thousands, uses ``ids_of`` (vectorised, but a pass over the whole blob)."""
+    def ids_of_terms(self, terms: Sequence[str], remember: bool = False) -> np.ndarray:
+        """``id_of`` of several terms at once (int64, -1 where absent): each key's block
+        found among the blocks' 8-byte prefixes by one ``searchsorted`` (a bisection over
+        the whole heads only among blocks sharing its prefix), and each block decoded up to
+        the key; the terms ``id_of`` has cached are answered from its cache first. With
+        ``remember``, the others are cached too: a query's terms (``Index.vectorize``: 10
+        us a new term, where ``id_of`` bisects the heads one term at a time in 30-40). Not
+        so for papers read from their text, whose few hundred terms would crowd the cache;
+        a delta's writer, with hundreds of thousands, uses ``ids_of`` (vectorised, but a
+        pass over the whole blob)."""
         out = np.full(len(terms), -1, dtype=np.int64)
         if not self.size or not len(terms):
             return out
@@ -2317,8 +2319,11 @@ class Vocabulary:
         out[[k for k, tid in enumerate(known) if tid is not None]] = [
             tid for tid in known if tid is not None
         ]
-        found = self._ids_of_new_terms([terms[k] for k in asked])
+        new = [terms[k] for k in asked]
+        found = self._ids_of_new_terms(new)
         out[asked] = found
+        if remember and len(self._cache) < 100_000:
+            self._cache.update(zip(new, found.tolist(), strict=True))
         return out
 
     def _ids_of_new_terms(self, terms: Sequence[str]) -> np.ndarray:
@@ -3124,6 +3129,20 @@ class _GenerationVocabulary:
             tid = self._extra_ids.get(term, -1)
         return tid if tid >= 0 and (self._live is None or self._live[tid]) else -1
 
+    def ids_of_query(self, terms: Sequence[str]) -> list[int]:
+        """``id_of`` of a query's terms, looked up together and remembered
+        (``Vocabulary.ids_of_terms``)."""
+        ids = list(map(self._main._cache.get, terms))  # (asked before: no numpy call)
+        if None in ids:
+            ids = self._main.ids_of_terms(terms, remember=True).tolist()
+        extra, live = self._extra_ids, self._live
+        for k, tid in enumerate(ids):
+            if tid < 0 and extra:
+                tid = ids[k] = extra.get(terms[k], -1)
+            if tid >= 0 and live is not None and not live[tid]:
+                ids[k] = -1
+        return ids
+
     @property
     def extra_terms(self) -> list[str]:
         """The terms only deltas have, in id order (after the main segment's)."""
@@ -3546,8 +3565,7 @@ class Index:
     def vectorize(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The query's TF-IDF vector (term ids, weights), transformed exactly like the papers."""
         counts: dict[int, int] = {}
-        for term in terms:
-            tid = self.vocab.id_of(term)
+        for tid in self.vocab.ids_of_query(terms) if terms else ():
             if tid >= 0:
                 counts[tid] = counts.get(tid, 0) + 1
         if not counts:
