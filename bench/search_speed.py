@@ -450,9 +450,9 @@ def render(
         *(f"> **Warning:** {w}\n" for w in warnings),
         markdown_table(headers, rows),
         "",
-        "ingest+index = wall time of the child that turns the JSONL.gz into a query-ready index "
+        "ingest+index = wall time of the child that turns the JSONL.gz into a query-ready index"
         + (
-            f"(median of {builds} rounds, the engines taking turns; build peak RSS likewise); "
+            f" (median of {builds} rounds, the engines taking turns; build peak RSS likewise); "
             if builds > 1
             else "; "
         )
