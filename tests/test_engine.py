@@ -256,6 +256,11 @@ def test_words_no_paper_mentions_are_named(engine):
     assert ids(result) == ["p1"]
     assert any("zyzzyva" in notice for notice in result.notices)
     assert any("2021 to 2025" in n for n in engine.search("protein year:2030").notices)
+    # Every word unknown: each is named (one word alone is named by "No papers match").
+    assert engine.search("zyzzyva qwxjk").notices == [
+        "No paper mentions any of “zyzzyva”, “qwxjk”."
+    ]
+    assert engine.search("zyzzyva").notices == []
 
 
 def test_coordination_only_reorders_and_can_be_turned_off(engine):

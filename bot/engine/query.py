@@ -57,8 +57,8 @@ def parse_query(text: str) -> Query:
     text = (text or "").strip()
     if len(text) > MAX_QUERY_CHARS:
         raise QueryError(
-            f"That query is {len(text):,} characters long; please keep it under "
-            f"{MAX_QUERY_CHARS} (a few keywords work best)."
+            f"That query is {len(text):,} characters long; please keep it to "
+            f"{MAX_QUERY_CHARS} or fewer (a few keywords work best)."
         )
     if '"' not in text and ":" not in text:
         # No phrase, no filter: the tokens are the words unless one is an exclusion.

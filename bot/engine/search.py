@@ -854,9 +854,11 @@ class Engine:
         """What the user should know about how the query was read ("Missing: ...")."""
         notices = []
         missing = [w for w in query.words if (t := words(w)) and index.vocab.id_of(t[0]) < 0]
+        quoted = ", ".join(f"“{w}”" for w in missing)
         if missing and (found or len(missing) < len(query.words)):
-            quoted = ", ".join(f"“{w}”" for w in missing)
             notices.append(f"No paper mentions {quoted}; results match the other words.")
+        elif len(missing) > 1:  # (one word: "No papers match" names it already)
+            notices.append(f"No paper mentions any of {quoted}.")
         if not found and (query.year_from or query.year_to):
             years = np.asarray(index.years)
             years = years[years > 0]
