@@ -47,6 +47,8 @@ RETRY_FIRST = timedelta(minutes=30)
 RETRY_LONGEST = timedelta(hours=6)
 #: The soonest the feed job comes back (a feed due in seconds waits this long, not a busy loop).
 RETRY_SOONEST = timedelta(minutes=1)
+#: How many of a feed's rejected records its log line names (the count says the rest).
+REJECTED_SHOWN = 3
 
 
 class MissingFile(FeedError):
@@ -174,6 +176,16 @@ def ingest_feeds(
         _save(engine.db, f.feed, now, error=None, papers=papers, **f.remember)
         if result:
             log.info("feed %s: %s read", f.feed, count(result.papers, "paper"))
+        if result and result.rejected:  # which records and why, as ``paperboy ingest`` says
+            shown = [f"{r.location}: {r.reason}" for r in result.rejected[:REJECTED_SHOWN]]
+            more = len(result.rejected) - len(shown)
+            log.warning(
+                "feed %s: %s rejected (%s%s).",
+                f.feed,
+                count(len(result.rejected), "record"),
+                "; ".join(shown),
+                f"; {more:,} more" if more else "",
+            )
     if report is not None:
         log.info("feed ingest: %s", report.summary())
     return report

@@ -367,6 +367,22 @@ def test_a_malformed_page_keeps_nothing_of_its_feed_and_the_others_go_in(
     assert state(engine, CS)["error"] is None
 
 
+def test_a_file_feeds_rejected_records_are_named_in_the_log(engine, tmp_path, caplog) -> None:
+    """As ``paperboy ingest`` names them: the line and why, not only a count in the summary;
+    the good records go in."""
+    local = tmp_path / "local.jsonl"
+    good = [json.dumps({"id": f"ok-{n}", "title": f"Paper {n}"}) for n in range(3)]
+    bad = ['{"id": "broken", "title" "no colon"}', json.dumps({"id": "empty"})]
+    local.write_text("\n".join([good[0], bad[0], good[1], bad[1], good[2]]) + "\n")
+    report = ingest_feeds(engine, [str(local)])
+    assert report is not None and ids(engine) == {"ok-0", "ok-1", "ok-2"}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"feed {local}: 2 records rejected (line 2: not valid JSON (Expecting ':' delimiter at "
+        "column 26); line 4: no title and no abstract)."
+    ]
+
+
 def test_an_unreachable_api_and_arxivs_error_entry_are_reported(
     server, engine, time, tmp_path, caplog
 ) -> None:
@@ -421,15 +437,17 @@ def test_a_url_feed_that_asks_to_wait_is_left_alone_until_then(server, engine, c
     """A URL feed's 503 with Retry-After is kept as arXiv's is: named in the sentence, and no
     run asks that server again before then."""
     url = server.url.replace("/api/query", "/accepted.jsonl")
-    server.then(Answer(503, b"busy\n", {"Retry-After": "600"}))
+    server.then(Answer(503, b"busy\n", {"Retry-After": "7200"}))
     settings = Settings(feeds=(url,))
     failed_at = datetime.now(UTC)
-    assert run_feeds(engine, settings, now=failed_at) == timedelta(minutes=30)
+    # Two hours, as the server asked: longer than the first back-off (30 minutes).
+    assert run_feeds(engine, settings, now=failed_at) == timedelta(hours=2)
     row = state(engine, url)
-    assert row["error"] == "HTTP 503 (Service Unavailable), asking to wait 600 s"
-    assert row["retry_after"] == 600
+    assert row["error"] == "HTTP 503 (Service Unavailable), asking to wait 7200 s"
+    assert row["retry_after"] == 7200
     asked = len(server.requests)
-    assert run_feeds(engine, settings, now=failed_at + timedelta(minutes=5)) is not None
+    for later in (timedelta(minutes=5), timedelta(minutes=35)):  # before and after 30 min
+        assert run_feeds(engine, settings, now=failed_at + later) is not None
     assert len(server.requests) == asked
 
 
