@@ -203,12 +203,12 @@ def warm_worker(
 ) -> dict:
     """Open ``index``, warm up on queries that are not measured, then time every query.
 
-    Driven by the parent (``warm_phase``) one line at a time: ``pass`` times one pass over
-    the queries and replies with its latencies, ``finish`` measures the rest (Paperboy's
-    pages without MaxScore, ``search()`` and ``similar()``, ``passes`` times each) and ends
-    with the report. So the engines' passes can take turns: machine noise, which comes and
-    goes over seconds here, then hits every engine alike. Without ``commands``, the passes
-    run here in a row (one engine alone).
+    Driven by the parent (``warm_phase``) one line at a time (``commands``, its stdin):
+    ``pass`` times one pass over the queries (the reply says how many passes so far),
+    ``finish`` measures the rest (Paperboy's pages without MaxScore, ``search()`` and
+    ``similar()``, ``passes`` times each) and ends with the report. So the engines' passes
+    can take turns: machine noise, which comes and goes over seconds here, then hits every
+    engine alike. With ``commands`` None (a caller in Python), ``passes`` passes in a row.
     """
     out: dict = {"engine": engine, "base_rss_mb": rss_mb()}
     started = time.perf_counter()
@@ -296,7 +296,8 @@ class _WarmChild:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
         self.engine, self.timeout = engine, args.timeout
-        self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by ``close``)
+        self._stderr = tempfile.TemporaryFile("w+b")  # noqa: SIM115 (closed by ``close``)
+        self._pending = b""  # read from the child's stdout, not yet a whole line
         cmd = python_cmd(
             "bench.search_speed",
             "--worker",
@@ -310,37 +311,58 @@ class _WarmChild:
             "--passes",
             str(args.passes),
         )
-        self.proc = subprocess.Popen(
-            cmd,
-            env=paperboy.engine_env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            preexec_fn=cap_memory if cap else None,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                env=paperboy.engine_env(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                bufsize=0,
+                preexec_fn=cap_memory if cap else None,
+            )
+        except OSError as error:
+            self._stderr.close()
+            raise RuntimeError(f"{engine} warm latency failed to start: {error}") from None
 
     def ask(self, command: str | None = None) -> dict:
-        """Send ``command`` (None: only wait) and return the child's next JSON reply."""
-        if command is not None:
-            self.proc.stdin.write(command + "\n")
-            self.proc.stdin.flush()
-        deadline = time.monotonic() + self.timeout
-        while True:
-            ready = select.select([self.proc.stdout], [], [], max(deadline - time.monotonic(), 0))
-            line = self.proc.stdout.readline() if ready[0] else None
-            if line is None or line == "":
-                self._stderr.seek(0)
-                said = self._stderr.read()[-3000:]
-                self.close()
-                why = "timed out" if line is None else f"exit {self.proc.returncode}"
-                raise RuntimeError(f"{self.engine} warm latency failed ({why}):\n{said}")
-            if line.startswith("{"):
-                return json.loads(line)
+        """Send ``command`` (None: only wait) and return the child's next JSON reply (lines
+        that are not JSON are skipped). The child's output is read from its pipe into our
+        own buffer (``os.read``), so no line already read can hide from ``select``. A child
+        that dies, hangs past ``--timeout`` or answers garbage raises RuntimeError, with the
+        end of its stderr."""
+        try:
+            if command is not None:
+                self.proc.stdin.write(command.encode() + b"\n")
+            deadline = time.monotonic() + self.timeout
+            fd = self.proc.stdout.fileno()
+            while True:
+                line, newline, rest = self._pending.partition(b"\n")
+                if newline:
+                    self._pending = rest
+                    if line.startswith(b"{"):
+                        return json.loads(line)
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    raise TimeoutError("timed out")
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    raise EOFError("its output ended")
+                self._pending += chunk
+        except (OSError, ValueError, EOFError) as error:  # (TimeoutError is an OSError)
+            self._stderr.seek(0)
+            said = self._stderr.read()[-3000:].decode(errors="replace")
+            self.close(kill=True)  # (broken either way: not waited for)
+            raise RuntimeError(
+                f"{self.engine} warm latency failed ({error}; exit {self.proc.returncode}):\n{said}"
+            ) from None
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.close()
+        if kill:
+            self.proc.kill()
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -566,19 +588,18 @@ def build_phase(
                 f"{engine}: {built['build_s']:.1f}s, peak {built['build_rss_mb']:.0f} MB, "
                 f"{built['disk_mb']:.0f} MB on disk"
             )
-    for engine, built in rounds.items():
-        if engine in failed or not built:
-            continue
-        results[engine].update(
-            built[-1],  # (the index kept: the last round's)
-            build_s=median([b["build_s"] for b in built]),
-            build_rss_mb=median([b["build_rss_mb"] for b in built]),
-            build_runs_s=[b["build_s"] for b in built],
-        )
-        if engine in codes:
-            results[engine]["code"] = codes[engine]
-        builds[engine] = {**results[engine], "at": time.strftime("%Y-%m-%d %H:%M")}
-    builds_file.write_text(json.dumps(builds, indent=1), encoding="utf-8")
+            # Recorded round by round: an interrupted run keeps the rounds it finished.
+            done = rounds[engine]
+            results[engine].update(
+                built,  # (the index kept: the last round's)
+                build_s=median([b["build_s"] for b in done]),
+                build_rss_mb=median([b["build_rss_mb"] for b in done]),
+                build_runs_s=[b["build_s"] for b in done],
+            )
+            if engine in codes:
+                results[engine]["code"] = codes[engine]
+            builds[engine] = {**results[engine], "at": time.strftime("%Y-%m-%d %H:%M")}
+            builds_file.write_text(json.dumps(builds, indent=1), encoding="utf-8")
 
 
 def warm_phase(
