@@ -33,8 +33,6 @@ from bot.engine.corpus import StorageError, write_transaction
 from bot.engine.index import IndexBuildError
 from bot.engine.search import Engine, IngestReport
 from bot.english import count
-from bot.replica import publish
-from bot.state import StateError
 
 from .arxiv import ArxivClient, FeedError, retry_after_seconds
 
@@ -118,6 +116,10 @@ def retry_wait(row: dict[str, Any]) -> timedelta:
 def _share(engine: Engine) -> None:
     """With DATABASE_URL, what the feeds brought goes to the shared corpus, which every host
     follows; when it does not answer, the next run shares it (nothing is lost meanwhile)."""
+    # (imported here: the shared state's packages are the scheduler's, not `paperboy stats`')
+    from bot.replica import publish
+    from bot.state import StateError
+
     try:
         shared = publish(engine)
     except StateError as error:

@@ -73,3 +73,16 @@ def test_a_lookup_imports_the_engine_but_not_the_shared_state(
     assert "numpy" in modules  # the index was opened
     assert sorted(modules & set(NOT_FOR_LOOKUPS)) == []
     assert ("scipy" in modules) == (command == "similar")
+
+
+def test_stats_without_a_shared_state_imports_none_of_it(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    """``paperboy stats`` reads the corpus file and the feeds' state in it; without
+    ``DATABASE_URL`` it has no shared corpus to compare with, so SQLAlchemy, Alembic and
+    Slack's SDK (whose OAuth stores the shared state imports) are not loaded."""
+    engine = seeded_engine(tmp_path / "corpus.db", seeded_db_template)
+    code, modules = loaded(["--db", str(engine.db_path), "stats"], tmp_path)
+    assert code == 0
+    assert "numpy" in modules  # the index was opened
+    assert sorted(modules & set(NOT_FOR_LOOKUPS)) == []
