@@ -166,7 +166,7 @@ def test_query_parsing_of_every_kind_of_term() -> None:
 def test_a_query_of_exactly_the_limit_is_run_and_one_more_character_is_refused() -> None:
     words = ("diffusion " * 60)[:MAX_QUERY_CHARS]
     assert len(words) == MAX_QUERY_CHARS and parse_query(words).words
-    with pytest.raises(QueryError, match=f"under {MAX_QUERY_CHARS}"):
+    with pytest.raises(QueryError, match=f"to {MAX_QUERY_CHARS} or fewer"):
         parse_query(words + "x")
 
 
