@@ -134,6 +134,11 @@ def test_paging_never_overlaps(engine):
     assert not set(ids(first)) & set(ids(second))
 
 
+def test_similar_to_no_id_says_what_to_give(engine):
+    assert engine.similar("  ").error == "Give a paper's id: each result shows it (`id ...`)."
+    assert engine.similar("nope").error == "There is no paper with id `nope` in the corpus."
+
+
 def test_similar_papers_exclude_the_paper_itself(engine):
     result = engine.similar("p2")
     assert result.hits and "p2" not in ids(result) and ids(result)[0] == "p3"

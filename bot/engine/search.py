@@ -598,6 +598,9 @@ class Engine:
     def similar(self, paper_id: str, limit: int = 5, offset: int = 0) -> SearchResult:
         """More like this: the paper's strongest terms, as a query, without the paper itself."""
         result = SearchResult(query=f"similar:{paper_id}", offset=offset)
+        if not paper_id.strip():
+            result.error = "Give a paper's id: each result shows it (`id ...`)."
+            return result
         index = self.index
         rowid = self.corpus.rowid_of(paper_id)
         doc = index.doc_of_rowid(rowid) if rowid is not None else None
