@@ -159,15 +159,10 @@ def cold_starts(
 def _time_queries(
     fn: Callable[[str], int], queries: Sequence[str], passes: int
 ) -> tuple[list[float], list[int]]:
-    """Per-query latency in ms (median over ``passes``) and the number of results returned."""
-    samples: list[list[float]] = [[] for _ in queries]
-    counts = [0] * len(queries)
-    for _ in range(passes):
-        for i, query in enumerate(queries):
-            started = time.perf_counter()
-            counts[i] = fn(query)
-            samples[i].append((time.perf_counter() - started) * 1000)
-    return [median(s) for s in samples], counts
+    """Per-query latency in ms (median over ``passes`` of ``_timed_pass``) and the number of
+    results returned."""
+    runs = [_timed_pass(fn, queries) for _ in range(passes)]
+    return [median(s) for s in zip(*(latencies for latencies, _ in runs), strict=True)], runs[-1][1]
 
 
 def _summary(latencies: list[float], counts: list[int]) -> dict:

@@ -2326,6 +2326,14 @@ class Vocabulary:
             self._cache.update(zip(new, found.tolist(), strict=True))
         return out
 
+    def ids_of_query(self, terms: Sequence[str]) -> list[int]:
+        """``id_of`` of a query's terms: from the cache when it has them all (no numpy
+        call), else ``ids_of_terms`` remembering the new ones."""
+        ids = list(map(self._cache.get, terms))
+        if None in ids:
+            ids = self.ids_of_terms(terms, remember=True).tolist()
+        return ids
+
     def _ids_of_new_terms(self, terms: Sequence[str]) -> np.ndarray:
         """``ids_of_terms`` of terms not looked up before."""
         out = np.full(len(terms), -1, dtype=np.int64)
@@ -3131,10 +3139,8 @@ class _GenerationVocabulary:
 
     def ids_of_query(self, terms: Sequence[str]) -> list[int]:
         """``id_of`` of a query's terms, looked up together and remembered
-        (``Vocabulary.ids_of_terms``)."""
-        ids = list(map(self._main._cache.get, terms))  # (asked before: no numpy call)
-        if None in ids:
-            ids = self._main.ids_of_terms(terms, remember=True).tolist()
+        (``Vocabulary.ids_of_query``)."""
+        ids = self._main.ids_of_query(terms)
         extra, live = self._extra_ids, self._live
         for k, tid in enumerate(ids):
             if tid < 0 and extra:
