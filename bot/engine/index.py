@@ -980,6 +980,16 @@ def _rowids(corpus: Corpus) -> list[int]:
     return sorted(r for (r,) in corpus.db.execute("select rowid from papers"))
 
 
+def _rowids_and_ids(corpus: Corpus) -> tuple[list[int], list[str]]:
+    """The papers' rowids, ascending, and their ids in that order: read from the ids' own
+    index (SQLite's, of the primary key), not from the table, whose rows hold the texts
+    (872k papers: 1.7 GB read back from the WAL right after a first ingest's commit)."""
+    rows = corpus.db.execute("select rowid, id from papers").fetchall()
+    rowids = np.fromiter((r for r, _ in rows), np.int64, len(rows))
+    order = np.argsort(rowids)
+    return rowids[order].tolist(), [rows[k][1] for k in order.tolist()]
+
+
 def _tokenise_corpus(corpus: Corpus) -> _Tokens:
     """Every paper tokenised; a large corpus in ``BUILD_PROCESSES`` processes, each reading
     its share of the papers (in rowid order) from the database itself, or, when a first
@@ -1017,30 +1027,49 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
     process now tokenises from the last rowid backwards until the two meet (``_Claims``).
     The reader's papers are used while their (id, content hash) match the database's rows
     in rowid order (all of them for a first ingest of files without repeated ids); from the
-    first that does not, they are tokenised here. The rows' ids and hashes are read after
-    this process's share, while the reader finishes its own (its last batch, its pickle)."""
+    first that does not, they are tokenised here. After an ingest into an empty table of
+    papers with distinct ids, the ids alone are matched (``_rowids_and_ids``, read first);
+    otherwise the rows' ids and hashes are read after this process's share, while the
+    reader finishes its own (its last batch, its pickle)."""
     reader.fed_all()
     try:
-        rowids = _rowids(corpus)
+        stored_ids = None
+        if reader.table_was_empty:
+            rowids, stored_ids = _rowids_and_ids(corpus)
+        else:
+            rowids = _rowids(corpus)
         unigram_ids, known = {}, _known_tokens()
         mine, start = [], reader.claims.end_at(len(rowids))
         while span := reader.claims.take_back(TOKENISE_BATCH):
             start = span[0]
             mine.append(_tokenise(corpus.documents_of(rowids[slice(*span)]), unigram_ids, known))
         mine.reverse()  # in rowid order
-        rows = corpus.db.execute("select rowid, id, content_hash from papers order by rowid")
-        rows = rows.fetchall()
+        rows = None
+        if stored_ids is None:
+            rows = corpus.db.execute("select rowid, id, content_hash from papers order by rowid")
+            rows = rows.fetchall()
         result = reader.result()
     finally:
         reader.discard()
     tokens, done = _Tokens(), 0
     if result is not None:
         part, read_ids, read_hashes = result
-        read = list(zip(read_ids, read_hashes, strict=True))
-        # A row at another place than when this process took its share matches nothing.
-        rows = zip(rows, rowids, strict=False)  # (rows added since: not the reader's)
-        stored = [(i, h) if r == rowid else None for (r, i, h), rowid in rows]
-        done = min(_same_prefix(read, stored), start)
+        if stored_ids is not None and len(set(read_ids)) == len(read_ids):
+            # Every row was written from the one paper fed with its id (the table began
+            # empty; a file rolled back left its papers out, not older copies in their
+            # place): the same id is the same text.
+            done = min(_same_prefix(read_ids, stored_ids), start)
+        else:
+            if rows is None:  # an id fed twice: the later copy may have replaced the first
+                rows = corpus.db.execute(
+                    "select rowid, id, content_hash from papers order by rowid"
+                )
+                rows = rows.fetchall()
+            read = list(zip(read_ids, read_hashes, strict=True))
+            # A row at another place than when this process took its share matches nothing.
+            rows = zip(rows, rowids, strict=False)  # (rows added since: not the reader's)
+            stored = [(i, h) if r == rowid else None for (r, i, h), rowid in rows]
+            done = min(_same_prefix(read, stored), start)
         if done:
             if done < len(read_ids):
                 part = _first_papers(part, done)
@@ -1224,6 +1253,10 @@ class _Reader(_Helper):
     input's size unpacked: 118 MB at 87k) is made beside the database, on the disk that
     holds the corpus anyway, not in ``/tmp``, which is often memory (tmpfs); where that
     folder cannot take it, in the temporary folder."""
+
+    #: Set by the ingest: no papers were stored when it began (``_tokenise_beside`` then
+    #: matches the reader's papers with the rows by id alone).
+    table_was_empty = False
 
     def __init__(self, spool_dir: str | None = None):
         self.claims = _Claims()

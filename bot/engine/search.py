@@ -338,6 +338,10 @@ class Engine:
         # The reader gets the rows' batches, hashed once for both.
         handed = {} if reader is None else {"batch_size": reader.batch_size, "hashed": reader.feed}
         with write_transaction(self.db):
+            if reader is not None:
+                reader.table_was_empty = not corpus.db.execute(
+                    "select exists (select 1 from papers)"
+                ).fetchone()[0]
             for path in paths:
                 try:
                     stream = open_corpus_file(path)
