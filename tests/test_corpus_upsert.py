@@ -69,3 +69,10 @@ def test_an_id_repeated_in_a_later_batch_of_a_first_ingest_is_found(tmp_path):
     rows = corpus.db.execute("select id, title from papers order by rowid").fetchall()
     assert rows == [("a", "A, revised"), ("b", "B"), ("c", "C")]
     assert corpus.upsert(papers[:2], batch_size=1).unchanged == 1  # not empty now: asks
+
+
+def test_has_at_least_counts_up_to_what_it_is_asked():
+    corpus = Corpus(open_database(":memory:"))
+    assert corpus.has_at_least(0) and not corpus.has_at_least(1)
+    corpus.upsert([Paper(f"p{k}", f"Title {k}", "An abstract.") for k in range(5)])
+    assert [corpus.has_at_least(n) for n in (1, 4, 5, 6, 50)] == [True, True, True, False, False]

@@ -279,6 +279,13 @@ class Corpus:
     def count(self) -> int:
         return self.db.execute("select count(*) from papers").fetchone()[0]
 
+    def has_at_least(self, n: int) -> bool:
+        """Whether ``n`` or more papers are stored, from at most ``n`` index entries (a
+        full count of 872k papers right after their ingest read 2 s of pages back from the
+        WAL)."""
+        query = "select count(*) from (select 1 from papers limit ?)"
+        return self.db.execute(query, [n]).fetchone()[0] >= n
+
     def upsert(
         self,
         papers: Iterable[Paper],

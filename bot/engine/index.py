@@ -995,7 +995,7 @@ def _tokenise_corpus(corpus: Corpus) -> _Tokens:
     its share of the papers (in rowid order) from the database itself, or, when a first
     ingest started a reader of its files, from both ends (``_tokenise_beside``)."""
     path = _database_file(corpus)
-    if BUILD_PROCESSES < 2 or path is None or corpus.count() < max(PARALLEL_MIN_DOCS, 2):
+    if BUILD_PROCESSES < 2 or path is None or not corpus.has_at_least(max(PARALLEL_MIN_DOCS, 2)):
         return _tokenise(corpus.iter_documents())
     started = _STARTED.pop(os.path.realpath(path), [])
     reader = next((h for h in started if isinstance(h, _Reader)), None)
