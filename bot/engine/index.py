@@ -1044,10 +1044,7 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
             start = span[0]
             mine.append(_tokenise(corpus.documents_of(rowids[slice(*span)]), unigram_ids, known))
         mine.reverse()  # in rowid order
-        rows = None
-        if stored_ids is None:
-            rows = corpus.db.execute("select rowid, id, content_hash from papers order by rowid")
-            rows = rows.fetchall()
+        rows = _ids_and_hashes(corpus) if stored_ids is None else None
         result = reader.result()
     finally:
         reader.discard()
@@ -1061,10 +1058,7 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
             done = min(_same_prefix(read_ids, stored_ids), start)
         else:
             if rows is None:  # an id fed twice: the later copy may have replaced the first
-                rows = corpus.db.execute(
-                    "select rowid, id, content_hash from papers order by rowid"
-                )
-                rows = rows.fetchall()
+                rows = _ids_and_hashes(corpus)
             read = list(zip(read_ids, read_hashes, strict=True))
             # A row at another place than when this process took its share matches nothing.
             rows = zip(rows, rowids, strict=False)  # (rows added since: not the reader's)
@@ -1079,6 +1073,11 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
     if mine:
         _append_part(tokens, _as_part(_concatenated(mine)))
     return tokens
+
+
+def _ids_and_hashes(corpus: Corpus) -> list[tuple[int, str, str]]:
+    """Every row's rowid, id and content hash, in rowid order (the whole table is read)."""
+    return corpus.db.execute("select rowid, id, content_hash from papers order by rowid").fetchall()
 
 
 def _same_prefix(a: list, b: list) -> int:
