@@ -120,8 +120,8 @@ class _ReadUpTo:
     """A reader that has tokenised the first ``k`` papers of ``paths`` (in this process)
     and claimed them; the build takes the rest."""
 
-    def __init__(self, paths: list[str], k: int, table_was_empty: bool = False):
-        self.table_was_empty = table_was_empty
+    def __init__(self, paths: list[str], k: int, stored_as_fed: bool = False):
+        self.stored_as_fed = stored_as_fed
         own = index_module._Claims()
         own.end_at(k)
         self._result = build_helper.tokenise_papers(_hashed_papers_in(paths), own)
@@ -155,7 +155,7 @@ def test_the_build_takes_from_the_back_what_the_reader_did_not(
     readers = []
 
     def beside(corpus):
-        readers.append(_ReadUpTo([str(source)], k, table_was_empty=by_id))
+        readers.append(_ReadUpTo([str(source)], k, stored_as_fed=by_id))
         return index_module._tokenise_beside(corpus, readers[-1])
 
     monkeypatch.setattr(index_module, "_tokenise_corpus", beside)
@@ -194,16 +194,93 @@ def test_a_first_ingest_matches_its_reader_s_papers_by_id_without_reading_the_te
     whole table: 1.7 GB at 872k papers)."""
     source = write_jsonl(tmp_path / "p.jsonl", papers)
     seen = _spy_prefix(monkeypatch)
+    hashes_read = []
+    real = index_module._ids_and_hashes
+    monkeypatch.setattr(
+        index_module, "_ids_and_hashes", lambda corpus: hashes_read.append(1) or real(corpus)
+    )
     engine = Engine.open(tmp_path / "two.db")
-    statements: list[str] = []
-    engine.db.conn.set_trace_callback(statements.append)
     engine.ingest([source])
-    assert seen == [(240, 240)]
-    assert not [s for s in statements if "content_hash from papers" in s], statements
+    assert seen == [(240, 240)] and hashes_read == []
     assert (
         _differing(_files(engine.index_dir), _one_process_files(tmp_path, monkeypatch, [source]))
         == []
     )
+
+
+@pytest.mark.parametrize(
+    "case, as_fed",
+    [
+        ("one file", True),
+        ("two files", True),
+        ("a paper revised by the next file", False),
+        ("a file rolled back", False),
+        ("papers stored before", False),
+    ],
+)
+def test_the_ingest_says_its_rows_are_the_papers_it_fed_only_when_they_are(
+    tmp_path, papers, with_reader, monkeypatch, case, as_fed
+):
+    """Only the ingest sees every paper it fed: the reader tokenised a first part of them
+    (the build took the rest), so a repeated id or a rolled-back paper may lie beyond it."""
+    files = [write_jsonl(tmp_path / "a.jsonl", papers[:100])]
+    if case == "two files":
+        files.append(write_jsonl(tmp_path / "b.jsonl", papers[100:]))
+    if case == "a paper revised by the next file":
+        revised = dict(papers[3], abstract="a revised abstract with zetaword in it")
+        files.append(write_jsonl(tmp_path / "b.jsonl", [*papers[100:], revised]))
+    if case == "a file rolled back":
+        whole = gzip.compress(write_jsonl(tmp_path / "b.jsonl", papers[100:]).read_bytes())
+        files.append(tmp_path / "b.jsonl.gz")
+        files[-1].write_bytes(whole[: len(whole) * 2 // 3])
+        monkeypatch.setattr(index_module, "TOKENISE_BATCH", 7)  # its papers are fed
+    engine = Engine.open(tmp_path / "two.db")
+    if case == "papers stored before":
+        with monkeypatch.context() as patch:
+            patch.setattr(index_module, "BUILD_PROCESSES", 1)
+            engine.ingest([write_jsonl(tmp_path / "before.jsonl", papers[100:])])
+        for path in engine.index_dir.iterdir():  # the index lost: the next ingest builds anew
+            if path.is_file():
+                path.unlink()
+    said = []
+    real = index_module._tokenise_beside
+
+    def beside(corpus, reader):
+        said.append(reader.stored_as_fed)
+        return real(corpus, reader)
+
+    monkeypatch.setattr(index_module, "_tokenise_beside", beside)
+    engine.ingest(files)
+    assert said == [as_fed]
+
+
+def test_a_reader_short_of_a_repeated_id_has_its_papers_matched_by_hash(
+    tmp_path, papers, monkeypatch
+):
+    """The reader tokenised 20 papers; the 41st fed revises the 4th, whose row now holds the
+    revision: its hash, not its id, says the reader's copy is stale."""
+    revised = dict(papers[3], abstract="a revised abstract with zetaword in it")
+    sources = [
+        write_jsonl(tmp_path / "a.jsonl", papers[:40]),
+        write_jsonl(tmp_path / "b.jsonl", [revised]),
+    ]
+    expected = _one_process_files(tmp_path, monkeypatch, sources)
+    engine = Engine.open(tmp_path / "k.db")
+    with monkeypatch.context() as patch:
+        patch.setattr(index_module, "BUILD_PROCESSES", 1)
+        engine.ingest(sources)
+    monkeypatch.setattr(
+        index_module,
+        "_tokenise_corpus",
+        lambda corpus: index_module._tokenise_beside(
+            corpus, _ReadUpTo([str(s) for s in sources], 20)
+        ),
+    )
+    seen = _spy_prefix(monkeypatch)
+    engine.rebuild_index()
+    assert seen == [(20, 3)]
+    assert _differing(_files(engine.index_dir), expected) == []
+    assert engine.search("zetaword").total == 1
 
 
 def test_rows_stored_before_the_ingest_are_never_matched_by_id_alone(

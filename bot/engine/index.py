@@ -1027,17 +1027,17 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
     process now tokenises from the last rowid backwards until the two meet (``_Claims``).
     The reader's papers are used while their (id, content hash) match the database's rows
     in rowid order (all of them for a first ingest of files without repeated ids); from the
-    first that does not, they are tokenised here. After an ingest into an empty table of
-    papers with distinct ids, the ids alone are matched (``_rowids_and_ids``, read first);
-    otherwise the rows' ids and hashes are read after this process's share, while the
-    reader finishes its own (its last batch, its pickle)."""
+    first that does not, they are tokenised here. When the rows are the papers fed, one
+    each (``_Reader.stored_as_fed``), their ids alone are matched (read first, from the
+    ids' index); otherwise the rows' ids and hashes are read after this process's share,
+    while the reader finishes its own (its last batch, its pickle). Either way no other
+    process writes papers meanwhile: every writer holds the build lock."""
     reader.fed_all()
     try:
-        stored_ids = None
-        if reader.table_was_empty:
+        if reader.stored_as_fed:
             rowids, stored_ids = _rowids_and_ids(corpus)
         else:
-            rowids = _rowids(corpus)
+            rowids, stored_ids = _rowids(corpus), None
         unigram_ids, known = {}, _known_tokens()
         mine, start = [], reader.claims.end_at(len(rowids))
         while span := reader.claims.take_back(TOKENISE_BATCH):
@@ -1051,14 +1051,9 @@ def _tokenise_beside(corpus: Corpus, reader: _Reader) -> _Tokens:
     tokens, done = _Tokens(), 0
     if result is not None:
         part, read_ids, read_hashes = result
-        if stored_ids is not None and len(set(read_ids)) == len(read_ids):
-            # Every row was written from the one paper fed with its id (the table began
-            # empty; a file rolled back left its papers out, not older copies in their
-            # place): the same id is the same text.
+        if stored_ids is not None:  # each row holds the text fed with its id
             done = min(_same_prefix(read_ids, stored_ids), start)
         else:
-            if rows is None:  # an id fed twice: the later copy may have replaced the first
-                rows = _ids_and_hashes(corpus)
             read = list(zip(read_ids, read_hashes, strict=True))
             # A row at another place than when this process took its share matches nothing.
             rows = zip(rows, rowids, strict=False)  # (rows added since: not the reader's)
@@ -1253,11 +1248,15 @@ class _Reader(_Helper):
     holds the corpus anyway, not in ``/tmp``, which is often memory (tmpfs); where that
     folder cannot take it, in the temporary folder."""
 
-    #: Set by the ingest: no papers were stored when it began (``_tokenise_beside`` then
-    #: matches the reader's papers with the rows by id alone).
-    table_was_empty = False
+    #: Set by the ingest when the rows, in rowid order, are the papers it fed, one each, in
+    #: the order fed: no papers stored before, none fed twice (a later copy replaces the
+    #: text of the row the first made), none rolled back. ``_tokenise_beside`` then matches
+    #: the reader's papers with the rows by id alone.
+    stored_as_fed = False
 
     def __init__(self, spool_dir: str | None = None):
+        #: Papers handed over (``feed``), whether or not the reader got them.
+        self.papers_fed = 0
         self.claims = _Claims()
         try:
             self._spool = tempfile.TemporaryFile(buffering=0, dir=spool_dir)  # noqa: SIM115
@@ -1284,6 +1283,7 @@ class _Reader(_Helper):
     def feed(self, papers: list[Paper], digests: list[str]) -> None:
         """Hand ``papers`` over, with their content hashes (``Corpus.upsert``'s ``hashed``:
         the ingest computes them for the rows, the reader need not again)."""
+        self.papers_fed += len(papers)
         if not papers or self._announce < 0:
             return
         # marshal: a third less time than pickle, both ways (the same interpreter reads it)

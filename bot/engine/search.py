@@ -334,14 +334,12 @@ class Engine:
     ) -> None:
         """The files' papers written in one transaction, a savepoint per file; each paper
         also handed to ``reader`` (``index._Reader``), when there is one, with its content
-        hash, as ``corpus.upsert`` writes it."""
+        hash, as ``corpus.upsert`` writes it, and the reader told at the end whether the
+        rows are the papers it was fed (``stored_as_fed``)."""
         # The reader gets the rows' batches, hashed once for both.
         handed = {} if reader is None else {"batch_size": reader.batch_size, "hashed": reader.feed}
         with write_transaction(self.db):
-            if reader is not None:
-                reader.table_was_empty = not corpus.db.execute(
-                    "select exists (select 1 from papers)"
-                ).fetchone()[0]
+            was_empty = not corpus.has_at_least(1)
             for path in paths:
                 try:
                     stream = open_corpus_file(path)
@@ -361,6 +359,9 @@ class Engine:
                 report.files.append(file_report)
                 report.counts = report.counts + counts
             if reader is not None:
+                # Each paper fed is a new row of its own (none fed twice, none rolled back):
+                # the build can match the reader's papers with the rows by id alone.
+                reader.stored_as_fed = was_empty and report.counts.added == reader.papers_fed
                 reader.fed_all()  # before the commit: the reader need not wait for it
 
     # -- the index, kept in step with the corpus --------------------------------------------
