@@ -102,6 +102,7 @@ def test_a_papers_terms_come_back_exactly_as_counted(
     assert counted.vocabulary == [segment.vocab.term(t) for t in range(segment.n_terms)]
     rows = counted.counts.tocsr()
     assert (rows.data > 15).sum() >= 3 and (np.diff(rows.indptr) == 0).sum() == 1
+    assert rows.dtype == segment.xt_data.dtype  # counted in the type stored (no float copy)
     rng = np.random.default_rng(chunk)
     assert segment.blocks == -(-segment.n_docs // block)
     picks = [np.arange(segment.n_docs), rng.permutation(segment.n_docs)[:37], np.asarray([3, 3])]
