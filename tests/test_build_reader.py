@@ -98,6 +98,25 @@ def _spy_prefix(monkeypatch) -> list[tuple[int, int]]:
     return seen
 
 
+def _stored_then_index_lost(engine: Engine, monkeypatch, source: Path) -> None:
+    """``source`` ingested in one process, then the index files deleted: the next ingest
+    builds anew (with its reader) over rows stored before it."""
+    with monkeypatch.context() as patch:
+        patch.setattr(index_module, "BUILD_PROCESSES", 1)
+        engine.ingest([source])
+    for path in engine.index_dir.iterdir():
+        if path.is_file():
+            path.unlink()
+
+
+def _cut_gzip(tmp_path: Path, name: str, papers: list[dict]) -> Path:
+    """The papers as a gzipped JSONL file cut at two thirds: read part-way, then it fails."""
+    whole = gzip.compress(write_jsonl(tmp_path / name, papers).read_bytes())
+    cut = tmp_path / f"{name}.gz"
+    cut.write_bytes(whole[: len(whole) * 2 // 3])
+    return cut
+
+
 def test_a_first_ingest_uses_the_papers_its_reader_tokenised(
     tmp_path, papers, with_reader, reader_done, monkeypatch
 ):
@@ -230,18 +249,12 @@ def test_the_ingest_says_its_rows_are_the_papers_it_fed_only_when_they_are(
         revised = dict(papers[3], abstract="a revised abstract with zetaword in it")
         files.append(write_jsonl(tmp_path / "b.jsonl", [*papers[100:], revised]))
     if case == "a file rolled back":
-        whole = gzip.compress(write_jsonl(tmp_path / "b.jsonl", papers[100:]).read_bytes())
-        files.append(tmp_path / "b.jsonl.gz")
-        files[-1].write_bytes(whole[: len(whole) * 2 // 3])
+        files.append(_cut_gzip(tmp_path, "b.jsonl", papers[100:]))
         monkeypatch.setattr(index_module, "TOKENISE_BATCH", 7)  # its papers are fed
     engine = Engine.open(tmp_path / "two.db")
     if case == "papers stored before":
-        with monkeypatch.context() as patch:
-            patch.setattr(index_module, "BUILD_PROCESSES", 1)
-            engine.ingest([write_jsonl(tmp_path / "before.jsonl", papers[100:])])
-        for path in engine.index_dir.iterdir():  # the index lost: the next ingest builds anew
-            if path.is_file():
-                path.unlink()
+        before = write_jsonl(tmp_path / "before.jsonl", papers[100:])
+        _stored_then_index_lost(engine, monkeypatch, before)
     said = []
     real = index_module._tokenise_beside
 
@@ -291,16 +304,9 @@ def test_rows_stored_before_the_ingest_are_never_matched_by_id_alone(
     ids, in the same order. Only their hashes tell them apart."""
     first = write_jsonl(tmp_path / "a.jsonl", papers)
     engine = Engine.open(tmp_path / "two.db")
-    with monkeypatch.context() as patch:
-        patch.setattr(index_module, "BUILD_PROCESSES", 1)
-        engine.ingest([first])
-    for path in engine.index_dir.iterdir():  # the index lost: the next ingest builds anew
-        if path.is_file():
-            path.unlink()
+    _stored_then_index_lost(engine, monkeypatch, first)
     newer = [dict(p, abstract=p["abstract"] + " etaword") for p in papers]
-    whole = gzip.compress(write_jsonl(tmp_path / "b.jsonl", newer).read_bytes())
-    broken = tmp_path / "b.jsonl.gz"
-    broken.write_bytes(whole[: len(whole) * 2 // 3])
+    broken = _cut_gzip(tmp_path, "b.jsonl", newer)
     monkeypatch.setattr(index_module, "TOKENISE_BATCH", 7)  # the broken file's papers are sent
     seen = _spy_prefix(monkeypatch)
     report = engine.ingest([broken])
@@ -320,12 +326,7 @@ def test_rows_stored_before_the_ingest_are_tokenised_by_the_build(
     first = write_jsonl(tmp_path / "a.jsonl", papers[:40])
     second = write_jsonl(tmp_path / "b.jsonl", papers[40:])
     engine = Engine.open(tmp_path / "two.db")
-    with monkeypatch.context() as patch:
-        patch.setattr(index_module, "BUILD_PROCESSES", 1)
-        engine.ingest([first])
-    for path in engine.index_dir.iterdir():  # the index lost: the next ingest builds anew
-        if path.is_file():
-            path.unlink()
+    _stored_then_index_lost(engine, monkeypatch, first)
     seen = _spy_prefix(monkeypatch)
     engine.ingest([second])
     assert seen == [(200, 0)]
@@ -521,9 +522,7 @@ def test_a_reader_gone_before_it_was_fed_leaves_its_papers_to_the_build(
 def test_papers_fed_from_a_file_rolled_back_are_not_used(
     tmp_path, papers, with_reader, reader_done, monkeypatch
 ):
-    whole = gzip.compress(write_jsonl(tmp_path / "a.jsonl", papers[:200]).read_bytes())
-    broken = tmp_path / "a.jsonl.gz"
-    broken.write_bytes(whole[: len(whole) * 2 // 3])  # a truncated gzip: fails part-way
+    broken = _cut_gzip(tmp_path, "a.jsonl", papers[:200])
     second = write_jsonl(tmp_path / "b.jsonl", papers[200:])
     monkeypatch.setattr(index_module, "TOKENISE_BATCH", 7)  # the broken file's papers are sent
     seen = _spy_prefix(monkeypatch)
