@@ -339,7 +339,7 @@ class Engine:
         # The reader gets the rows' batches, hashed once for both.
         handed = {} if reader is None else {"batch_size": reader.batch_size, "hashed": reader.feed}
         with write_transaction(self.db):
-            was_empty = not corpus.has_at_least(1)
+            was_empty = reader is not None and not corpus.has_at_least(1)
             for path in paths:
                 try:
                     stream = open_corpus_file(path)
