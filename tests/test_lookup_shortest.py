@@ -112,6 +112,38 @@ def test_a_long_query_tries_it_only_when_it_pays(engine, monkeypatch, work):  # 
         assert total > 400 and postings > 4 * want and postings * n_query <= work, tried
 
 
+# When every list is read anyway (ALL_LISTS), the shortcut is taken only when scoring the
+# rarer half's papers (their postings x the query's terms) is less work than those lists.
+def test_with_every_list_short_it_is_tried_only_when_less_work(engine, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(index_module, "ALL_LISTS", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
+    monkeypatch.setattr(index_module, "SHORTEST_MAX", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_FEW", 10**9)  # (no long query's rule)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    seen = {"tried": [], "declined": 0}
+    real = Index._from_shortest
+
+    def from_shortest(self, term_ids, own, weights, lengths, want, passes):
+        found = real(self, term_ids, own, weights, lengths, want, passes)
+        half = sorted(lengths)[: len(lengths) // 2]
+        if found is None:
+            seen["declined"] += sum(half) * len(lengths) > sum(lengths)
+        else:
+            seen["tried"].append((sum(half), len(lengths), sum(lengths)))
+        return found
+
+    monkeypatch.setattr(Index, "_from_shortest", from_shortest)
+    queries = lookups(engine.papers)[:160]
+    queries += [" ".join(q.split()[:2]) for q in queries]
+    for query in queries:
+        want = engine.rank(query, k=10, prune=False)
+        assert engine.rank(query, k=10, prune=True) == want, query
+    assert len(seen["tried"]) >= 20 and seen["declined"] >= 10, seen
+    for postings, n_query, total in seen["tried"]:
+        assert postings * n_query <= total, seen["tried"]
+
+
 def test_a_lookup_without_coordination_never_takes_it(engine, monkeypatch):  # noqa: F811
     """Its bound counts on coordination's (m / n) ** 2 for a paper without the rare term."""
     monkeypatch.setattr(index_module, "ALL_LISTS", 10**9)
