@@ -41,7 +41,10 @@ def pair(tmp_path_factory, sentences) -> tuple[Engine, Engine, list[dict]]:
     return small, whole, papers
 
 
-def test_the_lists_decode_to_the_same_papers_in_any_block_size(pair):
+# ``Segment.find`` over more than FIND_BLOCKS blocks is ``find_all``'s: both ways here.
+@pytest.mark.parametrize("find_blocks", [2, 10**9])
+def test_the_lists_decode_to_the_same_papers_in_any_block_size(pair, monkeypatch, find_blocks):
+    monkeypatch.setattr(index_module, "FIND_BLOCKS", find_blocks)
     small, whole, _ = pair
     for a, b in zip(small.index.segments, whole.index.segments, strict=True):
         assert a.xt_indices.dtype == np.uint16

@@ -96,6 +96,54 @@ def test_heads_give_the_exhaustive_top_10(engine, monkeypatch, coordinate, route
     assert answered["common"] >= 30 and answered["other"] >= 200, answered
 
 
+# The papers the heads leave in doubt, looked up in every long list at once (few pairs:
+# ``_look_up_all``) or a list at a time, dropping those that fall below the bar between.
+@pytest.mark.parametrize("pairs", [0, 10**9])
+def test_the_pools_long_lists_looked_up_at_once_or_one_by_one(engine, monkeypatch, pairs):
+    monkeypatch.setattr(index_module, "ALL_LISTS", 0)
+    monkeypatch.setattr(index_module, "LONG_LIST", 0)
+    monkeypatch.setattr(index_module, "HEAD_MIN", HEAD_MIN)
+    monkeypatch.setattr(index_module, "POOL_PAIRS", pairs)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    at_once, one_by_one = [], []  # per pool: calls of each way (a list at a time: ``_found``)
+    real_pool, real_all, real_found = Index._scores_of_pool, Index._look_up_all, Index._found
+
+    inside = []  # (``_found`` is MaxScore's too, outside any pool)
+
+    def scores_of_pool(self, *args):
+        at_once.append(0)
+        one_by_one.append(0)
+        inside.append(True)
+        try:
+            return real_pool(self, *args)
+        finally:
+            inside.pop()
+
+    def look_up_all(self, *args):
+        at_once[-1] += 1
+        return real_all(self, *args)
+
+    def found(self, *args):
+        if inside:
+            one_by_one[-1] += 1
+        return real_found(self, *args)
+
+    monkeypatch.setattr(Index, "_scores_of_pool", scores_of_pool)
+    monkeypatch.setattr(Index, "_look_up_all", look_up_all)
+    monkeypatch.setattr(Index, "_found", found)
+    for query in common_queries(engine.index) + lookups(engine.papers)[:100]:
+        for k in (10, 3):
+            want = engine.rank(query, k=k, prune=False)
+            got = engine.rank(query, k=k, prune=True)
+            assert [(i, float(s).hex()) for i, s in got] == [
+                (i, float(s).hex()) for i, s in want
+            ], query
+    if pairs:  # every pool with two lists or more to look up: at once
+        assert sum(at_once) >= 30 and max(one_by_one) <= 1, (sum(at_once), max(one_by_one))
+    else:
+        assert not sum(at_once) and sum(n >= 2 for n in one_by_one) >= 30
+
+
 def test_a_generation_without_heads_still_answers(engine, monkeypatch):
     """An index written before the heads (or a list without one) goes to the product."""
     monkeypatch.setattr(index_module, "LONG_LIST", 0)

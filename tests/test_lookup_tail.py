@@ -50,8 +50,10 @@ def test_rest_bounds_are_numpys_to_the_bit(n):
 @pytest.mark.parametrize("wide", [0, 10**9])  # every call placed term by term, or joined
 def test_both_ways_of_find_all_are_find_for_each_term(pair, monkeypatch, wide):  # noqa: F811
     """Several terms' bisections at once (``_exact_scores``'), in 64-paper blocks (numbers
-    not wrapping at 16 bits) and in one block, none or every paper: each row is ``find``'s."""
+    not wrapping at 16 bits) and in one block, none or every paper: each row is ``find``'s
+    (its own steps, block by block, at any number of blocks: ``FIND_BLOCKS``)."""
     monkeypatch.setattr(index_module, "FIND_ALL_WIDE", wide)
+    monkeypatch.setattr(index_module, "FIND_BLOCKS", 10**9)
     small, whole, _ = pair
     rng = np.random.default_rng(17)
     for segment in [*small.index.segments, *whole.index.segments]:
