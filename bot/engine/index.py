@@ -3288,8 +3288,11 @@ class Index:
             if not _is_heads(self.heads):
                 raise IndexDamaged(f"{self.meta['heads']['file']} is not a record of heads")
             self._head_terms = np.asarray(self.heads["term"][0], dtype=np.int64)
-            self._head_tails = self.heads["tail"][0]
-            self._head_docs, self._head_counts = self.heads["docs"][0], self.heads["counts"][0]
+            # (plain arrays over the mapped file: a memmap's slice costs 2-5 us more, x 3 per
+            # long list of a lookup)
+            self._head_tails = np.asarray(self.heads["tail"][0])
+            self._head_docs = np.asarray(self.heads["docs"][0])
+            self._head_counts = np.asarray(self.heads["counts"][0])
             if len(self._head_terms) and self._head_terms[-1] >= self.n_terms:
                 raise IndexDamaged(f"{self.meta['heads']['file']} does not match its segments")
 
