@@ -18,7 +18,8 @@ from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engi
 # SHORTEST_MAX 40: the rarer half's commonest lists left out until they have 40 postings.
 @pytest.mark.parametrize(("all_lists", "most"), [(0, 10**9), (10**9, 10**9), (0, 40)])
 def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch, all_lists, most):  # noqa: F811
-    # Tried for every query (its rarer half of terms, whatever their lists' lengths).
+    # Tried for every query (its rarer half of terms, whatever their lists' lengths), but
+    # with every list read anyway (all_lists 10**9) not where that is less work.
     monkeypatch.setattr(index_module, "ALL_LISTS", all_lists)
     monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
     monkeypatch.setattr(index_module, "SHORTEST_MAX", most)
@@ -113,11 +114,16 @@ def test_a_long_query_tries_it_only_when_it_pays(engine, monkeypatch, work):  # 
 
 
 # When every list is read anyway (ALL_LISTS), the shortcut is taken only when scoring the
-# rarer half's papers (their postings x the query's terms) is less work than those lists.
-def test_with_every_list_short_it_is_tried_only_when_less_work(engine, monkeypatch):  # noqa: F811
+# rarer half's papers (their postings x the query's terms) is less work than those lists:
+# with any share, or with the default share (8) and a rarer half trimmed past SHORTEST_MAX
+# (where, with the default constants, the rule declines what the share alone would not).
+@pytest.mark.parametrize(("share", "most"), [(1, 10**9), (8, 40)])
+def test_with_every_list_short_it_is_tried_only_when_less_work(engine, monkeypatch, share, most):  # noqa: F811
     monkeypatch.setattr(index_module, "ALL_LISTS", 10**9)
-    monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
-    monkeypatch.setattr(index_module, "SHORTEST_MAX", 10**9)
+    monkeypatch.setattr(index_module, "SHORTEST_SHARE", share)
+    monkeypatch.setattr(index_module, "SHORTEST_MAX", most)
+    monkeypatch.setattr(index_module, "SHORTEST_ONE", most)
+    monkeypatch.setattr(index_module, "SHORTEST_MOST", most)
     monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
     monkeypatch.setattr(index_module, "SHORTEST_FEW", 10**9)  # (no long query's rule)
     monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
