@@ -355,6 +355,10 @@ class QueryCommand(click.Command):
 @click.pass_context
 def search(ctx, query: tuple[str, ...], limit: int, offset: int, as_json: bool, batch, db_path):
     # The help is written from bot/help_text.py, as Slack's is (see SEARCH_HELP).
+    if batch is not None and query:
+        raise click.UsageError(
+            f"Give the queries in the --batch file or as words, not both ({' '.join(query)!r})."
+        )
     query = " ".join(query)
     engine = _with_papers(_ctx(ctx, db_path).engine(shared_state=False))
     if batch is not None:
@@ -408,6 +412,28 @@ def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
         click.echo(f"No papers are similar to {paper_id}.")
         return
     _show(result, as_json)
+
+
+@main.command()
+@click.option(
+    "--host",
+    metavar="HOST",
+    help="The public HTTPS host Paperboy runs at (replaces YOUR-HOST in the URLs).",
+)
+def manifest(host: str | None) -> None:
+    """Print the Slack app's manifest, to paste at api.slack.com/apps (Create New App, From a
+    manifest): its slash command, shortcuts, events, scopes and URLs."""
+    from importlib import resources
+
+    text = resources.files("bot.slack").joinpath("manifest.yml").read_text(encoding="utf-8")
+    if host is not None:
+        host = host.strip().removeprefix("https://").removeprefix("http://").rstrip("/")
+        if not host or "/" in host or any(c.isspace() for c in host):
+            raise click.UsageError(
+                f"--host wants a host name such as papers.example.org, not {host!r}"
+            )
+        text = text.replace("YOUR-HOST", host)
+    click.echo(text, nl=False)
 
 
 @main.command()
@@ -759,7 +785,10 @@ def preview(
     team_id = _team_of(engine, user_id, team_id)
     if Subscriptions(engine.db).member(user_id, team_id) is None:
         where = f" in workspace {team_id}" if team_id else ""
-        raise click.ClickException(f"{user_id} has no subscriptions{where} in {engine.db_path}.")
+        raise click.ClickException(
+            f"{user_id} has no subscriptions{where} in {engine.db_path} "
+            f"(a member subscribes in Slack: /papers subscribe TOPIC)."
+        )
     plan = select_digests(engine, [(team_id, user_id)])[(team_id, user_id)]
     if as_json:
         click.echo(json.dumps(json.loads(plan.to_json()), indent=2, ensure_ascii=False))
@@ -812,7 +841,10 @@ def send(
     for user_id in user_ids:  # as `digest preview` says it
         teams = subscriptions.teams_of(user_id)
         if not teams:
-            raise click.ClickException(f"{user_id} has no subscriptions in {engine.db_path}.")
+            raise click.ClickException(
+                f"{user_id} has no subscriptions in {engine.db_path} "
+                f"(a member subscribes in Slack: /papers subscribe TOPIC)."
+            )
         keys += [(team, user_id) for team in teams]
     dispatcher = _clock(engine, settings).dispatcher
     now = datetime.now(UTC)

@@ -15,8 +15,8 @@ SLACK_API_DEFAULT = "https://slack.com/api/"
 DEFAULT_DB = Path("paperboy.db")
 LOG_FORMATS = ("text", "json")
 ARXIV_API_DEFAULT = "https://export.arxiv.org/api/query"
-#: The bot scopes an installation asks for (manifest.yml's ``oauth_config.scopes.bot``; a test
-#: checks they agree). ``SLACK_SCOPES`` overrides them.
+#: The bot scopes an installation asks for (bot/slack/manifest.yml's
+#: ``oauth_config.scopes.bot``; a test checks they agree). ``SLACK_SCOPES`` overrides them.
 SLACK_SCOPES_DEFAULT = (
     "commands",
     "chat:write",

@@ -165,6 +165,14 @@ def test_batch_prints_one_json_line_per_query(run):
     assert lines[1]["results"] == [] and "foo:" in lines[1]["error"]
 
 
+def test_batch_and_a_typed_query_together_are_refused(run):
+    """A query typed beside --batch would be silently ignored: said, exit 2, nothing run."""
+    result = run("search", "--batch", "-", "QLASS", input="smoothness\n")
+    assert result.exit_code == 2
+    assert "not both" in result.output and "'QLASS'" in result.output
+    assert "smoothness" not in result.output
+
+
 def test_a_bad_query_exits_2_with_one_sentence(run):
     result = run("search", "year:soon")
     assert result.exit_code == 2 and "year:soon" in result.output
@@ -387,3 +395,21 @@ def test_the_digest_commands_check_the_bot_token_before_creating_anything(
     assert result.stderr.strip().startswith("SLACK_BOT_TOKEN must be set")
     assert len(result.stderr.strip().splitlines()) == 1
     assert list(empty_folder.iterdir()) == []
+
+
+def test_manifest_prints_the_slack_apps_manifest_for_a_host():
+    """``paperboy manifest``: the packaged manifest, ``YOUR-HOST`` replaced by ``--host`` (a
+    scheme or a trailing slash dropped); a host that is not one is refused in a sentence."""
+    shipped = (Path(__file__).parents[1] / "bot" / "slack" / "manifest.yml").read_text()
+    runner = CliRunner()
+    plain = runner.invoke(main, ["manifest"])
+    assert plain.exit_code == 0 and plain.output == shipped
+    assert "YOUR-HOST" in plain.output
+    for host in ("papers.example.org", "https://papers.example.org/"):
+        result = runner.invoke(main, ["manifest", "--host", host])
+        assert result.exit_code == 0, result.output
+        assert result.output == shipped.replace("YOUR-HOST", "papers.example.org")
+        assert "https://papers.example.org/slack/events" in result.output
+    for bad in ("", "papers.example.org/slack", "two words"):
+        result = runner.invoke(main, ["manifest", "--host", bad])
+        assert result.exit_code == 2 and "--host wants a host name" in result.output, bad

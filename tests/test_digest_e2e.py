@@ -259,6 +259,7 @@ def test_cli_preview_and_send_now(slack, cli_env) -> None:
     runner = CliRunner()
     missing = runner.invoke(commands.digest, ["preview", "--user", "U1"], env=cli_env)
     assert missing.exit_code == 1 and "has no subscriptions" in missing.output
+    assert "/papers subscribe TOPIC" in missing.output  # (how to get some)
     Subscriptions(slack.engine.db).add_topic("U1", "diffusion models", datetime.now(UTC))
 
     preview = runner.invoke(commands.digest, ["preview", "--user", "U1"], env=cli_env)

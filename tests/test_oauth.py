@@ -289,7 +289,7 @@ def test_oauth_settings_are_checked_in_one_sentence() -> None:
 
 def test_the_manifest_has_the_redirect_url_uninstall_events_and_only_used_scopes() -> None:
     root = Path(__file__).parents[1]
-    manifest = (root / "manifest.yml").read_text()
+    manifest = (root / "bot" / "slack" / "manifest.yml").read_text()
     assert "redirect_urls:\n    - https://YOUR-HOST/slack/oauth_redirect\n" in manifest
     events = re.search(r"bot_events:\n((?:\s+(?:- \S+|#.*)\n)+)", manifest).group(1)
     assert {"app_uninstalled", "tokens_revoked"} <= set(re.findall(r"- (\S+)", events))

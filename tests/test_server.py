@@ -274,7 +274,7 @@ def test_build_app_needs_no_network_against_the_stand_in(slack: SlackHarness) ->
 
 def test_manifest_and_procfile_match_the_server() -> None:
     root = Path(__file__).resolve().parent.parent
-    manifest = (root / "manifest.yml").read_text()
+    manifest = (root / "bot" / "slack" / "manifest.yml").read_text()
     assert manifest.count("request_url: https://YOUR-HOST" + server.EVENTS_PATH) == 2
     assert "url: https://YOUR-HOST" + server.EVENTS_PATH in manifest
     assert "- command: /papers" in manifest

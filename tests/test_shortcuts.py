@@ -140,7 +140,7 @@ def test_a_message_without_words_gets_a_private_hint(slack: SlackHarness) -> Non
 
 
 def test_the_manifest_declares_the_shortcuts_events_and_scopes_they_need() -> None:
-    manifest = (Path(__file__).parents[1] / "manifest.yml").read_text()
+    manifest = (Path(__file__).parents[1] / "bot" / "slack" / "manifest.yml").read_text()
     for callback_id, kind in ((SEARCH_SHORTCUT, "global"), (MESSAGE_SHORTCUT, "message")):
         assert re.search(rf"type: {kind}\n\s+callback_id: {callback_id}\n", manifest)
     events = re.search(r"bot_events:\n((?:\s+(?:- \S+|#.*)\n)+)", manifest).group(1)

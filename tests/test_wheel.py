@@ -101,6 +101,7 @@ def test_the_wheel_holds_every_module_and_the_seed_corpus(wheel: Path):
                 assert source.relative_to(REPO).as_posix() in names, f"{source} is not in the wheel"
     seeds = [p.name for p in (REPO / "data").iterdir() if p.suffix == ".txt"]
     assert seeds and all(f"bot/seeds/{name}" in names for name in seeds)
+    assert "bot/slack/manifest.yml" in names  # (`paperboy manifest`: creating the Slack app)
 
 
 #: What only tests use of the Slack stand-in (tests/fake_slack.py, tests/waiting.py): failure injection, waiting,
@@ -198,6 +199,19 @@ def test_an_installed_wheel_answers_from_the_seed_corpus_in_an_empty_folder(
     assert stats.returncode == 0, stats.stderr
     assert "38" in stats.stdout and "ICML" in stats.stdout and "ICLR" in stats.stdout
     assert list(empty.iterdir()) == []  # lookups never create a database
+
+    # The Slack app's manifest, to create the app from a wheel install (no checkout).
+    manifest = subprocess.run(
+        [installed / "paperboy", "manifest", "--host", "papers.example.org"],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert manifest.returncode == 0, manifest.stderr
+    assert manifest.stdout == (REPO / "bot" / "slack" / "manifest.yml").read_text().replace(
+        "YOUR-HOST", "papers.example.org"
+    )
 
 
 def test_an_installed_wheel_serves_the_playground(installed: Path, tmp_path: Path):

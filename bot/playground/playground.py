@@ -469,7 +469,8 @@ def run(settings: Settings, engine: Engine) -> None:
         f"    open {playground.url} and {first}\n"
         "Digests are sent on schedule to the page's Paperboy direct messages "
         "(or at once: /papers digest now).\n"
-        "To connect a real workspace, create the app from manifest.yml and set "
+        "To connect a real workspace, create the app from its manifest "
+        "(paperboy manifest --host YOUR-HOST prints it) and set "
         "SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN for Socket Mode).",
         file=sys.stderr,
     )

@@ -253,7 +253,7 @@ class SlackPoster:
             if code == "missing_scope":
                 log.warning(
                     "cannot join %s (the app lacks channels:join): after a crash its digest "
-                    "cannot be looked up; reinstall the app from manifest.yml",
+                    "cannot be looked up; reinstall the app from its manifest (paperboy manifest)",
                     channel,
                 )
             elif isinstance(failure, TokenRefused) or code != (
