@@ -14,18 +14,22 @@ from tests.test_index_blocks import pair  # noqa: F401  (64-paper and whole bloc
 from tests.test_pruning import engine, lookups  # noqa: F401  (the module's engine fixture)
 
 
+def _with(monkeypatch, **constants) -> None:
+    """The index module's shortcut constants set for a test; every lookup pruned (no
+    ``PRUNE_MIN_POSTINGS``), and no long query's rule (``SHORTEST_FEW``) unless given."""
+    constants = {"SHORTEST_TERMS": 10**9, "SHORTEST_FEW": 10**9, **constants}
+    for name, value in constants.items():
+        monkeypatch.setattr(index_module, name, value)
+    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+
+
 # Declined: MaxScore from the papers scored and their bar (ALL_LISTS 0), or every list read.
 # SHORTEST_MAX 40: the rarer half's commonest lists left out until they have 40 postings.
 @pytest.mark.parametrize(("all_lists", "most"), [(0, 10**9), (10**9, 10**9), (0, 40)])
 def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch, all_lists, most):  # noqa: F811
     # Tried for every query (its rarer half of terms, whatever their lists' lengths), but
     # with every list read anyway (all_lists 10**9) not where that is less work.
-    monkeypatch.setattr(index_module, "ALL_LISTS", all_lists)
-    monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
-    monkeypatch.setattr(index_module, "SHORTEST_MAX", most)
-    monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
-    monkeypatch.setattr(index_module, "SHORTEST_FEW", 10**9)  # (no long query's rule)
-    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    _with(monkeypatch, ALL_LISTS=all_lists, SHORTEST_SHARE=1, SHORTEST_MAX=most)
     outcomes = {"settled": 0, "declined": 0}
     real = Index._from_shortest
 
@@ -51,15 +55,15 @@ def test_the_shortest_list_gives_the_exhaustive_top_k(engine, monkeypatch, all_l
 @pytest.mark.parametrize(("most", "one", "again"), [(10**9, 4, 4), (4, 10**9, 4), (4, 4, 10**9)])
 def test_a_rarer_half_past_the_most_is_tried_whole(engine, monkeypatch, most, one, again):  # noqa: F811
     """A rarer half kept whole (more than ``SHORTEST_MAX`` postings): the same top k."""
-    monkeypatch.setattr(index_module, "ALL_LISTS", 0)
-    monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
-    monkeypatch.setattr(index_module, "SHORTEST_MAX", 8)
-    monkeypatch.setattr(index_module, "SHORTEST_MOST", most)
-    monkeypatch.setattr(index_module, "SHORTEST_ONE", one)
-    monkeypatch.setattr(index_module, "SHORTEST_AGAIN", again)
-    monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
-    monkeypatch.setattr(index_module, "SHORTEST_FEW", 10**9)  # (no long query's rule)
-    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    _with(
+        monkeypatch,
+        ALL_LISTS=0,
+        SHORTEST_SHARE=1,
+        SHORTEST_MAX=8,
+        SHORTEST_MOST=most,
+        SHORTEST_ONE=one,
+        SHORTEST_AGAIN=again,
+    )
     kept = []
     real = Index._from_shortest
 
@@ -85,13 +89,14 @@ def test_a_rarer_half_past_the_most_is_tried_whole(engine, monkeypatch, most, on
 # and scoring them is not much work (postings x terms at most SHORTEST_WORK).
 @pytest.mark.parametrize("work", [10**9, 600])
 def test_a_long_query_tries_it_only_when_it_pays(engine, monkeypatch, work):  # noqa: F811
-    monkeypatch.setattr(index_module, "ALL_LISTS", 400)
-    monkeypatch.setattr(index_module, "SHORTEST_SHARE", 1)
-    monkeypatch.setattr(index_module, "SHORTEST_MAX", 10**9)
-    monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
-    monkeypatch.setattr(index_module, "SHORTEST_FEW", 2)
-    monkeypatch.setattr(index_module, "SHORTEST_WORK", work)
-    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    _with(
+        monkeypatch,
+        ALL_LISTS=400,
+        SHORTEST_SHARE=1,
+        SHORTEST_MAX=10**9,
+        SHORTEST_FEW=2,
+        SHORTEST_WORK=work,
+    )
     tried = []
     real = Index._from_shortest
 
@@ -119,14 +124,14 @@ def test_a_long_query_tries_it_only_when_it_pays(engine, monkeypatch, work):  # 
 # (where, with the default constants, the rule declines what the share alone would not).
 @pytest.mark.parametrize(("share", "most"), [(1, 10**9), (8, 40)])
 def test_with_every_list_short_it_is_tried_only_when_less_work(engine, monkeypatch, share, most):  # noqa: F811
-    monkeypatch.setattr(index_module, "ALL_LISTS", 10**9)
-    monkeypatch.setattr(index_module, "SHORTEST_SHARE", share)
-    monkeypatch.setattr(index_module, "SHORTEST_MAX", most)
-    monkeypatch.setattr(index_module, "SHORTEST_ONE", most)
-    monkeypatch.setattr(index_module, "SHORTEST_MOST", most)
-    monkeypatch.setattr(index_module, "SHORTEST_TERMS", 10**9)
-    monkeypatch.setattr(index_module, "SHORTEST_FEW", 10**9)  # (no long query's rule)
-    monkeypatch.setattr(search_module, "PRUNE_MIN_POSTINGS", 0)
+    _with(
+        monkeypatch,
+        ALL_LISTS=10**9,
+        SHORTEST_SHARE=share,
+        SHORTEST_MAX=most,
+        SHORTEST_ONE=most,
+        SHORTEST_MOST=most,
+    )
     seen = {"tried": [], "declined": 0}
     real = Index._from_shortest
 
