@@ -432,7 +432,7 @@ def manifest(host: str | None) -> None:
             raise click.UsageError(
                 f"--host wants a host name such as papers.example.org, not {host!r}"
             )
-        text = text.replace("YOUR-HOST", host)
+        text = text.replace("https://YOUR-HOST", f"https://{host}")
     click.echo(text, nl=False)
 
 

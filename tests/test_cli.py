@@ -404,11 +404,11 @@ def test_manifest_prints_the_slack_apps_manifest_for_a_host():
     runner = CliRunner()
     plain = runner.invoke(main, ["manifest"])
     assert plain.exit_code == 0 and plain.output == shipped
-    assert "YOUR-HOST" in plain.output
+    assert "https://YOUR-HOST" in plain.output
     for host in ("papers.example.org", "https://papers.example.org/"):
         result = runner.invoke(main, ["manifest", "--host", host])
         assert result.exit_code == 0, result.output
-        assert result.output == shipped.replace("YOUR-HOST", "papers.example.org")
+        assert result.output == shipped.replace("https://YOUR-HOST", "https://papers.example.org")
         assert "https://papers.example.org/slack/events" in result.output
     for bad in ("", "papers.example.org/slack", "two words"):
         result = runner.invoke(main, ["manifest", "--host", bad])

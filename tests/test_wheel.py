@@ -210,7 +210,7 @@ def test_an_installed_wheel_answers_from_the_seed_corpus_in_an_empty_folder(
     )
     assert manifest.returncode == 0, manifest.stderr
     assert manifest.stdout == (REPO / "bot" / "slack" / "manifest.yml").read_text().replace(
-        "YOUR-HOST", "papers.example.org"
+        "https://YOUR-HOST", "https://papers.example.org"
     )
 
 
