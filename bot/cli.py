@@ -411,6 +411,11 @@ def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
         # the engine's label, not something the user typed.
         click.echo(f"No papers are similar to {paper_id}.")
         return
+    if not as_json and not result.error:
+        # Which paper these are like: the id alone says nothing to a reader.
+        title = (engine.paper(paper_id) or {}).get("title") or paper_id
+        title = title if len(title) <= 100 else title[:99].rstrip() + "…"
+        click.echo(f"Papers like “{title}” ({paper_id}):")
     _show(result, as_json)
 
 
