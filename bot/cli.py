@@ -415,7 +415,7 @@ def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
         # Which paper these are like: the id alone says nothing to a reader.
         title = (engine.paper(paper_id) or {}).get("title") or paper_id
         title = title if len(title) <= 100 else title[:99].rstrip() + "…"
-        click.echo(f"Papers like “{title}” ({paper_id}):")
+        click.echo(f"Papers similar to “{title}” ({paper_id}):")  # (as Slack says it)
     _show(result, as_json)
 
 

@@ -204,7 +204,7 @@ def test_similar_and_stats(run):
     similar = json.loads(run("similar", paper_id, "--json").output)
     assert similar["results"] and paper_id not in [r["id"] for r in similar["results"]]
     text = run("similar", paper_id).stdout  # (the text names the paper they are like)
-    assert text.startswith("Papers like “QLASS") and f"({paper_id}):" in text.splitlines()[0]
+    assert text.startswith("Papers similar to “QLASS") and f"({paper_id}):" in text.splitlines()[0]
     stats = run("stats").output
     assert "38" in stats and "ICML" in stats
 
