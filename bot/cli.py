@@ -413,8 +413,7 @@ def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
         return
     if not as_json and not result.error:
         # Which paper these are like: the id alone says nothing to a reader.
-        title = (engine.paper(paper_id) or {}).get("title") or paper_id
-        title = title if len(title) <= 100 else title[:99].rstrip() + "…"
+        title = (engine.paper(paper_id) or {}).get("title") or paper_id  # (derived: clipped)
         click.echo(f"Papers similar to “{title}” ({paper_id}):")  # (as Slack says it)
     _show(result, as_json)
 
@@ -738,6 +737,10 @@ def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
         raise click.ClickException(str(error)) from None
 
 
+#: How a member gets topics, for the digest commands' "no subscriptions".
+SUBSCRIBE_HINT = "(a member subscribes in Slack: /papers subscribe TOPIC)."
+
+
 @main.group()
 def digest() -> None:
     """Preview or send digests by hand (the scheduler does this by itself)."""
@@ -791,8 +794,7 @@ def preview(
     if Subscriptions(engine.db).member(user_id, team_id) is None:
         where = f" in workspace {team_id}" if team_id else ""
         raise click.ClickException(
-            f"{user_id} has no subscriptions{where} in {engine.db_path} "
-            f"(a member subscribes in Slack: /papers subscribe TOPIC)."
+            f"{user_id} has no subscriptions{where} in {engine.db_path} {SUBSCRIBE_HINT}"
         )
     plan = select_digests(engine, [(team_id, user_id)])[(team_id, user_id)]
     if as_json:
@@ -847,8 +849,7 @@ def send(
         teams = subscriptions.teams_of(user_id)
         if not teams:
             raise click.ClickException(
-                f"{user_id} has no subscriptions in {engine.db_path} "
-                f"(a member subscribes in Slack: /papers subscribe TOPIC)."
+                f"{user_id} has no subscriptions in {engine.db_path} {SUBSCRIBE_HINT}"
             )
         keys += [(team, user_id) for team in teams]
     dispatcher = _clock(engine, settings).dispatcher

@@ -3924,8 +3924,8 @@ class Index:
         """The final scores of ``pool[chosen]``, bit for bit those of ``score``: each query
         term's weight x tf, from the postings read (``group``: their pool document, ``at``:
         their query position) or looked up in the long lists (bisection: all at once, or
-        one at a time, largest ``tails`` first), added in the query's order, as the sparse product adds them; without the
-        documents that score 0, and, when the lists are looked up one at a time (more
+        one at a time, largest ``tails`` first), added in the query's order, as the sparse
+        product adds them; without the documents that score 0, and, when the lists are looked up one at a time (more
         than ``POOL_PAIRS`` pairs), without those whose upper bound falls below ``bar`` as
         they are (they cannot reach the top; scored, they stay below ``want`` others).
         """
