@@ -39,9 +39,9 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from sqlite_utils import Database
@@ -115,6 +115,15 @@ class Ledger:
 
     def get(self, digest_id: str) -> dict[str, Any] | None:
         return self.store.digest(digest_id)
+
+    def taken(self, user_id: str, team_id: str | None = None) -> Callable[[date], bool]:
+        """Whether the member's scheduled digest of a local date has a row, whatever its
+        status (``Dispatcher.run_due`` then sends none that day): ``next_digest``'s ``taken``."""
+
+        def taken(day: date) -> bool:
+            return bool(self.existing([self.scheduled_id(user_id, day.isoformat(), team_id)]))
+
+        return taken
 
     def latest(self, user_id: str, team_id: str | None = None) -> dict[str, Any] | None:
         """The member's most recent digest (any status), for "last digest" in the App Home."""

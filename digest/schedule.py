@@ -77,15 +77,25 @@ def due(members: Iterable[Member], now: datetime, grace: timedelta) -> list[tupl
     return out
 
 
-def next_digest(member: Member, now: datetime) -> datetime | None:
-    """When the member's next digest is scheduled, in their zone (for messages)."""
+def next_digest(
+    member: Member, now: datetime, taken: Callable[[date], bool] | None = None
+) -> datetime | None:
+    """When the member's next digest is scheduled, in their zone (for messages).
+
+    ``taken(day)``: whether the ledger has that local date's digest already. A member gets
+    one scheduled digest a day, so after today's was sent, a time moved later today means
+    the next one is on their next day, not in an hour.
+    """
     if not member.digest_days:
         return None
     today = now.astimezone(member.zone).date()
     for ahead in range(8):
         day = today + timedelta(days=ahead)
-        if WEEKDAYS[day.weekday()] in member.digest_days and slot(member, day) > now:
-            return slot(member, day).astimezone(member.zone)
+        if WEEKDAYS[day.weekday()] not in member.digest_days or slot(member, day) <= now:
+            continue
+        if ahead == 0 and taken is not None and taken(day):
+            continue
+        return slot(member, day).astimezone(member.zone)
     return None
 
 

@@ -26,6 +26,7 @@ from digest.schedule import next_digest
 from digest.subscriptions import Subscriptions
 from tests.digest_support import synthetic_papers, write_corpus
 from tests.slack_harness import SlackHarness, assert_valid, blocks_text, buttons
+from tests.test_app_home import next_digest_text, open_home
 from tests.test_digest_delivery import killed_after_posting
 
 
@@ -208,6 +209,34 @@ def test_the_digests_buttons_are_the_lookups_buttons(slack) -> None:
     _, url = slack.click("similar:1", similar["value"], channel="DU1", message_ts=message["ts"])
     reply = slack.reply(url)
     assert "Papers similar to" in blocks_text(reply)
+
+
+def test_next_is_tomorrow_once_todays_digest_went_out(slack) -> None:
+    """Today's digest sent, the time moved later today: "Next:" says tomorrow (one scheduled
+    digest a day), not a time today at which nothing comes (found by an operator's trial)."""
+    now = datetime.now(UTC)
+    # A zone where it is about noon now, so that -10 and +30 minutes stay on the same day.
+    zone = ZoneInfo(f"Etc/GMT{now.hour - 12:+d}")  # (Etc/GMT-2 is UTC+2)
+    slack.fake.set_user("U2", tz=zone.key)
+    local = now.astimezone(zone)
+    # A member since long ago (a slot before they joined is never due).
+    Subscriptions(slack.engine.db).add_topic("U2", "graph neural networks", now - timedelta(7))
+    ask(slack, "digest days daily", user="U2")
+    later = f"{local + timedelta(minutes=30):%H:%M}"
+    before = ask(slack, f"digest time {later}", user="U2")["text"]
+    assert f"Next: {local:%a %d %b} {later}." in before  # today: not sent yet
+
+    ask(slack, f"digest time {local - timedelta(minutes=10):%H:%M}", user="U2")
+    [sent] = scheduler(slack).run_due(now)
+    assert (sent.user_id, sent.status) == ("U2", "sent")
+    after = ask(slack, f"digest time {later}", user="U2")["text"]
+    assert f"Next: {local + timedelta(days=1):%a %d %b} {later}." in after, after
+    assert (
+        f"Next: {local + timedelta(days=1):%a %d %b} {later}."
+        in ask(slack, "digest", user="U2")["text"]
+    )
+    home = next_digest_text(open_home(slack, "U2"))  # the App Home says the same
+    assert f"*{local + timedelta(days=1):%a %d %b} {later}*" in home, home
 
 
 def test_the_scheduler_sends_new_papers_first_at_the_members_time(slack, tmp_path) -> None:

@@ -183,6 +183,14 @@ def test_next_digest_is_shown_in_the_members_zone() -> None:
     assert next_digest(member("U2", "UTC", days=[]), utc(2024, 1, 12)) is None
 
 
+def test_next_digest_skips_today_when_the_ledger_has_todays() -> None:
+    wednesdays = member("U1", "UTC", days=["wed"])
+    before = utc(2024, 1, 10, 8, 0)  # Wednesday 08:00, the slot at 09:00
+    assert next_digest(wednesdays, before, taken=lambda day: False) == utc(2024, 1, 10, 9, 0)
+    sent_today = next_digest(wednesdays, before, taken=lambda day: day == date(2024, 1, 10))
+    assert sent_today == utc(2024, 1, 17, 9, 0)  # one scheduled digest a day: next week's
+
+
 # --- APScheduler -------------------------------------------------------------------------------
 
 

@@ -47,7 +47,8 @@ def home_view(
     member = member or Member(user_id, team_id)
     topics = subscriptions.topics(user_id, team_id)
     counts = [m.count for m in match_topics(engine, [t.query for t in topics])] if topics else []
-    last = render.last_digest_line(Ledger(engine.db).latest(user_id, team_id), member.zone)
+    ledger = Ledger(engine.db)
+    last = render.last_digest_line(ledger.latest(user_id, team_id), member.zone)
     store = state_for(engine.db_path)
     saved, saved_total = reading_list(
         store, engine, user_id, team_id=team_id, limit=render.HOME_SHOWN
@@ -67,7 +68,7 @@ def home_view(
         digest_days=member.digest_days,
         digest_channel=member.digest_channel,
         tz=member.tz or "UTC",
-        upcoming=next_digest(member, now),
+        upcoming=next_digest(member, now, ledger.taken(member.user_id, member.team_id)),
         last=last,
         notice=notice,
         saved=saved,

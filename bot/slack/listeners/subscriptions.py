@@ -25,6 +25,7 @@ from bot.slack.render.digest import digest_message
 from bot.slack.replies import EPHEMERAL, reply
 from bot.slack.services import Services, request_team
 from digest.delivery import Dispatcher, refresh_time_zone
+from digest.ledger import Ledger
 from digest.matching import check_topic, match_topics
 from digest.poster import TokenRefused
 from digest.schedule import next_digest
@@ -125,13 +126,14 @@ def _writes(word: str, rest: str) -> bool:
 # --- subcommands -------------------------------------------------------------------------------
 
 
-def _schedule_line(member: Member, now: datetime) -> str:
+def _schedule_line(services: Services, member: Member, now: datetime) -> str:
     if not member.enabled:
         if member.topic_count and member.digest_enabled is False:
             return "Your digest is *off* (`/papers digest on` turns it back on)."
         return "Your digest starts with your first topic."
     where = f"<#{member.digest_channel}>" if member.digest_channel else "a direct message"
-    upcoming = next_digest(member, now)
+    taken = Ledger(services.engine.db).taken(member.user_id, member.team_id)
+    upcoming = next_digest(member, now, taken)
     when = f" Next: {upcoming:%a %d %b %H:%M}." if upcoming else ""
     return (
         f"Your digest: {describe_days(member.digest_days)} at {member.digest_time} "
@@ -186,7 +188,7 @@ def subscribe(
         blocks.append(render.section(f"{icon} {advice}"))
     blocks.append(
         render.context(
-            f"{_schedule_line(member, now)} `/papers unsubscribe {number}` undoes this; "
+            f"{_schedule_line(services, member, now)} `/papers unsubscribe {number}` undoes this; "
             "`/papers topics` lists your topics."
         )
     )
@@ -224,7 +226,7 @@ def topics(
     blocks: list[Block] = [*render.sections([head, *lines])]
     blocks.append(
         render.context(
-            f"{_schedule_line(member, now)} `/papers unsubscribe &lt;number&gt;` drops a topic."
+            f"{_schedule_line(services, member, now)} `/papers unsubscribe &lt;number&gt;` drops a topic."
         )
     )
     return _message(head + " " + "; ".join(lines), blocks)
@@ -242,22 +244,22 @@ def digest(
     action, value = action.lower(), value.strip()
     user_id = member.user_id
     if action in ("", "status"):
-        return _message(f"{_schedule_line(member, now)}\n{render.DIGEST_USAGE}")
+        return _message(f"{_schedule_line(services, member, now)}\n{render.DIGEST_USAGE}")
     if action in ("on", "off"):
         member = subscriptions.set_enabled(user_id, action == "on", now, team_id=member.team_id)
         if action == "on" and not member.topic_count:
             return _message(
                 "Your digest is on, and starts with your first topic: `/papers subscribe &lt;topic&gt;`."
             )
-        return _message(_schedule_line(member, now))
+        return _message(_schedule_line(services, member, now))
     if action == "time":
         member = subscriptions.set_time(user_id, value, now, team_id=member.team_id)
-        return _message(_schedule_line(member, now))
+        return _message(_schedule_line(services, member, now))
     if action == "days":
         member = subscriptions.set_days(user_id, value, now, team_id=member.team_id)
-        return _message(_schedule_line(member, now))
+        return _message(_schedule_line(services, member, now))
     if action == "channel":
-        return _set_channel(subscriptions, member, value, now)
+        return _set_channel(services, subscriptions, member, value, now)
     poster = SlackPoster(client, services.engine)
     dispatcher = Dispatcher.from_settings(services.engine, poster, services.settings)
     if action == "preview":
@@ -313,11 +315,11 @@ def _nothing(services: Services, member: Member) -> dict[str, Any]:
 
 
 def _set_channel(
-    subscriptions: Subscriptions, member: Member, value: str, now: datetime
+    services: Services, subscriptions: Subscriptions, member: Member, value: str, now: datetime
 ) -> dict[str, Any]:
     if value.lower() in ("dm", "direct", "me", "off", "none", ""):
         member = subscriptions.set_channel(member.user_id, None, now, team_id=member.team_id)
-        return _message(_schedule_line(member, now))
+        return _message(_schedule_line(services, member, now))
     match = _CHANNEL.match(value)
     if not match:
         raise SubscriptionError(
@@ -327,6 +329,6 @@ def _set_channel(
     channel = match.group(1) or match.group(2)
     member = subscriptions.set_channel(member.user_id, channel, now, team_id=member.team_id)
     return _message(
-        f"{_schedule_line(member, now)}\nIf Paperboy is not in that channel yet, "
+        f"{_schedule_line(services, member, now)}\nIf Paperboy is not in that channel yet, "
         "`/invite @Paperboy` there. Everyone in the channel will see your digest."
     )
