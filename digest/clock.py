@@ -29,7 +29,7 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
 
-from bot.state import state_of
+from bot.state import StateUnavailable, state_of
 
 from . import schedule
 from .delivery import Dispatcher, Outcome
@@ -164,11 +164,16 @@ class Clock:
     # -- schedulers -------------------------------------------------------------------------
 
     def _job(self) -> list[Outcome]:
+        """The tick APScheduler runs: a refused token stops the clock; the shared database
+        not answering (PostgreSQL restarting) is one line, and the next tick tries again (a
+        traceback a minute, from APScheduler, said no more; ``/healthz`` reports the outage)."""
         try:
             return self.tick(datetime.now(UTC))
         except ClockError as error:
             self._stop(error)
-            return []
+        except StateUnavailable as error:
+            log.error("No digests sent this tick: %s", error)
+        return []
 
     def _stop(self, error: ClockError) -> None:
         with self._lock:

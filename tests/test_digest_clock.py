@@ -16,6 +16,7 @@ from bot.engine.search import Engine
 from bot.settings import Settings
 from bot.slack.client import make_client
 from bot.slack.poster import SlackPoster
+from bot.state import configure
 from digest.clock import Clock, ClockError, clock_health
 from digest.subscriptions import Subscriptions
 from tests.digest_support import write_corpus
@@ -174,6 +175,31 @@ def test_each_tick_writes_the_heartbeat_and_health_goes_stale_after_three(engine
 
     Subscriptions(engine.db).set_enabled("U1", False, BERLIN_0900)
     assert not clock_health(engine.db, BERLIN_0900 + timedelta(days=1)).stale
+
+
+def test_a_tick_while_postgresql_is_down_is_one_line_and_the_next_one_sends(
+    engine, fake, postgres_cluster, postgres_url, caplog
+) -> None:
+    """With DATABASE_URL, PostgreSQL restarting: the tick APScheduler runs says so in one line
+    (not a traceback every minute), the clock goes on, and the next tick sends the digest."""
+    configure(postgres_url)
+    try:
+        members(engine, fake, "U1", at=BERLIN_0900 - timedelta(days=1))
+        ticking = clock(engine, fake)
+        postgres_cluster.stop()
+        try:
+            with caplog.at_level("INFO"):
+                assert ticking._job() == []
+            [said] = [r for r in caplog.records if r.levelname == "ERROR"]
+            assert said.getMessage().startswith("No digests sent this tick: The database ")
+            assert not [r for r in caplog.records if r.exc_info], caplog.text
+            assert ticking.fatal is None
+        finally:
+            postgres_cluster.start()
+        [sent] = ticking.tick(BERLIN_0900)
+        assert (sent.user_id, sent.status) == ("U1", "sent")
+    finally:
+        configure(None)
 
 
 def test_a_refused_tick_writes_no_heartbeat(engine, fake) -> None:

@@ -177,6 +177,8 @@ def test_port_answers_and_commands_are_told_to_wait_while_the_index_builds(
             web.wait_for_line("listening on")
             status, body = http(url + "/healthz")
             assert (status, json.loads(body)) == (503, {"status": "warming up"})
+            status, body = http(url + "/readyz")
+            assert (status, json.loads(body)) == (503, {"status": "warming up"})
             form, response_url = slash_form(fake, "diffusion")
             status, body = http(url + "/slack/events", form, signed_headers(form))
             assert status == 200
@@ -365,6 +367,8 @@ def test_health_is_503_when_the_database_fails(
     assert status == 503
     report = json.loads(body)
     assert report["status"] == "unhealthy" and report["database"]
+    status, body = http(slack.url + "/readyz")  # this process cannot serve either
+    assert status == 503 and json.loads(body)["database"] == report["database"]
     assert db.exists() == (damage == "corrupted")  # the check never creates a database
     assert not [r for r in caplog.records if r.exc_info]  # one line, no traceback
 
@@ -381,6 +385,8 @@ def test_health_is_503_when_the_digest_clock_stops_ticking(slack: SlackHarness) 
     status, report = health()  # a digest is on and no clock has ever ticked
     assert status == 503 and report["status"] == "unhealthy"
     assert report["scheduler"] == {"last_tick": None, "digests_on": True, "stale": True}
+    # The web process itself is fine: a platform's check that restarts it looks at /readyz.
+    assert http(slack.url + "/readyz") == (200, '{"status": "ready"}')
     now = datetime.now(UTC).replace(microsecond=0)
     write_heartbeat(slack.engine.db, now, 60)  # what the clock writes every tick
     status, report = health()

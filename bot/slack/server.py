@@ -2,7 +2,8 @@
 credentials at all, as a local playground in the browser.
 
     SLACK_APP_TOKEN (+ SLACK_BOT_TOKEN)          -> Socket Mode (no public URL needed)
-    SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET       -> HTTP: POST /slack/events, GET /healthz
+    SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET       -> HTTP: POST /slack/events, GET /healthz,
+                                                    GET /readyz
     SLACK_CLIENT_ID + SLACK_CLIENT_SECRET
       + SLACK_SIGNING_SECRET                     -> HTTP for many workspaces, installed at
                                                     GET /slack/install (``bot.slack.oauth``)
@@ -79,6 +80,7 @@ log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
 # Enough request threads that a burst of slash commands is acknowledged at once: each
 # request holds its thread only until ack() (lookups run on the app's own pool).
 THREADS = 16
@@ -159,7 +161,8 @@ class FormSafeRequestHandler(SlackRequestHandler):
 
 
 class WebApp(Router):
-    """The web process's WSGI app: ``POST /slack/events``, ``GET /healthz`` and extra routes.
+    """The web process's WSGI app: ``POST /slack/events``, ``GET /healthz`` and ``/readyz``,
+    and extra routes.
 
     It answers from the moment the port is bound. Until :meth:`ready` hands it the engine and
     the Bolt app it is warming up: health checks get 503, Slack's requests a short
@@ -173,6 +176,7 @@ class WebApp(Router):
             {
                 EVENTS_PATH: self.slack_events,
                 HEALTH_PATH: self.health,
+                READY_PATH: self.readiness,
                 INSTALL_PATH: self.oauth_pages,
                 REDIRECT_PATH: self.oauth_pages,
                 **(routes or {}),
@@ -334,6 +338,21 @@ class WebApp(Router):
             body["replica"] = following.status()
         status = "200 OK" if body["status"] != "unhealthy" else "503 Service Unavailable"
         return as_json(start_response, status, body)
+
+
+    def readiness(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        """``GET /readyz``: 200 when this process can answer Slack, for a platform's check
+        that restarts a process or stops routing to it. Unlike ``/healthz`` it leaves out the
+        digest clock: that is another process, which restarting this one does not mend."""
+        if not self.is_ready:
+            return as_json(start_response, "503 Service Unavailable", _warming_up_status())
+        report = health_report(self.settings.db_path)
+        if report.get("database") != "ok":  # (its error, or the shared database's sentence)
+            body = {"status": "unhealthy", "database": report["database"]}
+            return as_json(start_response, "503 Service Unavailable", body)
+        return as_json(start_response, "200 OK", {"status": "ready"})
 
 
 def _warming_up_status() -> dict[str, Any]:
