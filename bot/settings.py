@@ -258,6 +258,11 @@ class Settings:
                 "DATABASE_URL must be a postgresql:// URL (or unset, to keep the state in the "
                 f"SQLite database), not one starting {scheme[:20]!r}."
             )
+        elif database_url and database_url.split("://", 1)[1].split("/", 1)[0].count("@") > 1:
+            problems.append(  # (the URL not echoed: the text before the last @ is a password)
+                "DATABASE_URL has more than one @ before its host: an @ in the user name or "
+                "password must be written %40."
+            )
         feeds, feed_problems = parse_feeds(opt("PAPERBOY_FEEDS") or "")
         problems += feed_problems
         arxiv_api_url = opt("PAPERBOY_ARXIV_API_URL") or ARXIV_API_DEFAULT

@@ -20,7 +20,7 @@ import bot.state as bot_state
 from bot.cli import main
 from bot.slack.server import health_report
 from bot.state import StateStore, StateUnavailable, configure, open_state
-from bot.state.store import HEAD
+from bot.state.store import HEAD, database_url, describe
 from bot.state.tables import ALL, TASTE_TABLES
 from digest.clock import clock_health, write_heartbeat
 from digest.ledger import STALE_CLAIM, Ledger
@@ -423,6 +423,42 @@ def test_a_database_url_that_is_not_postgresql_is_refused_in_one_sentence(tmp_pa
         "DATABASE_URL must be a postgresql:// URL (or unset, to keep the state in the SQLite "
         "database), not one starting 'mysql'.\n"
     )
+
+
+def test_an_at_sign_left_in_a_password_is_named_and_never_echoed(tmp_path: Path) -> None:
+    url = "postgresql://paperboy:p@ss@127.0.0.1:1/paperboy"
+    result = CliRunner().invoke(
+        main, ["--db", str(tmp_path / "p.db"), "stats"], env={"DATABASE_URL": url}
+    )
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "DATABASE_URL has more than one @ before its host: an @ in the user name or password "
+        "must be written %40.\n"
+    )
+    # Where no setting checks it (``migrate-state --to``): no part of the password shown.
+    described = describe(database_url(url))
+    assert described == "postgresql://***@127.0.0.1:1/paperboy" and "ss" not in described
+
+
+@pytest.mark.parametrize("wrong", ["database", "user"])
+def test_a_database_url_the_server_refuses_says_to_check_it(
+    postgres_cluster, tmp_path: Path, wrong: str
+) -> None:
+    """A database or user that does not exist is not "try again in a moment": no retry mends
+    it, so the sentence points at DATABASE_URL (exit 1, one line)."""
+    url = postgres_cluster.url("nosuchdb")
+    if wrong == "user":
+        url = url.replace("postgresql://postgres@", "postgresql://nobodyhere@").replace(
+            "/nosuchdb", "/postgres"
+        )
+    result = CliRunner().invoke(
+        main, ["--db", str(tmp_path / "p.db"), "stats"], env={"DATABASE_URL": url}
+    )
+    assert result.exit_code == 1
+    [line] = result.output.splitlines()
+    assert line.startswith(f"Error: The database {url} refused the connection (")
+    assert "does not exist" in line
+    assert line.endswith("check the database name, user and password in DATABASE_URL.")
 
 
 def test_the_head_the_store_knows_is_the_latest_migration(store: StateStore) -> None:

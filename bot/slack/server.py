@@ -339,7 +339,6 @@ class WebApp(Router):
         status = "200 OK" if body["status"] != "unhealthy" else "503 Service Unavailable"
         return as_json(start_response, status, body)
 
-
     def readiness(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:

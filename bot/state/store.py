@@ -144,10 +144,19 @@ def database_url(target: str | Path) -> URL:
 
 
 def describe(url: URL) -> str:
-    """The database named for an operator, password hidden."""
+    """The database named for an operator, password hidden (and the user name too when an
+    unencoded @ in the password left part of it in the host)."""
     if url.get_backend_name() == "sqlite":
         return str(url.database)
+    if url.host and "@" in url.host:
+        url = url._replace(username=None, password=None, host=url.host.rsplit("@", 1)[1])
+        return url.render_as_string().replace("+psycopg", "").replace("://", "://***@", 1)
     return url.render_as_string(hide_password=True).replace("+psycopg", "")
+
+
+#: PostgreSQL's answers at connection that no retry mends: the URL names a database, user or
+#: password the server does not accept (psycopg gives no SQLSTATE for them, only the text).
+REFUSALS = ("does not exist", "authentication failed", "pg_hba.conf", "permission denied")
 
 
 @dataclass
@@ -328,6 +337,11 @@ class StateStore:
 
     def _unavailable(self, error: Exception) -> StateUnavailable:
         reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        if any(refusal in reason for refusal in REFUSALS):
+            return StateUnavailable(
+                f"The database {describe(self.url)} refused the connection ({reason}): check "
+                "the database name, user and password in DATABASE_URL."
+            )
         return StateUnavailable(
             f"The database {describe(self.url)} is not answering ({reason}); try again in a moment."
         )
