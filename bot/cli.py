@@ -228,6 +228,14 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
     could be read.
     """
     context = _ctx(ctx, db_path)
+    unopened = _unopened(paths)
+    if len(unopened) == len(paths):  # nothing to read: no database made (or opened) for it
+        from .engine.search import IngestReport
+
+        for message in unopened:
+            click.secho(message, fg="red", err=True)
+        click.echo(IngestReport(file_errors=unopened).summary())
+        sys.exit(1)
     engine = context.engine(write=True, seed=False)
     report = engine.ingest(paths, progress=_progress)
     for message in report.file_errors:
@@ -259,6 +267,21 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
     _share(engine, report)
     if not report.ok:
         sys.exit(1)
+
+
+def _unopened(paths: Iterable[Path]) -> list[str]:
+    """Why each of these files cannot be opened (missing, a folder, unreadable), in the
+    ingest's own words; the ones that open are read by the ingest."""
+    from .engine.formats import CorpusFileError
+    from .engine.formats.source import Source
+
+    problems = []
+    for path in paths:
+        try:
+            Source(path)
+        except CorpusFileError as error:
+            problems.append(str(error))
+    return problems
 
 
 def _share(engine, report) -> None:

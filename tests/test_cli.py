@@ -59,6 +59,22 @@ def test_search_on_the_embedded_default(invoke, empty_folder):
     assert list(empty_folder.iterdir()) == []
 
 
+def test_an_ingest_of_files_that_do_not_open_creates_no_database(invoke, empty_folder):
+    """A typo in a fresh folder: said in the ingest's words, exit 1, and no empty database
+    left behind to stop the seed corpus from answering the next lookup."""
+    (empty_folder / "a-folder").mkdir()
+    result = invoke("ingest", "missing.jsonl", "a-folder")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "missing.jsonl does not exist.",
+        "a-folder is a directory, not a corpus file.",
+    ]
+    assert result.stdout == "0 added, 0 updated, 0 unchanged, 0 rejected, 2 file(s) unreadable\n"
+    assert sorted(p.name for p in empty_folder.iterdir()) == ["a-folder"]
+    search = invoke("search", "language agents stepwise", "--limit", "1")
+    assert search.exit_code == 0 and "QLASS" in search.stdout
+
+
 @pytest.mark.parametrize("command", [["stats"], ["search", "diffusion"], ["similar", "x"]])
 def test_read_only_commands_never_create_a_database(invoke, tmp_path, command):
     typo = tmp_path / "typo.db"
