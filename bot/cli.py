@@ -464,7 +464,7 @@ def manifest(host: str | None) -> None:
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @db_option
 @click.pass_context
 def stats(ctx, as_json: bool, db_path) -> None:
@@ -905,7 +905,6 @@ def send(
 @click.option(
     "--to",
     "target",
-    required=True,
     envvar="DATABASE_URL",
     metavar="postgresql://...",
     help="The PostgreSQL database to copy into (default: $DATABASE_URL).",
@@ -918,6 +917,10 @@ def migrate_state(ctx, target: str, db_path) -> None:
     unchanged paper is left as it is), never doubled."""
     from .state import StateError, StateStore, database_url, describe
 
+    if not target:
+        raise click.UsageError(
+            "Name the PostgreSQL database: --to postgresql://... (or set DATABASE_URL)."
+        )
     path = _ctx(ctx, db_path).db_path
     if not path.exists():
         raise click.ClickException(f"There is no database at {path} to copy the state from.")
@@ -932,7 +935,10 @@ def migrate_state(ctx, target: str, db_path) -> None:
     rows = ", ".join(f"{count(n, name)}" for name, n in _state_rows(copied))
     rows += f", {count(shared.added + shared.updated + shared.unchanged, 'paper')}"
     click.echo(f"Copied the state of {path} into {describe(target_store.url)}: {rows}.")
-    click.echo("Now set DATABASE_URL to it for every Paperboy process.")
+    if os.environ.get("DATABASE_URL") == target:
+        click.echo("DATABASE_URL names it already: restart every Paperboy process to use it.")
+    else:
+        click.echo("Now set DATABASE_URL to it for every Paperboy process.")
 
 
 def _copy_corpus(path: Path, target):
@@ -963,7 +969,7 @@ def _state_rows(copied: dict[str, int]) -> list[tuple[str, int]]:
         "clock_heartbeat": "clock heartbeat",
         "feedback": "👍/👎 rating",
         "saves": "saved paper",
-        "member_taste": "member's taste setting",
+        "member_taste": "taste setting",
         "workspaces": "workspace",
         "slack_installations": "installation",
         "slack_bots": "bot token",

@@ -75,6 +75,38 @@ def test_an_ingest_of_files_that_do_not_open_creates_no_database(invoke, empty_f
     assert search.exit_code == 0 and "QLASS" in search.stdout
 
 
+@pytest.mark.parametrize("command", ["stats", "ingest"])
+def test_a_database_path_that_is_a_folder_is_named(invoke, tmp_path, monkeypatch, command):
+    """``PAPERBOY_DB`` naming a folder (``--db`` is refused by click's own check)."""
+    papers = tmp_path / "x.jsonl"
+    papers.write_text('{"title": "T", "abstract": "A paper about wombats."}\n')
+    monkeypatch.setenv("PAPERBOY_DB", str(tmp_path))
+    result = invoke(command, *([str(papers)] if command == "ingest" else []))
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        f"Error: {tmp_path} is a folder, not a database file: name the file, like "
+        f"{tmp_path / 'paperboy.db'}."
+    )
+
+
+def test_migrate_state_asks_for_its_target_and_every_option_says_what_it_does(
+    invoke, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    result = invoke("--db", str(tmp_path / "p.db"), "migrate-state")
+    assert result.exit_code == 2
+    assert "Name the PostgreSQL database: --to postgresql://... (or set DATABASE_URL)." in (
+        result.stderr
+    )
+    assert "[required]" not in invoke("migrate-state", "--help").stdout  # DATABASE_URL will do
+    for command in ("stats", "search", "similar", "ingest", "saved"):
+        text = invoke(command, "--help").stdout
+        lines = [line.strip() for line in text.split("Options:", 1)[1].splitlines()]
+        for line, after in zip(lines, [*lines[1:], ""], strict=True):
+            if line.startswith("-"):  # its help beside it, or below it (a long option)
+                assert "  " in line or (after and not after.startswith("-")), (command, line)
+
+
 @pytest.mark.parametrize("command", [["stats"], ["search", "diffusion"], ["similar", "x"]])
 def test_read_only_commands_never_create_a_database(invoke, tmp_path, command):
     typo = tmp_path / "typo.db"

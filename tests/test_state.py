@@ -323,11 +323,18 @@ def test_migrate_state_copies_a_sqlite_deployment_into_postgresql_idempotently(
     first = runner.invoke(main, ["--db", str(path), "migrate-state", "--to", postgres_url])
     assert first.exit_code == 0, first.output
     assert "2 members, 3 topics, 2 digests, 2 sent papers, 1 clock heartbeat" in first.output
+    assert "0 taste settings" in first.output
+    assert first.output.endswith("Now set DATABASE_URL to it for every Paperboy process.\n")
     target = open_state(postgres_url)
     copied = rows(target)
     assert copied == rows(StateStore(path))
-    second = runner.invoke(main, ["--db", str(path), "migrate-state", "--to", postgres_url])
+    second = runner.invoke(
+        main, ["--db", str(path), "migrate-state"], env={"DATABASE_URL": postgres_url}
+    )
     assert second.exit_code == 0, second.output
+    assert second.output.endswith(
+        "DATABASE_URL names it already: restart every Paperboy process to use it.\n"
+    )
     assert rows(target) == copied
     # The copy is a working deployment: the next topic gets the next id, the stale claim
     # is retaken there.

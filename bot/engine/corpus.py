@@ -108,6 +108,10 @@ def open_database(path: str | Path, *, read_only: bool = False, create: bool = T
     migrating.
     """
     path = Path(path)
+    if path.is_dir():
+        raise DatabaseError(
+            f"{path} is a folder, not a database file: name the file, like {path / 'paperboy.db'}."
+        )
     if not path.exists():
         if not create:
             raise NoDatabase(f"There is no database at {path}.")
