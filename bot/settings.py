@@ -155,6 +155,14 @@ class SettingsError(ValueError):
         super().__init__(" ".join(problems))
 
 
+def _authority(url: str) -> str:
+    """A URL's ``user:password@host:port`` part (before its path, query or fragment)."""
+    rest = url.split("://", 1)[1]
+    for end in "/?#":
+        rest = rest.split(end, 1)[0]
+    return rest
+
+
 def _positive(env: Mapping[str, str], name: str, default: int, problems: list[str]) -> int:
     text = env.get(name, "").strip() or str(default)
     if not text.isdigit() or int(text) < 1:
@@ -258,7 +266,7 @@ class Settings:
                 "DATABASE_URL must be a postgresql:// URL (or unset, to keep the state in the "
                 f"SQLite database), not one starting {scheme[:20]!r}."
             )
-        elif database_url and database_url.split("://", 1)[1].split("/", 1)[0].count("@") > 1:
+        elif database_url and _authority(database_url).count("@") > 1:
             problems.append(  # (the URL not echoed: the text before the last @ is a password)
                 "DATABASE_URL has more than one @ before its host: an @ in the user name or "
                 "password must be written %40."

@@ -18,6 +18,7 @@ from sqlalchemy import inspect, select, text
 
 import bot.state as bot_state
 from bot.cli import main
+from bot.settings import Settings
 from bot.slack.server import health_report
 from bot.state import StateStore, StateUnavailable, configure, open_state
 from bot.state.store import HEAD, database_url, describe
@@ -442,6 +443,12 @@ def test_an_at_sign_left_in_a_password_is_named_and_never_echoed(tmp_path: Path)
         "DATABASE_URL has more than one @ before its host: an @ in the user name or password "
         "must be written %40.\n"
     )
+    for fine in (  # one @ before the host, or @ only after it
+        "postgresql://u:p%40ss@[::1]:5432/db",
+        "postgresql://db.internal?user=a@b@c",
+        "postgresql:///db?host=/var/run/postgresql",
+    ):
+        assert Settings.from_env({"DATABASE_URL": fine}).database_url == fine
     # Where no setting checks it (``migrate-state --to``): no part of the password shown.
     described = describe(database_url(url))
     assert described == "postgresql://***@127.0.0.1:1/paperboy" and "ss" not in described
