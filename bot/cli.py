@@ -228,16 +228,12 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
     could be read.
     """
     context = _ctx(ctx, db_path)
-    unopened = _unopened(paths)
-    if len(unopened) == len(paths):  # nothing to read: no database made (or opened) for it
-        from .engine.search import IngestReport
-
-        for message in unopened:
-            click.secho(message, fg="red", err=True)
-        click.echo(IngestReport(file_errors=unopened).summary())
-        sys.exit(1)
+    fresh = not context.db_path.exists()
     engine = context.engine(write=True, seed=False)
     report = engine.ingest(paths, progress=_progress)
+    # Nothing read (a typo, an empty file) into a database made for it: none is left, so a
+    # fresh folder's lookups still answer from the seed corpus.
+    discard = fresh and not report.ok
     for message in report.file_errors:
         click.secho(message, fg="red", err=True)
     rejected = report.rejected
@@ -249,7 +245,7 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
         click.echo(
             f"{result.path}: {result.format}, {count(result.papers, 'paper')} read", err=True
         )
-    if report.index:
+    if report.index and not discard:
         built, searchable = report.index, engine.index.n_live
         if built.documents < searchable:  # a delta segment: its size is not the index's
             click.echo(
@@ -264,24 +260,22 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) ->
                 err=True,
             )
     click.echo(report.summary())
+    if discard:
+        _remove_database(context.db_path)
+        sys.exit(1)
     _share(engine, report)
     if not report.ok:
         sys.exit(1)
 
 
-def _unopened(paths: Iterable[Path]) -> list[str]:
-    """Why each of these files cannot be opened (missing, a folder, unreadable), in the
-    ingest's own words; the ones that open are read by the ingest."""
-    from .engine.formats import CorpusFileError
-    from .engine.formats.source import Source
+def _remove_database(path: Path) -> None:
+    """Remove a database this command made, its index and their companions."""
+    from .engine.index import index_dir_for
 
-    problems = []
-    for path in paths:
-        try:
-            Source(path)
-        except CorpusFileError as error:
-            problems.append(str(error))
-    return problems
+    shutil.rmtree(index_dir_for(path), ignore_errors=True)
+    for name in (f"{path}-wal", f"{path}-shm", f"{path}-journal", f"{index_dir_for(path)}.lock"):
+        Path(name).unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
 
 
 def _share(engine, report) -> None:
@@ -911,7 +905,7 @@ def send(
 )
 @db_option
 @click.pass_context
-def migrate_state(ctx, target: str, db_path) -> None:
+def migrate_state(ctx, target: str | None, db_path) -> None:
     """Copy this SQLite deployment's shared state (members, topics, digests, sent papers) and
     its papers into PostgreSQL. Safe to run again: rows already there are written again (an
     unchanged paper is left as it is), never doubled."""
@@ -935,7 +929,10 @@ def migrate_state(ctx, target: str, db_path) -> None:
     rows = ", ".join(f"{count(n, name)}" for name, n in _state_rows(copied))
     rows += f", {count(shared.added + shared.updated + shared.unchanged, 'paper')}"
     click.echo(f"Copied the state of {path} into {describe(target_store.url)}: {rows}.")
-    if os.environ.get("DATABASE_URL") == target:
+    configured = os.environ.get("DATABASE_URL")
+    if configured and configured.replace("postgres://", "postgresql://", 1) == target.replace(
+        "postgres://", "postgresql://", 1
+    ):
         click.echo("DATABASE_URL names it already: restart every Paperboy process to use it.")
     else:
         click.echo("Now set DATABASE_URL to it for every Paperboy process.")

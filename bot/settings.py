@@ -155,12 +155,17 @@ class SettingsError(ValueError):
         super().__init__(" ".join(problems))
 
 
-def _authority(url: str) -> str:
-    """A URL's ``user:password@host:port`` part (before its path, query or fragment)."""
-    rest = url.split("://", 1)[1]
-    for end in "/?#":
-        rest = rest.split(end, 1)[0]
-    return rest
+def _password_holds_at(url: str) -> bool:
+    """Whether an @ left in the URL's password split it: SQLAlchemy's parse (as libpq's)
+    ends the password at the first @ and reads the rest as the host. (An @ in the user name
+    alone, as Azure's ``user@server`` names, parses right.)"""
+    from sqlalchemy.engine import make_url  # (only with DATABASE_URL set)
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return "@" in (make_url(url).host or "")
+    except ArgumentError:
+        return False  # (said when the state opens it)
 
 
 def _positive(env: Mapping[str, str], name: str, default: int, problems: list[str]) -> int:
@@ -266,10 +271,9 @@ class Settings:
                 "DATABASE_URL must be a postgresql:// URL (or unset, to keep the state in the "
                 f"SQLite database), not one starting {scheme[:20]!r}."
             )
-        elif database_url and _authority(database_url).count("@") > 1:
-            problems.append(  # (the URL not echoed: the text before the last @ is a password)
-                "DATABASE_URL has more than one @ before its host: an @ in the user name or "
-                "password must be written %40."
+        elif database_url and _password_holds_at(database_url):
+            problems.append(  # (the URL not echoed: part of a password is in it)
+                "DATABASE_URL has an @ in its password: write it %40 there."
             )
         feeds, feed_problems = parse_feeds(opt("PAPERBOY_FEEDS") or "")
         problems += feed_problems

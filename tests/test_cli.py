@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from bot.cli import main
+from bot.engine.search import Engine
 from tests.slack_harness import seeded_engine
 
 FIXTURES = Path(__file__).parent / "fixtures" / "formats"
@@ -59,20 +60,31 @@ def test_search_on_the_embedded_default(invoke, empty_folder):
     assert list(empty_folder.iterdir()) == []
 
 
-def test_an_ingest_of_files_that_do_not_open_creates_no_database(invoke, empty_folder):
-    """A typo in a fresh folder: said in the ingest's words, exit 1, and no empty database
-    left behind to stop the seed corpus from answering the next lookup."""
+def test_an_ingest_that_reads_nothing_leaves_no_database(invoke, empty_folder):
+    """A typo, a folder, an empty file, a PDF, in a fresh folder: each said in one line,
+    exit 1, and no empty database left to stop the next lookup answering from the seed
+    corpus."""
     (empty_folder / "a-folder").mkdir()
-    result = invoke("ingest", "missing.jsonl", "a-folder")
+    (empty_folder / "empty.jsonl").write_text("")
+    (empty_folder / "paper.pdf").write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n")
+    made = {"a-folder", "empty.jsonl", "paper.pdf"}
+    result = invoke("ingest", "missing.jsonl", "a-folder", "empty.jsonl", "paper.pdf")
     assert result.exit_code == 1
-    assert result.stderr.splitlines() == [
+    errors = result.stderr.splitlines()
+    assert errors[:2] == [
         "missing.jsonl does not exist.",
         "a-folder is a directory, not a corpus file.",
     ]
-    assert result.stdout == "0 added, 0 updated, 0 unchanged, 0 rejected, 2 file(s) unreadable\n"
-    assert sorted(p.name for p in empty_folder.iterdir()) == ["a-folder"]
+    assert len(errors) == 4 and "empty.jsonl" in errors[2] and "paper.pdf" in errors[3]
+    assert result.stdout == "0 added, 0 updated, 0 unchanged, 0 rejected, 4 file(s) unreadable\n"
+    assert {p.name for p in empty_folder.iterdir()} == made
     search = invoke("search", "language agents stepwise", "--limit", "1")
     assert search.exit_code == 0 and "QLASS" in search.stdout
+    # A database that was there before is kept, whatever the ingest read.
+    (empty_folder / "x.jsonl").write_text('{"title": "Wombats", "abstract": "On wombats."}\n')
+    assert invoke("ingest", "x.jsonl").exit_code == 0
+    assert invoke("ingest", "missing.jsonl").exit_code == 1
+    assert "Wombats" in invoke("search", "wombats").stdout
 
 
 @pytest.mark.parametrize("command", ["stats", "ingest"])
@@ -155,13 +167,12 @@ def test_a_missing_seed_folder_is_one_sentence(invoke, empty_folder):
 
 
 def test_an_empty_corpus_says_what_to_run(invoke, tmp_path):
-    """A writing command with a missing seed folder makes an empty database, and says so;
-    lookups over it name the command to run, never "No papers match"."""
+    """Lookups over an empty database (a fresh one without seeds) name the command to run,
+    never "No papers match". (An ingest that reads nothing leaves no database: see
+    ``test_an_ingest_that_reads_nothing_leaves_no_database``.)"""
     db = tmp_path / "empty.db"
-    nothing = tmp_path / "nothing.csv"
-    nothing.write_text("")
     env = {"PAPERBOY_SEED_DIR": str(tmp_path / "missing")}
-    assert invoke("--db", str(db), "ingest", str(nothing), env=env).exit_code == 1
+    Engine.open(db)
     assert db.exists()
     for command in (["search", "diffusion"], ["similar", "x"]):
         result = invoke("--db", str(db), *command, env=env)

@@ -21,12 +21,13 @@ from bot.cli import main
 from bot.settings import Settings
 from bot.slack.server import health_report
 from bot.state import StateStore, StateUnavailable, configure, open_state
-from bot.state.store import HEAD, database_url, describe
+from bot.state.store import HEAD, database_url
 from bot.state.tables import ALL, TASTE_TABLES
 from digest.clock import clock_health, write_heartbeat
 from digest.ledger import STALE_CLAIM, Ledger
 from digest.plan import DigestItem, DigestPlan, DigestSection
 from digest.subscriptions import MAX_TOPICS, SubscriptionError, Subscriptions
+from tests.slack_harness import http
 
 NOW = datetime(2024, 3, 4, 8, 0, tzinfo=UTC)
 #: A SQLite file written by the code before the state store (main at 1d7ce52): members U1
@@ -387,6 +388,10 @@ def test_a_slash_command_during_a_postgresql_restart_gets_an_apology_and_the_nex
                 status, url = slack.slash("topics")
                 assert status == 200  # acknowledged: nothing waits on the database before that
                 assert slack.reply(url)["text"].startswith("Sorry, something went wrong")
+                # Unhealthy to alerts, ready to a platform's check: restarting the web
+                # process would not mend PostgreSQL, and lookups still answer.
+                assert http(slack.url + "/healthz")[0] == 503
+                assert http(slack.url + "/readyz") == (200, '{"status": "ready"}')
             # The operator's log: the outage in one line, no traceback.
             assert not [r for r in caplog.records if r.exc_info], caplog.text
         finally:
@@ -434,24 +439,25 @@ def test_a_database_url_that_is_not_postgresql_is_refused_in_one_sentence(tmp_pa
 
 
 def test_an_at_sign_left_in_a_password_is_named_and_never_echoed(tmp_path: Path) -> None:
-    url = "postgresql://paperboy:p@ss@127.0.0.1:1/paperboy"
+    url = "postgresql://paperboy:p@sswordsecret@127.0.0.1:1/paperboy"
     result = CliRunner().invoke(
         main, ["--db", str(tmp_path / "p.db"), "stats"], env={"DATABASE_URL": url}
     )
     assert result.exit_code == 2
-    assert result.stderr == (
-        "DATABASE_URL has more than one @ before its host: an @ in the user name or password "
-        "must be written %40.\n"
-    )
-    for fine in (  # one @ before the host, or @ only after it
-        "postgresql://u:p%40ss@[::1]:5432/db",
-        "postgresql://db.internal?user=a@b@c",
+    assert result.stderr == "DATABASE_URL has an @ in its password: write it %40 there.\n"
+    # Where no setting checks it (``migrate-state --to``): refused, no part of it shown.
+    path = tmp_path / "paperboy.db"
+    shutil.copy(BEFORE_STORE, path)
+    moved = CliRunner().invoke(main, ["--db", str(path), "migrate-state", "--to", url])
+    assert moved.exit_code == 1 and "secret" not in moved.output
+    assert moved.output == "Error: The database URL has an @ in its password: write it %40 there.\n"
+    for fine in (  # an @ in the user name alone (Azure's user@server), or after the host
+        "postgresql://user@server:p%40ss@server.postgres.database.azure.com/db",
+        "postgresql://db.internal/db?user=a@b",
         "postgresql:///db?host=/var/run/postgresql",
     ):
         assert Settings.from_env({"DATABASE_URL": fine}).database_url == fine
-    # Where no setting checks it (``migrate-state --to``): no part of the password shown.
-    described = describe(database_url(url))
-    assert described == "postgresql://***@127.0.0.1:1/paperboy" and "ss" not in described
+        assert "@" not in (database_url(fine).host or "")
 
 
 @pytest.mark.parametrize("wrong", ["database", "user"])
@@ -473,6 +479,35 @@ def test_a_database_url_the_server_refuses_says_to_check_it(
     assert line.startswith(f"Error: The database {url} refused the connection (")
     assert "does not exist" in line
     assert line.endswith("check the database name, user and password in DATABASE_URL.")
+
+
+@pytest.mark.parametrize(
+    ("answer", "refused"),
+    [
+        ('FATAL:  password authentication failed for user "pb"', True),
+        ("fe_sendauth: no password supplied", True),
+        ('FATAL:  no pg_hba.conf entry for host "10.0.0.7", user "pb", database "pb"', True),
+        ('FATAL:  permission denied for database "pb"', True),
+        ("FATAL:  the database system is starting up", False),
+        ("FATAL:  sorry, too many clients already", False),
+        (
+            'connection to server on socket "/run/postgresql/.s.PGSQL.5432" failed: '
+            "Permission denied",
+            False,
+        ),
+        ('connection to server at "127.0.0.1", port 1 failed: Connection refused', False),
+    ],
+)
+def test_what_no_retry_mends_is_told_apart_from_an_outage(
+    tmp_path: Path, answer: str, refused: bool
+) -> None:
+    """libpq's own words (psycopg gives no SQLSTATE at connection): a refusal says to check
+    DATABASE_URL, an outage to try again."""
+    message = str(
+        StateStore(tmp_path / "p.db")._unavailable(Exception(f"connection failed: {answer}"))
+    )
+    assert ("check the database name, user and password" in message) == refused, message
+    assert ("try again in a moment" in message) != refused
 
 
 def test_the_head_the_store_knows_is_the_latest_migration(store: StateStore) -> None:

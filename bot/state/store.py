@@ -133,6 +133,8 @@ def database_url(target: str | Path) -> URL:
     if raw.startswith("postgres://"):
         raw = "postgresql://" + raw[len("postgres://") :]
     url = make_url(raw)
+    if url.host and "@" in url.host:  # (the URL not shown: part of a password is in it)
+        raise StateError(UNENCODED_AT)
     if url.drivername in ("postgresql", "postgresql+psycopg"):
         return url.set(drivername="postgresql+psycopg")
     if url.get_backend_name() == "sqlite" and url.database:
@@ -143,20 +145,26 @@ def database_url(target: str | Path) -> URL:
     )
 
 
+#: An @ left in a URL's password ends it there: the rest is read as the host.
+UNENCODED_AT = "The database URL has an @ in its password: write it %40 there."
+
+
 def describe(url: URL) -> str:
-    """The database named for an operator, password hidden (and the user name too when an
-    unencoded @ in the password left part of it in the host)."""
+    """The database named for an operator, password hidden."""
     if url.get_backend_name() == "sqlite":
         return str(url.database)
-    if url.host and "@" in url.host:
-        url = url._replace(username=None, password=None, host=url.host.rsplit("@", 1)[1])
-        return url.render_as_string().replace("+psycopg", "").replace("://", "://***@", 1)
     return url.render_as_string(hide_password=True).replace("+psycopg", "")
 
 
 #: PostgreSQL's answers at connection that no retry mends: the URL names a database, user or
 #: password the server does not accept (psycopg gives no SQLSTATE for them, only the text).
-REFUSALS = ("does not exist", "authentication failed", "pg_hba.conf", "permission denied")
+REFUSALS = (
+    "does not exist",
+    "authentication failed",
+    "no password supplied",
+    "pg_hba.conf",
+    "permission denied for database",
+)
 
 
 @dataclass
