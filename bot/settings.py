@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -155,17 +156,17 @@ class SettingsError(ValueError):
         super().__init__(" ".join(problems))
 
 
-def _password_holds_at(url: str) -> bool:
-    """Whether an @ left in the URL's password split it: SQLAlchemy's parse (as libpq's)
-    ends the password at the first @ and reads the rest as the host. (An @ in the user name
-    alone, as Azure's ``user@server`` names, parses right.)"""
-    from sqlalchemy.engine import make_url  # (only with DATABASE_URL set)
-    from sqlalchemy.exc import ArgumentError
+#: A URL's user, ``:``, password, ``@``, then what is read as its host (up to the path or the
+#: query), as SQLAlchemy's parse (and libpq's) reads them: the password ends at its first @.
+_PASSWORD_THEN_HOST = re.compile(r"[\w+]+://[^:/]*:[^@]*@(?P<host>[^/?]*)")
 
-    try:
-        return "@" in (make_url(url).host or "")
-    except ArgumentError:
-        return False  # (said when the state opens it)
+
+def _password_holds_at(url: str) -> bool:
+    """Whether an @ left in the URL's password split it, the rest of the password read as
+    the host. (An @ in the user name alone, as Azure's ``user@server`` names, parses right.)
+    Matched here, not parsed by SQLAlchemy: a lookup never imports it."""
+    found = _PASSWORD_THEN_HOST.match(url)
+    return found is not None and "@" in found.group("host")
 
 
 def _positive(env: Mapping[str, str], name: str, default: int, problems: list[str]) -> int:
