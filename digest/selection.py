@@ -17,7 +17,8 @@ instead (still new ones first), papers they rated or very close to one they 👎
 out (and so are those nearer a 👎-ed paper than to every 👍 one: ``taste.DISLIKE_MARGIN``, and
 those their 👍/👎 classifier thinks unlikely to be 👍: ``TOPIC_MIN_PROBABILITY``), and up to
 ``RECOMMEND_MAX`` papers the model likes that matched none of their topics (and were never
-sent) go in a "Recommended for you" section (``RECOMMEND_FILL`` at most). How many adapts to
+sent) go in a "Recommended for you" section (``RECOMMEND_FILL`` at most; never in a digest
+posted in a channel, which everyone there reads). How many adapts to
 the member's own record with recommendations (``recommend_fill``): none for a member who
 👎 what they were shown, the whole room the topics leave for one who 👍 it. A member without
 feedback gets exactly the digest described above. Any paper at least two
@@ -304,7 +305,9 @@ def _select(
             for r in recommended.get(user, [])
             if r.doc in paper_ids
         ]
-        if items:
+        # What a member likes is theirs alone: a digest the channel reads gets no
+        # recommendations (each says which 👍 paper it is like, and the picks betray it too).
+        if items and not (member and member.digest_channel):
             plan.sections.append(DigestSection(RECOMMENDED, RECOMMENDED_TITLE, items))
         plans[user] = plan
     _count_team_saves(engine, plans, members)

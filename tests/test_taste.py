@@ -171,6 +171,21 @@ def test_recommendations_match_no_topic_say_why_and_exclude_sent_papers(engine) 
     assert set(recommended) <= set(sent)
 
 
+def test_a_digest_posted_in_a_channel_recommends_nothing(engine) -> None:
+    """What a member 👍 is theirs alone: the channel reads neither the picks nor their why."""
+    subscribe(engine, "U1", "diffusion models")
+    for n, paper in enumerate(("protein-0", "protein-1", "protein-4")):
+        click(engine, "U1", paper, "like", n)
+    assert recommended_ids(select_digests(engine, ["U1"])["U1"])
+    Subscriptions(engine.db).set_channel("U1", "C1", NOW, team_id="T1")
+    plan = select_digests(engine, ["U1"])["U1"]
+    assert plan.size and not recommended_ids(plan)
+    message, _ = digest_message(engine, plan, "2024-03-04", owner="U1")
+    assert "Recommended" not in blocks_text(message) and "👍" not in message["text"]
+    Subscriptions(engine.db).set_channel("U1", None, NOW, team_id="T1")  # back in the DM
+    assert recommended_ids(select_digests(engine, ["U1"])["U1"])
+
+
 def test_a_digest_with_recommendations_stays_within_50_blocks(engine) -> None:
     subscribe(engine, "U1", "graph neural networks", "diffusion models", "protein design")
     for n, paper in enumerate(("rl-0", "rl-1", "federated-0")):

@@ -17,7 +17,8 @@ picker): everyone there already sees the paper, and re-posting it into the same 
 only repeat it, while passing it on to another channel is the useful thing left to do.
 Both forms have the same number of blocks, so a plan is cut the same way in either.
 
-A member who gave 👍/👎 may get a last section, "Recommended for you": each paper says why
+A member who gave 👍/👎 may get a last section, "Recommended for you" (in a DM only: selection
+leaves it out of a digest posted in a channel): each paper says why
 ("like the 3 papers you 👍, e.g. “…”"). A paper at least two teammates saved says so ("2
 teammates also saved this": a count, never names). Both notes go in the paper's context line,
 so they cost no block.
