@@ -211,6 +211,8 @@ class SlackHarness:
         ephemeral: bool = True,
         label: str = "button",
         channel_name: str | None = None,
+        block_id: str = "b1",
+        style: str | None = None,
         **post_options: Any,
     ) -> tuple[int, str]:
         """Click a button: a signed ``payload=`` block_actions form (see ``block_actions``);
@@ -226,11 +228,29 @@ class SlackHarness:
             ephemeral=ephemeral,
             label=label,
             channel_name=channel_name,
+            block_id=block_id,
+            style=style,
         )
         self.trigger_ids.append(payload["trigger_id"])
         body = urlencode({"payload": json.dumps(payload)}).encode()
         status, _ = self.post(body, **post_options)
         return status, response_url
+
+    def press(self, message: dict[str, Any], action_id: str, **options: Any) -> tuple[int, str]:
+        """Click the button ``action_id`` of a message only the member sees (an ephemeral
+        answer), sending what Slack sends: the button's label, style, value and block id."""
+        for block in message.get("blocks") or []:
+            for element in block.get("elements") or []:
+                if isinstance(element, dict) and element.get("action_id") == action_id:
+                    return self.click(
+                        action_id,
+                        element.get("value") or "",
+                        label=element["text"]["text"],
+                        style=element.get("style"),
+                        block_id=block.get("block_id") or "b1",
+                        **options,
+                    )
+        raise AssertionError(f"no button {action_id} in the message")
 
     def submit_view(
         self, view: dict[str, Any], answers: dict[str, str | None], *, user: str = "U1"
@@ -320,6 +340,8 @@ def block_actions(
     label: str = "button",
     channel_name: str | None = None,
     app_id: str = APP_ID,
+    block_id: str = "b1",
+    style: str | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The ``block_actions`` payload of a button clicked on a message (an HTTP ``payload=``
     field or a Socket Mode ``interactive`` envelope), with a fresh response_url on ``fake``;
@@ -353,10 +375,11 @@ def block_actions(
             {
                 "type": "button",
                 "action_id": action_id,
-                "block_id": "b1",
+                "block_id": block_id,
                 "text": {"type": "plain_text", "text": label},
                 "value": value,
                 "action_ts": f"{time.time():.6f}",
+                **({"style": style} if style else {}),
             }
         ],
     }

@@ -57,24 +57,55 @@ def test_every_paper_of_a_lookup_has_like_dislike_and_save_with_its_id(
     assert found["like:1"]["text"]["text"] == "👍" and "style" not in found["like:1"]
 
 
-def test_like_is_stored_per_member_a_second_click_undoes_and_dislike_replaces_it(
+def test_like_is_stored_per_member_shown_on_its_buttons_and_undone_from_the_note(
     slack: SlackHarness, state_backend: str
 ) -> None:
-    paper = buttons(lookup(slack))["like:1"]["value"]
-    _, url = slack.click("like:1", paper)
+    answer = lookup(slack)
+    paper = buttons(answer)["like:1"]["value"]
+    _, url = slack.press(answer, "like:1")
     note = slack.reply(url)
     assert note["replace_original"] is False and note["response_type"] == "ephemeral"
     assert "👍 Liked" in note["text"] and "undo" in note["text"]
     assert store(slack).feedback_of("U1") == {paper: "like"}
     assert store(slack).feedback_of("U2") == {}
+    # The note's own buttons show the choice; the next lookup's do too (only to U1).
+    assert buttons(note)["like:1"]["text"]["text"] == "👍 Liked"
+    assert buttons(lookup(slack))["like:1"]["text"]["text"] == "👍 Liked"
+    assert buttons(lookup(slack, user="U2"))["like:1"]["text"]["text"] == "👍"
 
-    _, url = slack.click("dislike:1", paper)
-    slack.reply(url)
+    # The first answer still offers 👍 (Slack cannot redraw it): a second click keeps the like.
+    _, url = slack.press(answer, "like:1")
+    again = slack.reply(url)
+    assert "already" in again["text"] and store(slack).feedback_of("U1") == {paper: "like"}
+
+    _, url = slack.press(again, "dislike:1")  # on the note: the note is redrawn
+    note = slack.reply(url)
+    assert note["replace_original"] is True
+    assert buttons(note)["dislike:1"]["text"]["text"] == "👎 Disliked"
+    assert buttons(note)["like:1"]["text"]["text"] == "👍"
     assert store(slack).feedback_of("U1") == {paper: "dislike"}
 
-    _, url = slack.click("dislike:1", paper)
-    assert "undone" in slack.reply(url)["text"]
+    _, url = slack.press(note, "dislike:1")  # "👎 Disliked": undone
+    undone = slack.reply(url)
+    assert "undone" in undone["text"] and undone["replace_original"] is True
     assert store(slack).feedback_of("U1") == {}
+    assert buttons(lookup(slack))["dislike:1"]["text"]["text"] == "👎"
+
+
+def test_save_on_a_paper_saved_before_keeps_it(slack: SlackHarness, state_backend: str) -> None:
+    """A button that could not show the choice (a lookup from before the save) never
+    removes it: Slack sends the label the member saw, "Save"."""
+    answer = lookup(slack)
+    paper = buttons(answer)["save:2"]["value"]
+    for _ in range(2):
+        _, url = slack.press(answer, "save:2")
+        note = slack.reply(url)
+        assert [p["paper_id"] for p in store(slack).saved_papers("U1")[0]] == [paper]
+    assert "already on your reading list" in note["text"]
+    assert buttons(lookup(slack))["save:2"]["text"]["text"] == "✓ Saved"
+    _, url = slack.press(lookup(slack), "save:2")  # "✓ Saved": removed
+    assert "Removed" in slack.reply(url)["text"]
+    assert store(slack).saved_papers("U1")[1] == 0
 
 
 def own_message(slack: SlackHarness, user: str = "U1") -> tuple[str, dict[str, Any]]:
@@ -87,16 +118,19 @@ def own_message(slack: SlackHarness, user: str = "U1") -> tuple[str, dict[str, A
 
 
 def click_on(slack: SlackHarness, channel: str, message: dict, action_id: str, user: str = "U1"):
-    """Click a button of a message Slack sends back with the click (a non-ephemeral one)."""
-    value = buttons(message)[action_id]["value"]
+    """Click a button of a message Slack sends back with the click (a non-ephemeral one),
+    with the button's label and style as Slack sends them."""
+    button = buttons(message)[action_id]
     payload, url = block_actions(
         slack.fake,
         action_id,
-        value,
+        button["value"],
         user=user,
         channel=channel,
         message_ts=message["ts"],
         ephemeral=False,
+        label=button["text"]["text"],
+        style=button.get("style"),
     )
     payload["message"] = message
     status, _ = slack.post(urlencode({"payload": json.dumps(payload)}).encode())
@@ -156,7 +190,7 @@ def test_saved_papers_appear_in_papers_saved_newest_first_with_paging(
         slack.reply(url)
     _, url = slack.click("like:1", saved[-1])
     slack.reply(url)
-    _, url = slack.click("save:1", saved[0])  # saved again: removed
+    _, url = slack.click("save:1", saved[0], label="✓ Saved")  # "✓ Saved" clicked: removed
     slack.reply(url)
 
     page = lookup(slack, "saved")

@@ -59,6 +59,27 @@ def test_like_and_dislike_exclude_each_other_and_a_second_click_undoes(store: St
         store.set_feedback("U1", "p3", "love", "2024-03-04T08:04:00+00:00")
 
 
+def test_a_click_that_says_what_it_wants_never_undoes_by_accident(store: StateStore) -> None:
+    """``on=True`` (a button that showed 👍, not "👍 Liked") keeps a like; ``on=False`` takes
+    away only what the paper had."""
+    t = "2024-03-04T08:00:00+00:00"
+    assert store.set_feedback("U1", "p1", "like", t, "T1", on=True) == "like"
+    assert store.set_feedback("U1", "p1", "like", t, "T1", on=True) == "like"
+    assert store.feedback_of("U1") == {"p1": "like"}
+    assert store.set_feedback("U1", "p1", "dislike", t, "T1", on=False) == "like"  # not 👎-ed
+    assert store.feedback_of("U1") == {"p1": "like"}
+    assert store.set_feedback("U1", "p1", "dislike", t, "T1", on=True) == "dislike"
+    assert store.set_feedback("U1", "p1", "dislike", t, "T1", on=False) is None
+    assert store.set_feedback("U1", "p1", "dislike", t, "T1", on=False) is None
+    assert store.feedback_of("U1") == {}
+    assert store.toggle_save("U1", "p1", t, "T1", on=True) is True
+    assert store.toggle_save("U1", "p1", t, "T1", on=True) is True  # still saved
+    assert [r["paper_id"] for r in store.saved_papers("U1", team_id="T1")[0]] == ["p1"]
+    assert store.toggle_save("U1", "p1", t, "T1", on=False) is False
+    assert store.toggle_save("U1", "p1", t, "T1", on=False) is False
+    assert store.saved_papers("U1", team_id="T1")[1] == 0
+
+
 def test_saves_toggle_page_newest_first_and_are_counted_for_others(store: StateStore) -> None:
     for n in range(1, 6):
         assert store.toggle_save("U1", f"p{n}", f"2024-03-04T08:0{n}:00+00:00", "T1") is True

@@ -473,3 +473,23 @@ def test_slack_and_the_command_line_help_come_from_one_list() -> None:
         assert f"`/papers {render.escape(usage.args)}`" in slack, usage
     for usage in DIGEST_COMMANDS:
         assert f"`/papers {usage.args}`" in render.DIGEST_USAGE, usage
+
+
+def test_a_click_asks_for_what_its_button_showed() -> None:
+    """ "👍 Liked" (however Slack spells the emoji back) undoes; "👍" likes; so does a
+    button without a label."""
+
+    def shown(action_id: str, label: str | None, style: str | None = None) -> bool:
+        action = {"action_id": action_id, "value": "p1"}
+        if label is not None:
+            action["text"] = {"type": "plain_text", "text": label}
+        if style:
+            action["style"] = style
+        return render.shown_chosen(action)
+
+    assert shown("like:1", "👍 Liked") and shown("like:3", ":+1: Liked")
+    assert shown("dislike:1", ":-1: Disliked") and shown("save:2", "✓ Saved")
+    assert shown("save:1", "Save", style="primary")
+    assert not shown("like:1", "👍") and not shown("like:1", ":+1:")
+    assert not shown("dislike:1", "👎") and not shown("save:1", "Save")
+    assert not shown("like:1", None) and not shown("like:1", "👍 Disliked")

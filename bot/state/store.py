@@ -1078,19 +1078,32 @@ class StateStore:
         return self._feedback_present
 
     def set_feedback(
-        self, user_id: str, paper_id: str, kind: str, now: str, team_id: str | None = None
+        self,
+        user_id: str,
+        paper_id: str,
+        kind: str,
+        now: str,
+        team_id: str | None = None,
+        *,
+        on: bool | None = None,
     ) -> str | None:
         """Click 👍 (``like``) or 👎 (``dislike``): the member's choice afterwards. The two
-        exclude each other (👎 replaces a 👍); the same click again undoes it (None)."""
+        exclude each other (👎 replaces a 👍). ``on``: True gives the paper this ``kind``
+        (again, if it had it), False takes it away (only if it had it); None, the same
+        click again undoes it."""
         if kind not in ("like", "dislike"):
             raise ValueError(f"not a feedback kind: {kind!r}")
         team_id = self.team_for(user_id, team_id)
         mine = _mine(feedback, team_id, user_id) & (feedback.c.paper_id == paper_id)
         with self.member_transaction(user_id, team_id) as conn:
             before = conn.execute(select(feedback.c.kind).where(mine)).scalar()
+            if on is False or (on is None and before == kind):
+                if before == kind:
+                    conn.execute(feedback.delete().where(mine))
+                    return None
+                return before
             if before == kind:
-                conn.execute(feedback.delete().where(mine))
-                return None
+                return kind
             row = {"kind": kind, "created_at": now}
             conn.execute(
                 self._insert(feedback)
@@ -1100,14 +1113,26 @@ class StateStore:
             return kind
 
     def toggle_save(
-        self, user_id: str, paper_id: str, now: str, team_id: str | None = None
+        self,
+        user_id: str,
+        paper_id: str,
+        now: str,
+        team_id: str | None = None,
+        *,
+        on: bool | None = None,
     ) -> bool:
-        """Save the paper to the member's reading list, or remove it: whether it is saved now."""
+        """Save the paper to the member's reading list, or remove it: whether it is saved now.
+        ``on``: True saves it (a saved paper stays as it was), False removes it; None, the
+        one it is not."""
         team_id = self.team_for(user_id, team_id)
         mine = _mine(saves, team_id, user_id) & (saves.c.paper_id == paper_id)
         with self.member_transaction(user_id, team_id) as conn:
             if conn.execute(select(literal(1)).where(mine)).first() is not None:
+                if on is True:
+                    return True
                 conn.execute(saves.delete().where(mine))
+                return False
+            if on is False:
                 return False
             conn.execute(
                 self._insert(saves)

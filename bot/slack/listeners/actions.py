@@ -28,7 +28,9 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from bot.slack import render
 from bot.slack.client import error_code
 from bot.slack.replies import EPHEMERAL_BELOW, reply
-from bot.slack.services import Services
+from bot.slack.services import Services, request_team
+
+from . import feedback
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +55,18 @@ def register(app: App, services: Services) -> None:
     pickers = ThreadPoolExecutor(PICKER_THREADS, thread_name_prefix="paperboy-picker")
 
     @app.action(PAGE_ACTIONS)
-    def page(ack: Ack, action: dict[str, Any], respond: Callable[..., Any]) -> None:
+    def page(
+        ack: Ack, action: dict[str, Any], body: dict[str, Any], respond: Callable[..., Any]
+    ) -> None:
         ack()
-        services.later(respond, show_page, action, respond, services)
+        services.later(respond, show_page, action, respond, services, body)
 
     @app.action(SIMILAR_ACTIONS)
-    def similar(ack: Ack, action: dict[str, Any], respond: Callable[..., Any]) -> None:
+    def similar(
+        ack: Ack, action: dict[str, Any], body: dict[str, Any], respond: Callable[..., Any]
+    ) -> None:
         ack()
-        services.later(respond, show_similar, action, respond, services)
+        services.later(respond, show_similar, action, respond, services, body)
 
     @app.action(SHARE_ACTIONS)
     @app.action(SHARE_ELSEWHERE_ACTIONS)
@@ -88,7 +94,12 @@ def register(app: App, services: Services) -> None:
             services.later(respond, share_paper, action, body, respond, client, services)
 
 
-def show_page(action: dict[str, Any], respond: Callable[..., Any], services: Services) -> None:
+def show_page(
+    action: dict[str, Any],
+    respond: Callable[..., Any],
+    services: Services,
+    body: dict[str, Any] | None = None,
+) -> None:
     data = render.decode_value(action.get("value"))
     query, offset = data.get("q"), data.get("o", 0)
     valid = isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0
@@ -106,14 +117,29 @@ def show_page(action: dict[str, Any], respond: Callable[..., Any], services: Ser
     if not result.hits and result.total and offset >= result.total:
         last = (result.total - 1) // render.PAGE_SIZE * render.PAGE_SIZE
         result = services.engine.search(query, limit=render.PAGE_SIZE, offset=last)
-    reply(respond, render.search_message(result, query=query), replace_original=True)
+    message = render.search_message(result, query=query)
+    reply(respond, _marked(message, body, services), replace_original=True)
 
 
-def show_similar(action: dict[str, Any], respond: Callable[..., Any], services: Services) -> None:
+def show_similar(
+    action: dict[str, Any],
+    respond: Callable[..., Any],
+    services: Services,
+    body: dict[str, Any] | None = None,
+) -> None:
     paper_id = str(action.get("value") or "")
     result = services.engine.similar(paper_id, limit=render.PAGE_SIZE)
     paper = services.engine.paper(paper_id)
-    reply(respond, render.similar_message(result, paper=paper), **EPHEMERAL_BELOW)
+    message = render.similar_message(result, paper=paper)
+    reply(respond, _marked(message, body, services), **EPHEMERAL_BELOW)
+
+
+def _marked(
+    message: dict[str, Any], body: dict[str, Any] | None, services: Services
+) -> dict[str, Any]:
+    """An answer only the clicker sees (pages, similar papers), showing their 👍/👎/Save."""
+    user_id = ((body or {}).get("user") or {}).get("id") or ""
+    return feedback.marked(message, user_id, request_team(body or {}), services)
 
 
 def share_channel(body: dict[str, Any]) -> str | None:

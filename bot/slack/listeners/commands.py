@@ -78,7 +78,9 @@ def answer(
         if not result.hits and services.engine.corpus.count() == 0:
             reply(respond, render.empty_corpus_message(), **EPHEMERAL)
             return
-        reply(respond, render.search_message(result, query=text), **EPHEMERAL)
+        message = render.search_message(result, query=text)
+        user_id, team = command.get("user_id") or "", request_team(command)
+        reply(respond, feedback.marked(message, user_id, team, services), **EPHEMERAL)
 
 
 def command_text(raw: str) -> str:

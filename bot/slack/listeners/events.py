@@ -24,6 +24,7 @@ from bot.slack import render
 from bot.slack.services import Services
 from bot.state import state_for
 
+from . import feedback
 from .commands import HELP_WORDS, command_text
 
 log = logging.getLogger(__name__)
@@ -114,8 +115,12 @@ def lookup_message(services: Services, query: str) -> dict[str, Any]:
 def answer_in(
     client: WebClient, services: Services, event: dict[str, Any], thread_ts: str | None
 ) -> None:
-    """Post the answer where the question was asked (in ``thread_ts``'s thread if given)."""
+    """Post the answer where the question was asked (in ``thread_ts``'s thread if given).
+    In the member's DM it shows their 👍/👎/Save; in a channel, everyone's buttons are blank."""
     message = lookup_message(services, message_query(event.get("text") or ""))
+    if event.get("channel_type") == "im":
+        team = str(event.get("team") or event.get("user_team") or "")
+        message = feedback.marked(message, str(event.get("user") or ""), team, services)
     client.chat_postMessage(
         channel=event.get("channel") or "",
         unfurl_links=False,

@@ -1,11 +1,14 @@
 """👍, 👎 and Save under a paper: the click is stored for the member who made it
 (``bot.state``), and answered at once.
 
+A click asks for what its button showed (``render.shown_chosen``): "👍" likes, "👍 Liked"
+undoes. Messages only the member sees (lookups, similar papers, their DM) show their
+choices from the start (``marked``), so a button never offers what they already chose.
 Where the message is the member's own (a digest or an answer in their DM, which Slack sends
 back with the click) the buttons are redrawn to show the choice through the response_url.
 Elsewhere (an answer only they see, whose blocks Slack does not send back, or a message the
 whole channel sees, where one member's 👍 must not show for everyone) a note only they see
-says what was recorded. A second click on the same button undoes it.
+says what was recorded, with the paper's buttons showing their choice to change or undo it.
 
 Also the reading list: ``/papers saved`` (paged) and ``/papers export bibtex|csv`` (a file in
 the member's DM); ``/papers recommend`` (the member's model's picks, ``digest.taste``) and
@@ -29,7 +32,7 @@ from bot.slack import render
 from bot.slack.client import error_code
 from bot.slack.replies import EPHEMERAL, EPHEMERAL_BELOW, reply
 from bot.slack.services import Services, request_team
-from bot.state import state_for
+from bot.state import StateError, state_for
 from digest.export import EXTENSIONS, export, reading_list
 from digest.taste import recommendations_for
 
@@ -91,13 +94,16 @@ def record_click(
         return
     store = state_for(services.engine.db_path)
     now = datetime.now(UTC).isoformat()
+    want = not render.shown_chosen(action)
+    nothing = {"kind": None, "saved": False}
+    before = store.feedback_on(user_id, [paper_id], team_id).get(paper_id, nothing)
     if kind == render.ACTION_SAVE:
-        store.toggle_save(user_id, paper_id, now, team_id)
+        store.toggle_save(user_id, paper_id, now, team_id, on=want)
+        had = bool(before["saved"])
     else:
-        store.set_feedback(user_id, paper_id, kind, now, team_id)
-    choice = store.feedback_on(user_id, [paper_id], team_id).get(
-        paper_id, {"kind": None, "saved": False}
-    )
+        store.set_feedback(user_id, paper_id, kind, now, team_id, on=want)
+        had = before["kind"] == kind
+    choice = store.feedback_on(user_id, [paper_id], team_id).get(paper_id, nothing)
     message = body.get("message") or {}
     if message.get("blocks") and _own_conversation(body):
         redrawn = {
@@ -106,7 +112,28 @@ def record_click(
         }
         reply(respond, redrawn, replace_original=True)
         return
-    reply(respond, render.feedback_note(kind, choice, paper), **EPHEMERAL_BELOW)
+    note = render.feedback_note(kind, choice, paper, changed=had != want)
+    if action.get("block_id") == render.FEEDBACK_NOTE_BLOCK:  # a click on an earlier note
+        reply(respond, note, replace_original=True)
+    else:
+        reply(respond, note, **EPHEMERAL_BELOW)
+
+
+def marked(
+    message: dict[str, Any], user_id: str, team_id: str | None, services: Services
+) -> dict[str, Any]:
+    """``message`` with the member's 👍/👎/Save shown on its papers' buttons, for a message
+    only they see. As it is when the shared state cannot be read: a lookup must not fail
+    for want of the buttons' colours."""
+    papers = render.feedback_papers(message)
+    if not papers or not user_id:
+        return message
+    try:
+        choices = state_for(services.engine.db_path).feedback_on(user_id, papers, team_id)
+    except StateError as error:
+        log.warning("showing a member's choices on a message: %s", error)
+        return message
+    return render.with_choices(message, choices)
 
 
 def _own_conversation(body: dict[str, Any]) -> bool:
@@ -211,7 +238,7 @@ def show_recommendations(
         for paper, r in found.papers
     ]
     message = render.recommend_message(papers, likes=found.likes, dislikes=found.dislikes)
-    reply(respond, message, **EPHEMERAL)
+    reply(respond, marked(message, user_id, team_id, services), **EPHEMERAL)
 
 
 def set_teammates(

@@ -17,8 +17,9 @@ from slack_sdk.errors import SlackApiError
 from bot.slack import render
 from bot.slack.client import error_code
 from bot.slack.replies import EPHEMERAL, reply
-from bot.slack.services import Services
+from bot.slack.services import Services, request_team
 
+from . import feedback
 from .actions import MAX_OFFSET
 from .events import lookup_message, message_query
 
@@ -102,7 +103,8 @@ def answer_message(
         text = "That message has no words to look papers up with."
         reply(respond, render.error_message(text), **EPHEMERAL)
         return
-    answer = lookup_message(services, query)
+    team = request_team(shortcut)
+    answer = feedback.marked(lookup_message(services, query), user_id, team, services)
     thread = message.get("thread_ts") or message.get("ts")
     try:
         client.chat_postEphemeral(channel=channel, user=user_id, thread_ts=thread, **answer)
