@@ -1410,8 +1410,8 @@ class MemberRecommendations:
 def recommendations_for(
     engine: Engine, user_id: str, limit: int = 5, *, team_id: str | None = None
 ) -> MemberRecommendations:
-    """The member's current top recommendations: not rated, never sent to them, nor very close
-    to a paper they 👎-ed."""
+    """The member's current top recommendations: not rated, never sent to them, not on their
+    reading list already, nor very close to a paper they 👎-ed."""
     store = state_for(engine.db_path)
     member = (store.team_for(user_id, team_id), user_id)
     clicks = store.feedback_by_member([member]).get(member, [])
@@ -1426,9 +1426,9 @@ def recommendations_for(
     if model is None:
         return empty
     index = engine.index
-    sent = list(
-        _docs_of_papers(engine, index, store.sent_papers([member]).get(member, [])).values()
-    )
+    saved = [row["paper_id"] for row in store.saved_papers(user_id, team_id=member[0])[0]]
+    had = store.sent_papers([member]).get(member, []) + saved
+    sent = list(_docs_of_papers(engine, index, had).values())
     [scores] = score_all(index, [model])
     found = recommend(index, model, scores, limit=limit, exclude=np.asarray(sent, np.int64))
     rowids = [int(index.rowids[r.doc]) for r in found]

@@ -493,3 +493,12 @@ def test_a_click_asks_for_what_its_button_showed() -> None:
     assert not shown("like:1", "👍") and not shown("like:1", ":+1:")
     assert not shown("dislike:1", "👎") and not shown("save:1", "Save")
     assert not shown("like:1", None) and not shown("like:1", "👍 Disliked")
+
+
+def test_fewer_recommendations_than_asked_for_say_why() -> None:
+    paper = {"id": "p1", "title": "A paper", "abstract": "Words about diffusion."}
+    few = render.recommend_message([(paper, 2, "Liked one", 0.5)], likes=2, dislikes=0, wanted=5)
+    assert_valid(few)
+    assert "Only 1 paper like the ones you 👍" in blocks_text(few)
+    full = render.recommend_message([(paper, 2, "Liked one", 0.5)], likes=2, dislikes=0, wanted=1)
+    assert "finds more" not in blocks_text(full)

@@ -14,6 +14,7 @@ import pytest
 from bot.engine.search import Engine
 from bot.playground.fake_slack import TEAM_ID
 from bot.slack import render
+from bot.slack.listeners import feedback
 from bot.slack.render.digest import digest_message
 from bot.state import state_for
 from digest import selection, taste
@@ -276,7 +277,14 @@ def test_papers_recommend_end_to_end(slack: SlackHarness, tmp_path: Path) -> Non
     assert papers and not set(papers) & set(liked)
     for n, paper in enumerate(papers, 1):
         assert found[f"dislike:{n}"]["value"] == found[f"save:{n}"]["value"] == paper
+    assert ("each 👍 finds more" in text) == (len(papers) < feedback.RECOMMEND_SHOWN)
     assert "recommend" in blocks_text(render.help_message())
+    # A paper saved is on the reading list already: no longer recommended.
+    _, click_url = slack.click("save:1", papers[0])
+    slack.reply(click_url)
+    _, url = slack.slash("recommend")
+    again = [b["value"] for a, b in buttons(slack.reply(url)).items() if a.startswith("like:")]
+    assert again and papers[0] not in again and set(again) >= set(papers[1:])
 
 
 def test_the_home_tab_shows_saved_papers_and_recommendations(

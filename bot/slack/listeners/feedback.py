@@ -237,7 +237,9 @@ def show_recommendations(
         (paper, r.liked_count, found.liked_titles.get(r.example or ""), r.score)
         for paper, r in found.papers
     ]
-    message = render.recommend_message(papers, likes=found.likes, dislikes=found.dislikes)
+    message = render.recommend_message(
+        papers, likes=found.likes, dislikes=found.dislikes, wanted=RECOMMEND_SHOWN
+    )
     reply(respond, marked(message, user_id, team_id, services), **EPHEMERAL)
 
 

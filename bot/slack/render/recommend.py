@@ -11,7 +11,9 @@ from slack_sdk.models.blocks.basic_components import MarkdownTextObject
 
 from bot.engine.search import Hit
 
-from .blocks import MAX_CONTEXT_ELEMENTS, as_message, section
+from bot.english import count
+
+from .blocks import MAX_CONTEXT_ELEMENTS, as_message, context, section
 from .escaping import clip_escaped
 from .lookup import paper_blocks
 
@@ -26,6 +28,12 @@ ONLY_DISLIKES = (
 NOTHING_LEFT = (
     "Nothing new to recommend right now: every paper like the ones you 👍 was already sent "
     "to you or rated. New papers come in your digest."
+)
+
+#: Under fewer recommendations than asked for.
+FEWER = (
+    "Only {} like the ones you 👍 are neither sent to you, rated nor saved yet: "
+    "each 👍 finds more."
 )
 
 
@@ -55,9 +63,11 @@ def recommend_message(
     *,
     likes: int,
     dislikes: int,
+    wanted: int | None = None,
 ) -> dict[str, Any]:
     """The recommendations: ``papers`` as (paper, how many 👍 papers it is like, the title of
-    the most alike, score); or the sentence saying why there are none."""
+    the most alike, score); or the sentence saying why there are none. Fewer than ``wanted``
+    say why there are not more."""
     if not papers:
         text = (
             NO_FEEDBACK
@@ -72,4 +82,6 @@ def recommend_message(
         blocks.append(DividerBlock())
         one = paper_blocks(Hit(paper=paper, score=score), index=n, share=True, similar=True)
         blocks += with_notes(one, [liked_note(liked_count, example)])
+    if wanted and len(papers) < wanted:
+        blocks += [DividerBlock(), context(FEWER.format(count(len(papers), "paper")))]
     return as_message(f"Recommended for you: {len(papers)} papers", blocks)
