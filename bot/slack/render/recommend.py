@@ -10,7 +10,6 @@ from slack_sdk.models.blocks import Block, ContextBlock, DividerBlock
 from slack_sdk.models.blocks.basic_components import MarkdownTextObject
 
 from bot.engine.search import Hit
-
 from bot.english import count
 
 from .blocks import MAX_CONTEXT_ELEMENTS, as_message, context, section
@@ -32,8 +31,7 @@ NOTHING_LEFT = (
 
 #: Under fewer recommendations than asked for.
 FEWER = (
-    "Only {} like the ones you 👍 are neither sent to you, rated nor saved yet: "
-    "each 👍 finds more."
+    "Only {} like the ones you 👍 are neither sent to you, rated nor saved yet: each 👍 finds more."
 )
 
 
