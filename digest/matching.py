@@ -262,6 +262,7 @@ class TopicCheck:
     corpus_size: int = 0
     top: list[Hit] = field(default_factory=list)
     error: str | None = None
+    unmentioned: list[str] = field(default_factory=list)  # its words that no paper has
 
     @property
     def broad_limit(self) -> int:
@@ -272,14 +273,15 @@ class TopicCheck:
     @property
     def verdict(self) -> str:
         """``error``, ``broad``, ``general`` (common words, no paper mainly about them),
-        ``none`` or ``ok``."""
+        ``none``, ``partly`` (it matches, on its other words: some are in no paper) or
+        ``ok``."""
         if self.error:
             return "error"
         if self.matches > self.broad_limit:
             return "broad"
         if not self.matches:
             return "general" if self.mentions > self.broad_limit else "none"
-        return "ok"
+        return "partly" if self.unmentioned else "ok"
 
     @property
     def advice(self) -> str | None:
@@ -298,7 +300,16 @@ class TopicCheck:
                 "No paper in the corpus matches it yet; new papers that do will come in your "
                 "digest. Check the spelling, or try fewer or more general words."
             ),
+            "partly": (
+                f"No paper mentions {_quoted(self.unmentioned)}, so for now it matches on its "
+                "other words alone. Check the spelling; papers that do mention "
+                f"{'it' if len(self.unmentioned) == 1 else 'them'} will come in your digest."
+            ),
         }.get(self.verdict)
+
+
+def _quoted(words: list[str]) -> str:
+    return ", ".join(f"“{w}”" for w in words)
 
 
 def check_topic(engine: Engine, text: str) -> TopicCheck:
@@ -310,6 +321,7 @@ def check_topic(engine: Engine, text: str) -> TopicCheck:
     check.matches = match.count
     try:
         check.mentions = engine.count(text)
+        check.unmentioned = engine.unmentioned(text)
     except QueryError:
         check.mentions = 0
     if match.count:

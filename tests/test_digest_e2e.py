@@ -21,6 +21,7 @@ from bot.slack.client import make_client
 from bot.slack.poster import SlackPoster
 from bot.slack.render.digest import DIGEST_EVENT, digest_message
 from digest.delivery import Dispatcher
+from digest.matching import check_topic
 from digest.plan import DigestItem, DigestPlan, DigestSection
 from digest.schedule import next_digest
 from digest.subscriptions import Subscriptions
@@ -82,6 +83,19 @@ def test_subscribe_reports_topics_that_are_too_broad_or_match_nothing(slack) -> 
     assert "of the corpus" in broad and "Narrow it" in broad
     narrow = blocks_text(ask(slack, "subscribe quantum chemistry"))
     assert "matches *0* papers" in narrow and "No paper in the corpus matches it yet" in narrow
+    # A word no paper has: the topic matches on the others, and says so.
+    partly = blocks_text(ask(slack, "subscribe graph neural networks chromodynamics"))
+    assert ":warning: No paper mentions “chromodynamics”" in partly, partly
+    # Fewer matches than a lookup counts: the reply says why.
+    graphs = blocks_text(ask(slack, "subscribe graph learning"))
+    matches = check_topic(slack.engine, "graph learning").matches
+    mentions = slack.engine.count("graph learning")
+    assert 0 < matches < mentions
+    assert (
+        f"matches *{matches}* papers in the corpus now (mainly about it: {mentions} mention"
+        in graphs
+    )
+    assert "which is what a lookup counts" in graphs
 
 
 @pytest.mark.parametrize(

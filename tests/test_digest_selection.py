@@ -227,6 +227,11 @@ def test_check_topic_reports_too_broad_and_too_narrow(engine: Engine) -> None:
     assert broad.verdict == "broad" and "of the corpus" in broad.advice
     narrow = check_topic(engine, "quantum chemistry")
     assert narrow.verdict == "none" and narrow.top == [] and "No paper" in narrow.advice
+    partly = check_topic(engine, "graph neural networks chromodynamics")
+    assert (
+        partly.verdict == "partly" and partly.matches and partly.unmentioned == ["chromodynamics"]
+    )
+    assert "No paper mentions “chromodynamics”" in partly.advice
     bad = check_topic(engine, "venue:Nowhere graph")
     assert bad.verdict == "error" and "Nowhere" in bad.error
 

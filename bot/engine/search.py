@@ -600,6 +600,11 @@ class Engine:
         """How many papers a query matches (raises QueryError for an unusable query)."""
         return self._rank(parse_query(query), 0, 0, count=True).total
 
+    def unmentioned(self, query: str) -> list[str]:
+        """The query's words no paper mentions (raises QueryError for an unusable query): a
+        topic naming them matches on its other words until papers with them come."""
+        return _unmentioned(parse_query(query), self.index)
+
     def similar(self, paper_id: str, limit: int = 5, offset: int = 0) -> SearchResult:
         """More like this: the paper's strongest terms, as a query, without the paper itself."""
         result = SearchResult(query=f"similar:{paper_id}", offset=offset)
@@ -861,7 +866,7 @@ class Engine:
     def _notices(query: Query, index: Index, found: bool) -> list[str]:
         """What the user should know about how the query was read ("Missing: ...")."""
         notices = []
-        missing = [w for w in query.words if (t := words(w)) and index.vocab.id_of(t[0]) < 0]
+        missing = _unmentioned(query, index)
         quoted = ", ".join(f"“{w}”" for w in missing)
         if missing and (found or len(missing) < len(query.words)):
             notices.append(f"No paper mentions {quoted}; results match the other words.")
@@ -1180,3 +1185,8 @@ def _richest_window(hits: list[int], norms: list[str], width: int) -> int:
         if len(counts) > best_count:
             best, best_count = window_start, len(counts)
     return best
+
+
+def _unmentioned(query: Query, index: Index) -> list[str]:
+    """The query's words that are in no paper (not in the index's vocabulary)."""
+    return [w for w in query.words if (t := words(w)) and index.vocab.id_of(t[0]) < 0]

@@ -175,6 +175,12 @@ def subscribe(
     else:
         head = f"You already follow *{shown}* (topic {number}); nothing changed."
     found = f"It matches *{check.matches:,}* {noun_for(check.matches, 'paper')} in the corpus now"
+    if check.mentions > check.matches:
+        # A lookup counts every paper with any of the words: say why this number is smaller.
+        found += (
+            f" (mainly about it: {check.mentions:,} mention its words, which is what "
+            "a lookup counts)"
+        )
     found += ", the best:" if check.top else "."
     # No papers at all: "matches nothing" would blame the topic; say what to run instead.
     empty = not check.matches and services.engine.corpus.count() == 0
@@ -183,7 +189,8 @@ def subscribe(
     blocks: list[Block] = [render.section(f"{head}\n{found}")]
     blocks += render.sections(_paper_line(h) for h in check.top)
     if check.advice and not empty:
-        icon = ":warning:" if check.verdict in ("broad", "general") else ":information_source:"
+        warn = check.verdict in ("broad", "general", "partly")
+        icon = ":warning:" if warn else ":information_source:"
         advice = render.clip_escaped(check.advice, render.MAX_SECTION_TEXT - 30, markup=True)
         blocks.append(render.section(f"{icon} {advice}"))
     blocks.append(
@@ -226,7 +233,9 @@ def topics(
     blocks: list[Block] = [*render.sections([head, *lines])]
     blocks.append(
         render.context(
-            f"{_schedule_line(services, member, now)} `/papers unsubscribe &lt;number&gt;` drops a topic."
+            f"{_schedule_line(services, member, now)} `/papers unsubscribe &lt;number&gt;` drops a topic. "
+            "Counts are papers mainly about each topic; a lookup counts every paper with "
+            "any of its words."
         )
     )
     return _message(head + " " + "; ".join(lines), blocks)
