@@ -1,5 +1,7 @@
 """Small English helpers shared by every front end (CLI, Slack, digests)."""
 
+from datetime import datetime
+
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``"1 paper"``, ``"2 papers"``, ``"1,200 papers"``."""
@@ -18,3 +20,9 @@ def empty_corpus(where: str = "") -> str:
     database for an operator at the command line."""
     place = f" in {where}" if where else ""
     return f"Paperboy has no papers{place} yet: an operator adds them with `paperboy ingest FILE`."
+
+
+def day_and_time(when: datetime) -> str:
+    """ "Thu 3 Dec 09:00": how every message names a day and time (the digest's own header
+    says "Thu 3 Dec" too, so no zero-padded day)."""
+    return f"{when:%a} {when.day} {when:%b %H:%M}"

@@ -17,7 +17,7 @@ from slack_sdk import WebClient
 from slack_sdk.models.blocks import Block
 
 from bot.engine.query import QueryError
-from bot.english import count, empty_corpus, noun_for
+from bot.english import count, day_and_time, empty_corpus, noun_for
 from bot.slack import render
 from bot.slack.home import republish_home
 from bot.slack.poster import SlackPoster
@@ -131,13 +131,13 @@ def _schedule_line(services: Services, member: Member, now: datetime) -> str:
         if member.topic_count and member.digest_enabled is False:
             return "Your digest is *off* (`/papers digest on` turns it back on)."
         return "Your digest starts with your first topic."
-    where = f"<#{member.digest_channel}>" if member.digest_channel else "a direct message"
+    where = f"in <#{member.digest_channel}>" if member.digest_channel else "by a direct message"
     taken = Ledger(services.engine.db).taken(member.user_id, member.team_id)
     upcoming = next_digest(member, now, taken)
-    when = f" Next: {upcoming:%a %d %b %H:%M}." if upcoming else ""
+    when = f" Next: {day_and_time(upcoming)}." if upcoming else ""
     return (
         f"Your digest: {describe_days(member.digest_days)} at {member.digest_time} "
-        f"({render.escape(member.tz or 'UTC')}), by {where}.{when}"
+        f"({render.escape(member.tz or 'UTC')}), {where}.{when}"
     )
 
 

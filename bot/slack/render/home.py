@@ -28,7 +28,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.english import noun_for
+from bot.english import day_and_time, noun_for
 
 from .blocks import button, context, mrkdwn, section
 from .escaping import clip_escaped, escape
@@ -79,7 +79,7 @@ def last_digest_line(row: dict[str, Any] | None, zone: Any) -> str:
     stamp = row.get("finished_at") or row.get("claimed_at") or ""
     try:
         when = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(zone)
-        shown = f"{when:%a %d %b %H:%M}"
+        shown = day_and_time(when)
     except ValueError:
         shown = "recently"
     if status == "sent":
@@ -138,9 +138,9 @@ def home_dashboard(
         blocks.append(SectionBlock(text=mrkdwn(topic_line(query, matches)), accessory=remove))
 
     blocks.append(DividerBlock())
-    where = f"<#{digest_channel}>" if digest_channel else "a direct message"
+    where = f"in <#{digest_channel}>" if digest_channel else "by a direct message"
     if enabled:
-        state = f"*Daily digest: on*, by {where}."
+        state = f"*Daily digest: on*, {where}."
     elif topics and digest_enabled is False:
         state = "*Daily digest: off.*"
     else:
@@ -175,7 +175,7 @@ def home_dashboard(
     blocks.append(ActionsBlock(elements=[days]))
     zone = escape(tz)
     when = (
-        f"Next digest: *{upcoming:%a %d %b %H:%M}* ({zone})"
+        f"Next digest: *{day_and_time(upcoming)}* ({zone})"
         if upcoming and enabled
         else f"No digest scheduled (times are in {zone})"
     )
