@@ -127,6 +127,7 @@ def test_topics_are_numbered_with_their_counts_and_unsubscribe_takes_either(slac
     assert "1. graph neural networks · 9 papers" in text
     assert "2. diffusion models · 9 papers" in text
     assert "3. quantum chemistry · 0 papers" in text
+    assert blocks_text(ask(slack, "topic")) == text  # as a member might type it
     assert "Unsubscribed from *diffusion models*" in ask(slack, "unsubscribe 2")["text"]
     assert (
         "Unsubscribed from *quantum chemistry*"

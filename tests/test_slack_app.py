@@ -186,14 +186,15 @@ def test_subcommands_are_handed_to_the_subscriptions_listener(
 
     module = SimpleNamespace(handle=handle)
     monkeypatch.setattr("bot.slack.listeners.commands.subscriptions", module)
-    for text in ("subscribe diffusion", "unsubscribe 2", "topics", "digest time 08:30"):
+    texts = ("subscribe diffusion", "unsubscribe 2", "topics", "topic", "digest time 08:30")
+    for text in texts:
         _, url = slack.slash(text, user="U5")
         assert slack.reply(url)["text"] == f"handled {text}"
     assert seen[0] == ("U5", "subscribe diffusion", "xoxb-test-paperboy", True)
     # "topics" with more words is a lookup, not the subcommand.
     _, url = slack.slash("topics in reinforcement learning")
     assert "papers match" in slack.reply(url)["text"] or "No papers" in slack.reply(url)["text"]
-    assert len(seen) == 4
+    assert len(seen) == len(texts)
 
 
 # --- awkward input --------------------------------------------------------------------------

@@ -24,10 +24,10 @@ log = logging.getLogger(__name__)
 
 COMMAND = "/papers"
 HELP_WORDS = frozenset({"help", "?", "-h", "--help", "usage"})
-# Handled by the subscriptions listener; "topics" only on its own, so that
+# Handled by the subscriptions listener; "topics" (or "topic") only on its own, so that
 # "/papers topics in RL" stays a lookup.
 SUBSCRIPTION_WORDS = frozenset({"subscribe", "unsubscribe", "digest"})
-SUBSCRIPTION_ALONE = frozenset({"topics"})
+SUBSCRIPTION_ALONE = frozenset({"topics", "topic"})
 
 # Mentions as Slack sends them (``should_escape``: a typed "<" arrives as "&lt;", so these are
 # always real mentions picked in Slack's autocomplete, never text the user typed): special

@@ -39,7 +39,7 @@ from digest.subscriptions import (
 
 log = logging.getLogger(__name__)
 
-SUBCOMMANDS = ("subscribe", "unsubscribe", "topics", "digest")
+SUBCOMMANDS = ("subscribe", "unsubscribe", "topics", "topic", "digest")
 _CHANNEL = re.compile(r"^<#([CG][A-Z0-9]+)(?:\|[^>]*)?>$|^([CG][A-Z0-9]{6,})$")
 
 
@@ -99,7 +99,7 @@ def handle(
             message = subscribe(services, subscriptions, member, rest, now)
         elif word == "unsubscribe":
             message = unsubscribe(subscriptions, member, rest)
-        elif word == "topics":
+        elif word in ("topics", "topic"):
             message = topics(services, subscriptions, member, now)
         elif word == "digest":
             message = digest(services, subscriptions, member, rest, client, now)
