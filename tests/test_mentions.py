@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from slack_sdk import WebClient
 
+from bot.state import state_for
 from tests.slack_harness import BOT_TOKEN, SlackHarness, assert_valid, buttons
 from tests.surfaces import global_shortcut, post_payload
 
@@ -117,3 +118,25 @@ def test_a_message_in_a_channel_without_a_mention_is_not_a_query(slack: SlackHar
     )
     slack.fake.wait_for(lambda: slack.fake.messages_in(channel))
     assert not slack.fake.messages_in("C5")
+
+
+def test_a_direct_message_answers_help_and_commands_and_shows_the_members_choices(
+    slack: SlackHarness,
+) -> None:
+    channel = open_dm(slack, "U2")
+    dm = {"type": "message", "channel_type": "im", "channel": channel, "user": "U2"}
+
+    def answer_to(text: str, ts: str) -> dict[str, Any]:
+        before = len(slack.fake.messages_in(channel))
+        slack.event({**dm, "text": text, "ts": ts})
+        return slack.fake.wait_for(lambda: slack.fake.messages_in(channel)[before:])[0]
+
+    help_answer = answer_to("help", "1700000000.000601")
+    assert_valid(help_answer)
+    assert "/papers subscribe" in str(help_answer["blocks"])  # the whole help, not a hint
+    saved = answer_to("saved", "1700000000.000602")
+    assert "send `/papers saved`" in saved["text"] and not buttons(saved)
+    paper = slack.engine.search("graph neural networks").hits[0].id
+    state_for(slack.engine.db_path).toggle_save("U2", paper, "2024-03-04T08:00:00+00:00")
+    found = buttons(answer_to("graph neural networks", "1700000000.000603"))
+    assert found["save:1"]["value"] == paper and found["save:1"]["text"]["text"] == "✓ Saved"

@@ -33,6 +33,15 @@ log = logging.getLogger(__name__)
 MAX_QUERY_CHARS = 500
 # Links as Slack sends them: <https://x.org|label> (the label is kept) or <https://x.org>.
 _LINK = re.compile(r"<(?:https?|mailto):[^<>|]*(?:\|([^<>]*))?>")
+#: Words that begin a ``/papers`` subcommand: typed in a message, they are not a lookup.
+TYPED_COMMANDS = frozenset(
+    {"saved", "recommend", "subscribe", "unsubscribe", "topics", "topic", "digest", "export"}
+    | {"teammates"}
+)
+TYPED_COMMAND_HINT = (
+    "That is a command: send `/papers {}` (slash commands work here too). "
+    "Anything else you type is looked up."
+)
 MENTION_HINT = (
     "Mention me with keywords to look papers up, like `@Paperboy diffusion models year:2024`. "
     + render.HELP_HINT
@@ -116,8 +125,17 @@ def answer_in(
     client: WebClient, services: Services, event: dict[str, Any], thread_ts: str | None
 ) -> None:
     """Post the answer where the question was asked (in ``thread_ts``'s thread if given).
-    In the member's DM it shows their 👍/👎/Save; in a channel, everyone's buttons are blank."""
-    message = lookup_message(services, message_query(event.get("text") or ""))
+    In the member's DM it shows their 👍/👎/Save; in a channel, everyone's buttons are blank.
+    A subcommand typed as a message ("saved", "subscribe gnn") says how to run it."""
+    query = message_query(event.get("text") or "")
+    first = query.split(maxsplit=1)[0].lower() if query else ""
+    if first in TYPED_COMMANDS:
+        text = TYPED_COMMAND_HINT.format(render.clip_escaped(query, 200))
+        message = render.as_message(text, [render.section(text)])
+    elif event.get("channel_type") == "im" and query.lower() in HELP_WORDS:
+        message = render.help_message()
+    else:
+        message = lookup_message(services, query)
     if event.get("channel_type") == "im":
         team = str(event.get("team") or event.get("user_team") or "")
         message = feedback.marked(message, str(event.get("user") or ""), team, services)
