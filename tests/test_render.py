@@ -502,3 +502,15 @@ def test_fewer_recommendations_than_asked_for_say_why() -> None:
     assert "Only 1 paper like the ones you 👍" in blocks_text(few)
     full = render.recommend_message([(paper, 2, "Liked one", 0.5)], likes=2, dislikes=0, wanted=1)
     assert "finds more" not in blocks_text(full)
+
+
+def test_the_reading_list_and_recommendations_show_an_abstracts_start_not_all_of_it() -> None:
+    abstract = " ".join(f"word{n}" for n in range(400))
+    paper = {"id": "p1", "title": "A long paper", "abstract": abstract}
+    for message in (
+        render.saved_message([paper], total=1, offset=0, choices={}),
+        render.recommend_message([(paper, 1, "Liked", 0.4)], likes=1, dislikes=0),
+    ):
+        assert_valid(message)
+        text = blocks_text(message)
+        assert "word0 word1" in text and "word399" not in text and "…" in text

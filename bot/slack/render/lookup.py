@@ -9,7 +9,7 @@ from typing import Any
 
 from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement, DividerBlock
 
-from bot.engine.search import Hit, SearchResult
+from bot.engine.search import Hit, SearchResult, make_snippet
 from bot.english import noun_for
 
 from .blocks import MAX_BLOCKS, MAX_SECTION_TEXT, as_message, button, context, encode_value, section
@@ -90,6 +90,12 @@ def paper_blocks(
     if buttons:
         blocks.append(ActionsBlock(elements=buttons))
     return blocks
+
+
+def lead(paper: dict[str, Any], score: float = 0.0) -> Hit:
+    """A paper shown without a query (the reading list, recommendations): the start of its
+    abstract as the snippet, as long as a lookup's, not the whole abstract."""
+    return Hit(paper=paper, score=score, snippet=make_snippet(paper.get("abstract") or "", set()))
 
 
 def paper_texts(

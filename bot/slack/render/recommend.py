@@ -9,12 +9,11 @@ from typing import Any
 from slack_sdk.models.blocks import Block, ContextBlock, DividerBlock
 from slack_sdk.models.blocks.basic_components import MarkdownTextObject
 
-from bot.engine.search import Hit
 from bot.english import count
 
 from .blocks import MAX_CONTEXT_ELEMENTS, as_message, context, section
 from .escaping import clip_escaped
-from .lookup import paper_blocks
+from .lookup import lead, paper_blocks
 
 NO_FEEDBACK = (
     "I have nothing to recommend yet: click 👍 under papers you like (in your digest or a "
@@ -78,7 +77,7 @@ def recommend_message(
     blocks: list[Block] = [section(head)]
     for n, (paper, liked_count, example, score) in enumerate(papers, 1):
         blocks.append(DividerBlock())
-        one = paper_blocks(Hit(paper=paper, score=score), index=n, share=True, similar=True)
+        one = paper_blocks(lead(paper, score), index=n, share=True, similar=True)
         blocks += with_notes(one, [liked_note(liked_count, example)])
     if wanted and len(papers) < wanted:
         blocks += [DividerBlock(), context(FEWER.format(count(len(papers), "paper")))]

@@ -7,12 +7,10 @@ from typing import Any
 
 from slack_sdk.models.blocks import ActionsBlock, Block, DividerBlock
 
-from bot.engine.search import Hit
-
 from .blocks import as_message, button, encode_value, section
 from .escaping import clip_escaped
 from .feedback import feedback_buttons, with_choice
-from .lookup import paper_blocks
+from .lookup import lead, paper_blocks
 
 ACTION_SAVED_NEXT = "saved_next"
 ACTION_SAVED_PREVIOUS = "saved_previous"
@@ -43,7 +41,7 @@ def saved_message(
             blocks.append(ActionsBlock(elements=feedback_buttons(paper["id"], n, {"saved": True})))
             continue
         blocks.append(DividerBlock())
-        blocks += paper_blocks(Hit(paper=paper, score=0.0), index=n, share=True, similar=True)
+        blocks += paper_blocks(lead(paper), index=n, share=True, similar=True)
     nav = []
     if offset > 0:
         back = max(offset - SAVED_PAGE_SIZE, 0)
