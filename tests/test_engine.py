@@ -7,6 +7,7 @@ import pytest
 
 from bot.engine.search import Engine
 from bot.settings import SEED_DIR
+from bot.slack import render
 
 
 def write_jsonl(path: Path, papers: list[dict]) -> Path:
@@ -266,6 +267,16 @@ def test_words_no_paper_mentions_are_named(engine):
         "No paper mentions any of “zyzzyva”, “qwxjk”."
     ]
     assert engine.search("zyzzyva").notices == []
+
+
+def test_an_author_filter_on_a_corpus_without_authors_says_so(engine, seeded):
+    """The seed papers list no authors: an empty answer says why, not only "no match"."""
+    empty = seeded.search("diffusion author:smith")
+    assert not empty.hits and any("lists its authors" in n for n in empty.notices)
+    message = render.search_message(empty, query="diffusion author:smith")
+    assert "No paper here lists its authors" in message["text"]
+    # Where papers have authors, an author with no papers is just no match.
+    assert not any("lists its authors" in n for n in engine.search("protein author:zzz").notices)
 
 
 def test_coordination_only_reorders_and_can_be_turned_off(engine):

@@ -283,6 +283,12 @@ class Corpus:
     def count(self) -> int:
         return self.db.execute("select count(*) from papers").fetchone()[0]
 
+    def has_authors(self) -> bool:
+        """Whether any paper lists its authors (the seed corpus has none: an ``author:``
+        filter there can only come back empty, and a lookup says why)."""
+        query = "select 1 from papers where authors is not null and authors not in ('', '[]')"
+        return self.db.execute(query + " limit 1").fetchone() is not None
+
     def has_at_least(self, n: int) -> bool:
         """Whether ``n`` or more papers are stored, from at most ``n`` index entries (a
         full count of 872k papers right after their ingest read 2 s of pages back from the

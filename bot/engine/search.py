@@ -592,6 +592,8 @@ class Engine:
         result.total = ranked.total
         result.hits = self._hits(ranked, parsed, snippets)
         result.notices = self._notices(parsed, ranked.index, found=bool(result.hits))
+        if not result.hits and parsed.authors and not self.corpus.has_authors():
+            result.notices.append("No paper here lists its authors, so `author:` finds none.")
         if not result.hits:
             result.suggestions = self._suggestions(parsed)
         return result
@@ -877,6 +879,8 @@ class Engine:
             years = years[years > 0]
             if len(years):
                 notices.append(f"Papers here are from {years.min()} to {years.max()}.")
+            else:
+                notices.append("No paper here has a year, so `year:` finds none.")
         return notices
 
     def _suggestions(self, query: Query) -> list[str]:

@@ -219,6 +219,8 @@ def search_message(result: SearchResult, *, query: str) -> dict[str, Any]:
 
 def _no_results(result: SearchResult, shown_query: str) -> dict[str, Any]:
     blocks: list[Block] = [section(f":shrug: No papers match “{shown_query}”.")]
+    if result.notices:  # why: a word no paper has, the years there are, no authors at all
+        blocks.append(context(*(escape_plain(n) for n in result.notices)))
     if result.suggestions:
         blocks.append(section("Did you mean one of these?"))
         buttons = [
@@ -233,6 +235,8 @@ def _no_results(result: SearchResult, shown_query: str) -> dict[str, Any]:
         )
     )
     text = f"No papers match “{shown_query}”."
+    if result.notices:
+        text += " " + " ".join(escape_plain(n) for n in result.notices)
     if result.suggestions:
         text += " Try: " + "; ".join(escape_plain(s) for s in result.suggestions[:5])
     return as_message(text, blocks)
