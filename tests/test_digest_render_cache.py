@@ -174,12 +174,11 @@ def test_what_belongs_to_one_member_stays_in_their_digest(engine) -> None:
         f"{a}:4" for a in ("similar", "share", "like", "dislike", "save")
     ]
     assert first[0]["text"]["text"][3:] == fourth[0]["text"]["text"][3:]
-    # Other terms, another snippet and score.
+    # Other terms, another snippet; no score (a digest's order is not the scores').
     other = paper_blocks(messages["other terms"], "graph-0")
     assert "*message*" in other[0]["text"]["text"] and "*message*" not in first[0]["text"]["text"]
-    assert (
-        "score 0.330" in paper_blocks(messages["other score"], "graph-0")[1]["elements"][0]["text"]
-    )
+    facts = paper_blocks(messages["other score"], "graph-0")[1]["elements"][0]["text"]
+    assert "matched *graph*, *neural*" in facts and "score" not in facts
     # The long paper's snippet, one letter shorter as its 10th paper than as its 9th.
     ninth = paper_blocks(messages["ninth"], "long-0")[0]["text"]["text"]
     tenth = paper_blocks(messages["tenth"], "long-0")[0]["text"]["text"]
@@ -238,3 +237,25 @@ def test_papers_read_ahead_for_a_batch_render_as_digest_message_and_afresh_once_
         same(engine, renderer, plan, digest_id="x")
     text = paper_blocks(renderer.message(plans()["first"], "x")[0], "graph-0")[0]["text"]["text"]
     assert "Renamed: a new title" in text and "*Graph*" in text
+
+
+def test_new_papers_say_so_and_no_paper_shows_a_score(engine) -> None:
+    """A section lists new papers first, then older ones: a score per paper would read out of
+    order, so each new paper says "new" instead."""
+    plan = DigestPlan(
+        "U1",
+        [
+            section(
+                1,
+                "graphs",
+                item("graph-1", ["graph"], 0.2, new=True),
+                item("graph-0", ["graph"], 0.6),
+            )
+        ],
+    )
+    message = same(engine, DigestRenderer(engine), plan)
+    new = paper_blocks(message, "graph-1")[1]["elements"]
+    old = paper_blocks(message, "graph-0")[1]["elements"]
+    assert any(":new: new" in e["text"] for e in new)
+    assert not any(":new:" in e["text"] for e in old)
+    assert "score" not in json.dumps(message)

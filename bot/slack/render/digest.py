@@ -92,9 +92,9 @@ class _Blocks:
     ) -> list[dict[str, Any]]:
         """One paper's blocks (``render.paper_blocks``), numbered ``index``, ``notes`` in its
         context line."""
-        hit = Hit(
-            paper=paper, score=item.score, snippet=self.snippet(paper, item.why), why=item.why
-        )
+        # No score: a section lists new papers first, then older ones (each by the member's
+        # taste once they have one), so scores would read out of order; "new" says why.
+        hit = Hit(paper=paper, score=0.0, snippet=self.snippet(paper, item.why), why=item.why)
         one = render.paper_blocks(
             hit, index=index, share=True, similar=True, share_elsewhere=elsewhere
         )
@@ -115,8 +115,9 @@ class _Blocks:
 
 
 def _notes(item: DigestItem, titles: dict[str, str]) -> list[str]:
-    """Why a recommendation came, and how many teammates saved the paper (mrkdwn, escaped)."""
-    notes = []
+    """Whether the paper is new since the member's last digest, why a recommendation came,
+    and how many teammates saved the paper (mrkdwn, escaped)."""
+    notes = [":new: new"] if item.new else []
     if item.liked_count:
         notes.append(render.liked_note(item.liked_count, titles.get(item.liked_example or "")))
     if item.team_saves:  # selection notes it from TEAM_SAVES_SHOWN on
@@ -229,7 +230,7 @@ class DigestRenderer(_Blocks):
     why, teammates' saves). So they are made as ``digest_message`` makes them (slack_sdk
     objects, validated as they are serialised) the first time, and every later digest gets
     a copy with its own number and notes put in. They are keyed by everything else they
-    show: the paper, the terms it matched (its snippet), its score, the share button's kind,
+    show: the paper, the terms it matched (its snippet), the share button's kind,
     and how many digits its number has (the snippet's room in Slack's 3000 characters counts
     them). Snippets, papers and the other blocks (dividers, topic lines, footers) are kept
     too. All of it is dropped when the corpus changes (its version, read at most every
@@ -364,7 +365,7 @@ class DigestRenderer(_Blocks):
     def paper(
         self, paper: dict[str, Any], item: DigestItem, index: int, elsewhere: bool, notes: list[str]
     ) -> list[dict[str, Any]]:
-        key = (paper["id"], tuple(item.why), item.score, elsewhere, len(str(index)))
+        key = (paper["id"], tuple(item.why), elsewhere, len(str(index)))
         made = self._paper_blocks.get(key)
         if made is None:
             made = self._paper_blocks[key] = (index, self._made(paper, item, index, elsewhere))
@@ -382,9 +383,7 @@ class DigestRenderer(_Blocks):
             if shape is None and _is_shape(blocks, paper_id):
                 self._shapes[elsewhere] = (paper_id, blocks)
             return blocks
-        hit = Hit(
-            paper=paper, score=item.score, snippet=self.snippet(paper, item.why), why=item.why
-        )
+        hit = Hit(paper=paper, score=0.0, snippet=self.snippet(paper, item.why), why=item.why)
         text, facts = render.paper_texts(hit, index=index, memo=self._texts)
         # Cut as render.section and render.context cut them.
         cut = render.mrkdwn
