@@ -205,7 +205,21 @@ def _ctx(click_ctx: click.Context, db_path: Path | None) -> Context:
     return Context(db_path)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group, ending quietly with status 0 when its reader goes away
+    (``paperboy search x | head``) where click would exit 1: the reader had all it wanted."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # Python's advice (the signal module's docs): stdout to devnull, so that the
+            # flush at exit does not fail on the closed pipe again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(0) from None
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @db_option
 @click.version_option(package_name="paperboy")
 @click.pass_context
@@ -540,7 +554,7 @@ with_scheduler_option = click.option(
     "--port",
     type=click.IntRange(0, 65535),
     default=None,
-    help="Port to listen on (default: $PORT or 3000).",
+    help="Port to listen on (default: $PORT or 3000; 0: any free port, named at start-up).",
 )
 @click.option(
     "--host", default=None, help="Address to bind (default: $HOST; the playground: 127.0.0.1)."

@@ -229,8 +229,9 @@ class Settings:
             return value or None
 
         port_text = opt("PORT") or "3000"
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            problems.append(f"PORT must be a number between 1 and 65535, not {port_text!r}.")
+        if not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+            # 0 as with --port 0: any free port, which the start-up lines name.
+            problems.append(f"PORT must be a number between 0 and 65535, not {port_text!r}.")
             port_text = "3000"
         grace = opt("PAPERBOY_DIGEST_GRACE_SECONDS") or str(6 * 3600)
         if grace.startswith("-") and grace[1:].isdigit():

@@ -505,3 +505,30 @@ def test_the_readmes_read_only_commands_answer_on_a_fresh_install(invoke, empty_
             assert json.loads(result.stdout.splitlines()[0])["results"], line
         ran.append(args[0])
     assert {"search", "similar", "stats", "manifest"} <= set(ran), ran
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly_with_0(tmp_path: Path) -> None:
+    """``paperboy search x | head``: the pipe closes after the first lines; more than a pipe's
+    buffer (64 KiB) was still to come, so writing it fails. That is the reader's choice, not
+    an error: status 0 and nothing on stderr (click alone exits 1)."""
+    papers = tmp_path / "many.jsonl"
+    with papers.open("w") as out:
+        for n in range(400):
+            words = " ".join(f"topic{n}w{k}" for k in range(40))
+            out.write(
+                json.dumps({"id": f"p{n}", "title": f"Model {n}", "abstract": f"model {words}"})
+            )
+            out.write("\n")
+    db = tmp_path / "many.db"
+    assert CliRunner().invoke(main, ["--db", str(db), "ingest", str(papers)]).exit_code == 0
+    command = [sys.executable, "-c", "from bot.cli import main; main()", "--db", str(db)]
+    process = subprocess.Popen(
+        [*command, "search", "model", "--limit", "400"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline()  # the first line, as `head -1` reads it
+    process.stdout.close()
+    errors = process.stderr.read()
+    assert process.wait(timeout=60) == 0 and errors == b""

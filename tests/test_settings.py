@@ -124,3 +124,11 @@ def test_every_setting_is_in_the_readmes_table_and_every_row_is_read():
     assert "PAPERBOY_FEEDS" in read and len(read) > 20  # the pattern still finds them
     assert read - documented == set(), "settings missing from README's Configuration table"
     assert documented - read - numpy == set(), "README rows that no code reads"
+
+
+def test_port_0_means_any_free_port_as_with_serve_port_0():
+    assert Settings.from_env({"PORT": "0"}).port == 0
+    assert Settings.from_env({"PORT": "8080"}).port == 8080
+    for bad in ("65536", "-1", "http"):
+        with pytest.raises(SettingsError, match="PORT must be a number between 0 and 65535"):
+            Settings.from_env({"PORT": bad})
