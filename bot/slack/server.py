@@ -33,7 +33,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -367,13 +367,23 @@ def corpus_problem(db_path: Path) -> str | None:
     need it; the shared database (``DATABASE_URL``) they do not, and a PostgreSQL outage
     gets its short apology from every web process rather than their restart."""
     try:
-        db = connect(db_path, read_only=True)  # (as ``health_report``: see there)
-        with contextlib.closing(db.conn):
-            db.execute("PRAGMA busy_timeout = 2000")
+        with _fresh_read(db_path) as db:
             db.execute("select count(*) from papers").fetchone()
     except (sqlite3.Error, DatabaseError) as error:
         return f"{error}"
     return None
+
+
+@contextlib.contextmanager
+def _fresh_read(db_path: Path) -> Iterator[Any]:
+    """A new read-only connection to the corpus file, closed after: the checks' own, since
+    the app's connections keep working on a file deleted or replaced underneath them and
+    would hide it. The engine's own read-only open: a WAL database in a folder this process
+    may not write has no -shm file and cannot get one, which a bare mode=ro would fail on."""
+    db = connect(db_path, read_only=True)
+    with contextlib.closing(db.conn):
+        db.execute("PRAGMA busy_timeout = 2000")
+        yield db
 
 
 def health_report(db_path: Path, now: datetime | None = None) -> dict[str, Any]:
@@ -387,11 +397,7 @@ def health_report(db_path: Path, now: datetime | None = None) -> dict[str, Any]:
     """
     body: dict[str, Any] = {"status": "ok"}
     try:
-        # The engine's own read-only open: a WAL database in a folder this process may not
-        # write has no -shm file and cannot get one, which a bare mode=ro would fail on.
-        db = connect(db_path, read_only=True)
-        with contextlib.closing(db.conn):
-            db.execute("PRAGMA busy_timeout = 2000")
+        with _fresh_read(db_path) as db:
             papers = db.execute("select count(*) from papers").fetchone()[0]
             row = db.execute("select value from meta where key = 'corpus_version'").fetchone()
             clock = clock_health(db, now or datetime.now(UTC))
