@@ -118,10 +118,13 @@ class Ledger:
 
     def taken(self, user_id: str, team_id: str | None = None) -> Callable[[date], bool]:
         """Whether the member's scheduled digest of a local date has a row, whatever its
-        status (``Dispatcher.run_due`` then sends none that day): ``next_digest``'s ``taken``."""
+        status (``Dispatcher.run_due`` then sends none that day): ``next_digest``'s ``taken``.
+        As ``claim`` does, a digest of that day with an id from before s040 (no team) counts."""
 
         def taken(day: date) -> bool:
-            return bool(self.existing([self.scheduled_id(user_id, day.isoformat(), team_id)]))
+            local = day.isoformat()
+            ids = {self.scheduled_id(user_id, local, team_id), self.scheduled_id(user_id, local)}
+            return bool(self.existing(ids))
 
         return taken
 

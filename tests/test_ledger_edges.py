@@ -5,7 +5,7 @@ Each test here was written against a change to ``digest/ledger.py`` that the res
 suite let through (mutation testing, tests/README.md)."""
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -238,3 +238,13 @@ def test_a_released_claim_is_retaken_at_once_and_forgets_a_channel_only_if_its_o
     [third] = ledger.retake_stale(T0, user_id="U1")
     assert third.channel == "DU1"  # a retaken claim may already be in Slack
     assert ledger.retake_stale(T0 + STALE_CLAIM, user_id="U2") == []
+
+
+def test_a_days_digest_from_before_member_keys_counts_as_taken(engine) -> None:
+    """A digest claimed under the id of before s040 (``U1:2024-03-04``, no team) is that day's
+    digest for the member in their workspace too: "Next:" must not promise another one."""
+    ledger = Ledger(engine.db, worker="w")
+    assert ledger.claim("U1:2024-03-04", "U1", "2024-03-04", plan("U1", "p1"), T0)
+    assert ledger.taken("U1", "T1")(date(2024, 3, 4))
+    assert not ledger.taken("U1", "T1")(date(2024, 3, 5))
+    assert not ledger.taken("U2", "T1")(date(2024, 3, 4))
