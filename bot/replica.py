@@ -72,7 +72,7 @@ def seed_shared(engine: Engine, shared: SharedCorpus) -> UpsertCounts | None:
     version = corpus.version
     done = shared.publish(corpus.papers_changed_since(-1), only_if_empty=True)
     if done is not None:
-        _mark_published(engine, version)
+        _mark_published(engine, version, shared.published_seqs)
         log.info("shared corpus: seeded with this host's %s papers", f"{done.added:,}")
     return done
 
@@ -90,15 +90,21 @@ def publish(engine: Engine, shared: SharedCorpus | None = None) -> UpsertCounts 
     if version <= since:
         return UpsertCounts()
     done = shared.publish(corpus.papers_changed_since(since))
-    _mark_published(engine, version)
+    _mark_published(engine, version, shared.published_seqs)
     return done
 
 
-def _mark_published(engine: Engine, version: int) -> None:
+def _mark_published(engine: Engine, version: int, seqs: tuple[int, int] | None) -> None:
+    """Note the local corpus version now in the shared corpus; and, when this host had
+    applied every shared row before its own (``seqs``: the head the publish found, and its
+    last row), that it has the new rows too: they are its own papers, so ``stats`` on the
+    host that ingested does not call it behind."""
     with write_transaction(engine.db):
         corpus = engine.corpus
         if int(corpus.get_meta(PUBLISHED) or 0) < version:
             corpus.set_meta(PUBLISHED, str(version))
+        if seqs is not None and int(corpus.get_meta(POSITION) or 0) == seqs[0] < seqs[1]:
+            corpus.set_meta(POSITION, str(seqs[1]))
 
 
 class Replica:

@@ -182,14 +182,15 @@ def test_the_first_hosts_seed_the_empty_shared_corpus_once_even_at_the_same_mome
     assert later.corpus.count() == shared.count()
 
 
-def test_the_host_that_seeded_applies_its_own_papers_without_changing_them(
+def test_the_host_that_seeded_has_its_own_papers_applied_already(
     tmp_path: Path, shared: SharedCorpus
 ) -> None:
     first = host(tmp_path, "first", seeds=SEEDS)
     version = first.corpus.version
     assert shared.count() == first.corpus.count() > 0
     follower = replica.Replica(first, shared)
-    assert follower.sync().changed == 0
+    assert follower.position() == shared.head()  # the rows it seeded are its own papers
+    assert follower.sync() is None
     assert first.corpus.version == version
     assert replica.publish(first).changed == 0  # nothing of its own left to share
 
@@ -250,10 +251,17 @@ def test_paperboy_ingest_shares_the_papers_and_stats_shows_the_lag(
     assert "shared corpus: 3 added, 0 updated" in done.stderr
     shared = SharedCorpus(open_state(database_env))
     assert shared.count() == 3
+    # The host that ingested has the papers it shared: not "3 changes behind".
     stats = runner.invoke(main, ["--db", str(laptop), "stats", "--json"])
-    assert json.loads(stats.stdout)["replica"] == {"position": 0, "shared": 3, "behind": 3}
+    assert json.loads(stats.stdout)["replica"] == {"position": 3, "shared": 3, "behind": 0}
     text = runner.invoke(main, ["--db", str(laptop), "stats"])
-    assert "replica   3 changes behind the shared corpus (applied 0 of 3)" in text.stdout
+    assert "replica   up to date with the shared corpus (applied 3 of 3)" in text.stdout
+    # Another host's ingest: this one is behind by that until it syncs.
+    desk = tmp_path / "desk.db"
+    more = write_jsonl(tmp_path / "b.jsonl", [paper(4)])
+    assert runner.invoke(main, ["--db", str(desk), "ingest", str(more)]).exit_code == 0
+    text = runner.invoke(main, ["--db", str(laptop), "stats"])
+    assert "replica   1 change behind the shared corpus (applied 3 of 4)" in text.stdout
 
 
 def test_an_ingest_the_database_refuses_says_so_and_running_it_again_shares_it(

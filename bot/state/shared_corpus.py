@@ -81,6 +81,7 @@ class SharedCorpus:
 
     def __init__(self, store: StateStore):
         self.store = store
+        self.published_seqs: tuple[int, int] | None = None  # the last publish's (see there)
 
     def head(self) -> int:
         """The highest ``seq`` committed (0 for an empty shared corpus)."""
@@ -103,9 +104,13 @@ class SharedCorpus:
         ``only_if_empty``: seeding the shared corpus from a host's own papers, which happens
         once: None (and nothing written) when it has papers already, also when another
         process seeded it a moment before (the check is made holding the writers' lock).
+
+        ``published_seqs`` is then ``(head, last)``: the head it found, holding the lock, and
+        the last ``seq`` it gave; the rows between are all this publish's.
         """
         counts = UpsertCounts()
         now = utcnow()
+        self.published_seqs = None
         with self.store.write() as conn:
             if self.store.is_postgres:
                 conn.execute(text("select pg_advisory_xact_lock(:k)"), {"k": PUBLISH_LOCK})
@@ -159,6 +164,7 @@ class SharedCorpus:
                     flush()
             if batch:
                 flush()
+            self.published_seqs = (int(head), seq)
         return counts
 
     def changes(self, after: int, upto: int, page: int = PAGE) -> Iterator[SharedPaper]:
