@@ -13,6 +13,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.slack import render
 from bot.slack.listeners.shortcuts import MESSAGE_SHORTCUT, SEARCH_SHORTCUT
+from bot.state import state_for
 from tests.slack_harness import (
     BOT_TOKEN,
     SlackHarness,
@@ -74,6 +75,31 @@ def test_the_global_shortcut_opens_a_modal_that_answers_in_itself_with_paging(
     post_payload(slack, view_action(second, {"type": "button", **previous}))
     slack.fake.wait_for(lambda: len(slack.fake.calls_to("views.update")) >= 2)
     assert ids_in(slack.fake.modal(modal["id"])) == expected
+
+
+def test_the_modals_papers_take_likes_and_saves_in_place(slack: SlackHarness) -> None:
+    modal = open_search(slack)
+    _, ack = slack.submit_view(modal, {"search_query": "diffusion models"})
+    first = {**ack["view"], "id": modal["id"], "hash": slack.fake.modal(modal["id"])["hash"]}
+    save = element(first, "save:1")
+    assert save["text"]["text"] == "Save"
+    post_payload(slack, view_action(first, {"type": "button", **save}))
+    slack.fake.wait_for(lambda: slack.fake.calls_to("views.update"))
+    shown = slack.fake.modal(modal["id"])
+    assert element(shown, "save:1")["text"]["text"] == "✓ Saved"
+    assert element(shown, "save:2")["text"]["text"] == "Save"
+    assert ids_in(shown) == ids_in(first)  # the same page, only the button changed
+    store = state_for(slack.engine.db_path)
+    assert [r["paper_id"] for r in store.saved_papers("U1")[0]] == [save["value"]]
+    # A new search shows it saved; "✓ Saved" clicked there removes it.
+    _, ack = slack.submit_view(shown, {"search_query": "diffusion models"})
+    again = {**ack["view"], "id": modal["id"], "hash": slack.fake.modal(modal["id"])["hash"]}
+    saved = element(again, "save:1")
+    assert saved["text"]["text"] == "✓ Saved"
+    post_payload(slack, view_action(again, {"type": "button", **saved}))
+    slack.fake.wait_for(lambda: len(slack.fake.calls_to("views.update")) >= 2)
+    assert element(slack.fake.modal(modal["id"]), "save:1")["text"]["text"] == "Save"
+    assert store.saved_papers("U1")[1] == 0
 
 
 def test_an_empty_search_is_refused_under_the_box(slack: SlackHarness) -> None:

@@ -53,10 +53,17 @@ MAX_OFFSET = 100_000
 def register(app: App, services: Services) -> None:
     @app.action(FEEDBACK_ACTIONS)
     def click(
-        ack: Ack, action: dict[str, Any], body: dict[str, Any], respond: Callable[..., Any]
+        ack: Ack,
+        action: dict[str, Any],
+        body: dict[str, Any],
+        respond: Callable[..., Any],
+        client: WebClient,
     ) -> None:
         ack()
-        services.later(respond, record_click, action, body, respond, services)
+        if (body.get("container") or {}).get("type") == "view":  # the search modal
+            services.later(None, record_click_in_view, action, body, client, services)
+        else:
+            services.later(respond, record_click, action, body, respond, services)
 
     @app.action(SAVED_PAGES)
     def saved_page(
@@ -84,26 +91,13 @@ def record_click(
 ) -> None:
     kind = str(action.get("action_id") or "").split(":", 1)[0]
     paper_id = str(action.get("value") or "")
-    user = body.get("user") or {}
-    user_id = user.get("id") or ""
-    team_id = request_team(body)
     paper = services.engine.paper(paper_id)
-    if paper is None or not user_id:
+    clicked = _store_click(action, body, services) if paper is not None else None
+    if paper is None or clicked is None:
         text = f"That paper (`{render.clip_escaped(paper_id, 120)}`) is no longer in the corpus."
         reply(respond, render.error_message(text), **EPHEMERAL_BELOW)
         return
-    store = state_for(services.engine.db_path)
-    now = datetime.now(UTC).isoformat()
-    want = not render.shown_chosen(action)
-    nothing = {"kind": None, "saved": False}
-    before = store.feedback_on(user_id, [paper_id], team_id).get(paper_id, nothing)
-    if kind == render.ACTION_SAVE:
-        store.toggle_save(user_id, paper_id, now, team_id, on=want)
-        had = bool(before["saved"])
-    else:
-        store.set_feedback(user_id, paper_id, kind, now, team_id, on=want)
-        had = before["kind"] == kind
-    choice = store.feedback_on(user_id, [paper_id], team_id).get(paper_id, nothing)
+    choice, had, want = clicked
     message = body.get("message") or {}
     if message.get("blocks") and _own_conversation(body):
         redrawn = {
@@ -125,15 +119,76 @@ def marked(
     """``message`` with the member's 👍/👎/Save shown on its papers' buttons, for a message
     only they see. As it is when the shared state cannot be read: a lookup must not fail
     for want of the buttons' colours."""
-    papers = render.feedback_papers(message)
-    if not papers or not user_id:
-        return message
+    found = choices(render.feedback_papers(message), user_id, team_id, services)
+    return render.with_choices(message, found) if found else message
+
+
+def _store_click(
+    action: dict[str, Any], body: dict[str, Any], services: Services
+) -> tuple[dict[str, Any], bool, bool] | None:
+    """Store what the click asks for (what its button showed: ``render.shown_chosen``):
+    the member's choice on the paper afterwards, whether the paper had the clicked kind
+    before, and whether the click asked for it. None without a member."""
+    kind = str(action.get("action_id") or "").split(":", 1)[0]
+    paper_id = str(action.get("value") or "")
+    user_id = (body.get("user") or {}).get("id") or ""
+    team_id = request_team(body)
+    if not user_id:
+        return None
+    store = state_for(services.engine.db_path)
+    now = datetime.now(UTC).isoformat()
+    want = not render.shown_chosen(action)
+    nothing = {"kind": None, "saved": False}
+    before = store.feedback_on(user_id, [paper_id], team_id).get(paper_id, nothing)
+    if kind == render.ACTION_SAVE:
+        store.toggle_save(user_id, paper_id, now, team_id, on=want)
+        had = bool(before["saved"])
+    else:
+        store.set_feedback(user_id, paper_id, kind, now, team_id, on=want)
+        had = before["kind"] == kind
+    choice = store.feedback_on(user_id, [paper_id], team_id).get(paper_id, nothing)
+    return choice, had, want
+
+
+#: What ``views.update`` takes of a view as Slack sends it back with a click.
+VIEW_FIELDS = ("type", "callback_id", "title", "submit", "close", "private_metadata")
+VIEW_FIELDS += ("clear_on_close", "notify_on_close")
+
+
+def record_click_in_view(
+    action: dict[str, Any], body: dict[str, Any], client: WebClient, services: Services
+) -> None:
+    """👍/👎/Save in the search modal: stored as anywhere, then the modal redrawn with the
+    paper's buttons showing the choice (``views.update``; the view's hash makes Slack refuse
+    it when the member searched again meanwhile, and that newer page shows the choice)."""
+    paper_id = str(action.get("value") or "")
+    if services.engine.paper(paper_id) is None:
+        return  # gone from the corpus since the page was drawn: nothing to store
+    clicked = _store_click(action, body, services)
+    view = body.get("view") or {}
+    if clicked is None or not view.get("id"):
+        return
+    shown = {k: view[k] for k in VIEW_FIELDS if k in view}
+    shown["blocks"] = render.with_choice(view.get("blocks") or [], paper_id, clicked[0])
     try:
-        choices = state_for(services.engine.db_path).feedback_on(user_id, papers, team_id)
+        client.views_update(view_id=view["id"], hash=view.get("hash"), view=shown)
+    except SlackApiError as error:
+        if error_code(error) != "hash_conflict":
+            raise
+
+
+def choices(
+    paper_ids: list[str], user_id: str, team_id: str | None, services: Services
+) -> dict[str, dict[str, Any]]:
+    """The member's 👍/👎/Save on these papers; none when the shared state cannot be read
+    (an answer must not fail for want of the buttons' colours)."""
+    if not paper_ids or not user_id:
+        return {}
+    try:
+        return state_for(services.engine.db_path).feedback_on(user_id, paper_ids, team_id)
     except StateError as error:
-        log.warning("showing a member's choices on a message: %s", error)
-        return message
-    return render.with_choices(message, choices)
+        log.warning("showing a member's choices: %s", error)
+        return {}
 
 
 def _own_conversation(body: dict[str, Any]) -> bool:

@@ -38,19 +38,19 @@ def register(app: App, services: Services) -> None:
         client.views_open(trigger_id=body.get("trigger_id") or "", view=render.search_view())
 
     @app.view(render.SEARCH_VIEW)
-    def search_submitted(ack: Ack, view: dict[str, Any]) -> None:
+    def search_submitted(ack: Ack, view: dict[str, Any], body: dict[str, Any]) -> None:
         query = read_query(view)
         if not query:
             ack(response_action="errors", errors={render.SEARCH_QUERY_BLOCK: "Type a few words."})
             return
         result = services.engine.search(query, limit=render.PAGE_SIZE)
-        ack(response_action="update", view=render.search_view(query, result))
+        ack(response_action="update", view=_results_view(query, result, body, services))
 
     @app.action(render.SEARCH_NEXT)
     @app.action(render.SEARCH_PREVIOUS)
     def page(ack: Ack, action: dict[str, Any], body: dict[str, Any], client: WebClient) -> None:
         ack()
-        services.later(None, show_page, action, body.get("view") or {}, client, services)
+        services.later(None, show_page, action, body.get("view") or {}, client, services, body)
 
     @app.message_shortcut(MESSAGE_SHORTCUT)
     def about_message(
@@ -66,8 +66,21 @@ def read_query(view: dict[str, Any]) -> str:
     return " ".join(str(typed.get("value") or "").split())
 
 
+def _results_view(
+    query: str, result: Any, body: dict[str, Any], services: Services
+) -> dict[str, Any]:
+    """The modal with a page of results, each paper's buttons showing the member's 👍/👎/Save."""
+    user_id = (body.get("user") or {}).get("id") or ""
+    found = feedback.choices([h.id for h in result.hits], user_id, request_team(body), services)
+    return render.search_view(query, result, found)
+
+
 def show_page(
-    action: dict[str, Any], view: dict[str, Any], client: WebClient, services: Services
+    action: dict[str, Any],
+    view: dict[str, Any],
+    client: WebClient,
+    services: Services,
+    body: dict[str, Any] | None = None,
 ) -> None:
     """Next/Previous in the modal: the other page, in place (``views.update``; the view's
     hash makes Slack refuse it if the member submitted a new query meanwhile)."""
@@ -81,7 +94,7 @@ def show_page(
         client.views_update(
             view_id=view.get("id") or "",
             hash=view.get("hash"),
-            view=render.search_view(query, result),
+            view=_results_view(query, result, body or {}, services),
         )
     except SlackApiError as error:
         if error_code(error) != "hash_conflict":  # a newer search won: nothing to do

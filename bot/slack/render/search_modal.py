@@ -27,6 +27,7 @@ from bot.english import noun_for
 
 from .blocks import MAX_SECTION_TEXT, button, context, encode_value, section
 from .escaping import clip, clip_escaped, escape_plain
+from .feedback import with_choices
 from .lookup import PAGE_SIZE, QUERY_SHOWN_CHARS, paper_blocks
 
 SEARCH_VIEW = "search_papers_modal"  # the modal's callback_id
@@ -40,8 +41,13 @@ ADD_TOPIC_BLOCK, ADD_TOPIC_ACTION = "add_topic", "topic"
 TOPIC_CHARS = 200  # digest.subscriptions.MAX_TOPIC_CHARS
 
 
-def search_view(query: str = "", result: SearchResult | None = None) -> dict[str, Any]:
-    """The search modal: the query box (holding ``query``), and ``result``'s page under it."""
+def search_view(
+    query: str = "",
+    result: SearchResult | None = None,
+    choices: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The search modal: the query box (holding ``query``), and ``result``'s page under it,
+    each paper with 👍/👎/Save showing the member's ``choices`` (``StateStore.feedback_on``)."""
     box = PlainTextInputElement(
         action_id=SEARCH_QUERY_ACTION,
         max_length=QUERY_CHARS,
@@ -71,7 +77,10 @@ def search_view(query: str = "", result: SearchResult | None = None) -> dict[str
         ),
         blocks=blocks,
     )
-    return view.to_dict()
+    shown = view.to_dict()
+    if choices:
+        shown["blocks"] = with_choices({"blocks": shown["blocks"]}, choices)["blocks"]
+    return shown
 
 
 def _result_blocks(query: str, result: SearchResult) -> list[Block]:
@@ -90,7 +99,7 @@ def _result_blocks(query: str, result: SearchResult) -> list[Block]:
     ]
     for n, hit in enumerate(result.hits, start=first):
         blocks.append(DividerBlock())
-        blocks += paper_blocks(hit, index=n, share=False, similar=False, feedback=False)
+        blocks += paper_blocks(hit, index=n, share=False, similar=False)
     nav = []
     if result.offset > 0:
         back = max(result.offset - PAGE_SIZE, 0)
