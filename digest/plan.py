@@ -23,6 +23,8 @@ class DigestItem:
     liked_example: str | None = None
     #: How many teammates (same workspace, not the member) saved it: shown from 2 on.
     team_saves: int = 0
+    #: On the member's own reading list (its Save button says so, in their DM).
+    saved: bool = False
 
 
 #: The ``topic_id`` of the "Recommended for you" section (papers the member's model likes that

@@ -318,7 +318,8 @@ def _count_team_saves(
     engine: Engine, plans: dict[MemberKey, DigestPlan], members: dict[MemberKey, Member]
 ) -> None:
     """Note on each planned paper how many teammates saved it (from ``TEAM_SAVES_SHOWN`` on),
-    for members who did not turn that off: one query for every plan."""
+    for members who did not turn that off, and whether the member saved it: one query for
+    every plan."""
     store = state_for(engine.db_path)
     wanted = {paper for plan in plans.values() for paper in plan.paper_ids}
     if not wanted:
@@ -328,11 +329,15 @@ def _count_team_saves(
         return
     off = store.team_saves_off([u for u, plan in plans.items() if plan.size])
     for user, plan in plans.items():
-        if user in off:
-            continue
         team, user_id = user
         for section in plan.sections:
             for item in section.items:
+                item.saved = any(
+                    saver == user_id and (saver_team or "") == (team or "")
+                    for saver, saver_team in savers.get(item.paper_id, ())
+                )
+                if user in off:
+                    continue
                 # Teammates are members of the same workspace (the same user id elsewhere
                 # is someone else's account, and never a teammate of itself).
                 others = sum(

@@ -209,6 +209,20 @@ def team_line(engine: Engine, user: str = "U1") -> str:
     return blocks_text(digest_message(engine, plan, "2024-03-04")[0])
 
 
+def test_a_paper_the_member_saved_shows_saved_in_their_dm_digest_only(engine) -> None:
+    subscribe(engine, "U1", "graph neural networks")
+    first, second = select_digests(engine, ["U1"])["U1"].paper_ids[:2]
+    save(engine, "U1", first)
+    save(engine, "U2", second)  # a teammate's save is not the member's
+    plan = select_digests(engine, ["U1"])["U1"]
+    found = buttons(digest_message(engine, plan, "2024-03-04")[0])
+    marks = {b["value"]: b["text"]["text"] for a, b in found.items() if a.startswith("save:")}
+    assert marks[first] == "✓ Saved" and marks[second] == "Save"
+    # Posted in a channel, nobody learns what the member saved.
+    channel = buttons(digest_message(engine, plan, "2024-03-04", owner="U1")[0])
+    assert all(b["text"]["text"] == "Save" for a, b in channel.items() if a.startswith("save:"))
+
+
 def test_teammates_saves_are_counted_from_two_never_named(engine) -> None:
     subscribe(engine, "U1", "graph neural networks")
     first = select_digests(engine, ["U1"])["U1"].paper_ids[0]

@@ -176,6 +176,8 @@ def _compose(
             item = items[paper_id]  # as the id's last item (a plan holds each paper once)
             notes = _notes(item, titles)
             one = make.paper(papers[paper_id], item, number + 1, bool(owner), notes)
+            if item.saved and not owner:  # a copy: the batch shares the blocks it made
+                one = render.with_choice(one, paper_id, {"kind": None, "saved": True})
             if len(body) + TOPIC_BLOCKS + len(fitted) + len(one) > room:
                 break
             number += 1
