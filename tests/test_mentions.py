@@ -10,7 +10,7 @@ import pytest
 from slack_sdk import WebClient
 
 from bot.state import state_for
-from tests.slack_harness import BOT_TOKEN, SlackHarness, assert_valid, buttons
+from tests.slack_harness import BOT_TOKEN, TEAM_ID, SlackHarness, assert_valid, buttons
 from tests.surfaces import global_shortcut, post_payload
 
 
@@ -136,7 +136,11 @@ def test_a_direct_message_answers_help_and_commands_and_shows_the_members_choice
     assert "/papers subscribe" in str(help_answer["blocks"])  # the whole help, not a hint
     saved = answer_to("saved", "1700000000.000602")
     assert "send `/papers saved`" in saved["text"] and not buttons(saved)
+    # Words that are subcommands only alone, as with /papers, are looked up otherwise.
+    topic_models = answer_to("topic models", "1700000000.000604")
+    assert "That is a command" not in topic_models["text"] and buttons(topic_models)
+    assert "send `/papers subscribe gnn`" in answer_to("subscribe gnn", "1700000000.000605")["text"]
     paper = slack.engine.search("graph neural networks").hits[0].id
-    state_for(slack.engine.db_path).toggle_save("U2", paper, "2024-03-04T08:00:00+00:00")
+    state_for(slack.engine.db_path).toggle_save("U2", paper, "2024-03-04T08:00:00+00:00", TEAM_ID)
     found = buttons(answer_to("graph neural networks", "1700000000.000603"))
     assert found["save:1"]["value"] == paper and found["save:1"]["text"]["text"] == "✓ Saved"

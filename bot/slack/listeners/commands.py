@@ -27,7 +27,8 @@ HELP_WORDS = frozenset({"help", "?", "-h", "--help", "usage"})
 # Handled by the subscriptions listener; "topics" (or "topic") only on its own, so that
 # "/papers topics in RL" stays a lookup.
 SUBSCRIPTION_WORDS = frozenset({"subscribe", "unsubscribe", "digest"})
-SUBSCRIPTION_ALONE = frozenset({"topics", "topic"})
+#: Subcommands only when typed alone (``subcommand``).
+ALONE_WORDS = frozenset({"topics", "topic", "saved", "recommend"})
 
 # Mentions as Slack sends them (``should_escape``: a typed "<" arrives as "&lt;", so these are
 # always real mentions picked in Slack's autocomplete, never text the user typed): special
@@ -57,21 +58,20 @@ def answer(
     ``"digest time 08:30"``.
     """
     text = command_text(command.get("text") or "")
-    words = text.split(maxsplit=1)
-    word, alone = (words[0].lower() if words else ""), len(words) < 2
-    if not text or (word in HELP_WORDS and alone):
+    word = subcommand(text)
+    if word == "help":
         reply(respond, render.help_message(), **EPHEMERAL)
-    elif word == "saved" and alone:
+    elif word == "saved":
         team = request_team(command)
         feedback.show_saved(command.get("user_id") or "", respond, services, team_id=team)
-    elif word == "recommend" and alone:
+    elif word == "recommend":
         team = request_team(command)
         feedback.show_recommendations(command.get("user_id") or "", respond, services, team_id=team)
-    elif word == "teammates" and (alone or words[1].strip().lower() in feedback.TOGGLE_WORDS):
+    elif word == "teammates":
         feedback.set_teammates(command, text, respond, services)
-    elif word == "export" and (alone or words[1].strip().lower() in feedback.EXPORT_WORDS):
+    elif word == "export":
         feedback.export_saved(command, text, respond, client, services)
-    elif word in SUBSCRIPTION_WORDS or (word in SUBSCRIPTION_ALONE and alone):
+    elif word:
         subscriptions.handle(command, text, respond, client, services)
     else:
         result = services.engine.search(text, limit=render.PAGE_SIZE)
@@ -81,6 +81,25 @@ def answer(
         message = render.search_message(result, query=text)
         user_id, team = command.get("user_id") or "", request_team(command)
         reply(respond, feedback.marked(message, user_id, team, services), **EPHEMERAL)
+
+
+def subcommand(text: str) -> str:
+    """The subcommand ``/papers <text>`` runs, by its first word ("help" for no text), or
+    "" for a lookup. Words that are also search terms count only where they cannot be one:
+    "topics" and "saved" alone, "export" alone or with a format; so "/papers topic models"
+    is a lookup."""
+    words = text.split(maxsplit=1)
+    word, alone = (words[0].lower() if words else ""), len(words) < 2
+    rest = "" if alone else words[1].strip().lower()
+    if not text or (word in HELP_WORDS and alone):
+        return "help"
+    if word in ALONE_WORDS and alone:
+        return word
+    if word == "teammates" and (alone or rest in feedback.TOGGLE_WORDS):
+        return word
+    if word == "export" and (alone or rest in feedback.EXPORT_WORDS):
+        return word
+    return word if word in SUBSCRIPTION_WORDS else ""
 
 
 def command_text(raw: str) -> str:

@@ -25,7 +25,7 @@ from bot.slack.services import Services
 from bot.state import state_for
 
 from . import feedback
-from .commands import HELP_WORDS, command_text
+from .commands import HELP_WORDS, command_text, subcommand
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +33,6 @@ log = logging.getLogger(__name__)
 MAX_QUERY_CHARS = 500
 # Links as Slack sends them: <https://x.org|label> (the label is kept) or <https://x.org>.
 _LINK = re.compile(r"<(?:https?|mailto):[^<>|]*(?:\|([^<>]*))?>")
-#: Words that begin a ``/papers`` subcommand: typed in a message, they are not a lookup.
-TYPED_COMMANDS = frozenset(
-    {"saved", "recommend", "subscribe", "unsubscribe", "topics", "topic", "digest", "export"}
-    | {"teammates"}
-)
 TYPED_COMMAND_HINT = (
     "That is a command: send `/papers {}` (slash commands work here too). "
     "Anything else you type is looked up."
@@ -50,21 +45,22 @@ MENTION_HINT = (
 
 def register(app: App, services: Services) -> None:
     @app.event("app_mention")
-    def mentioned(event: dict[str, Any], client: WebClient) -> None:
+    def mentioned(event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
         if event.get("bot_id") or event.get("subtype"):
             return
         # In the thread the mention started, or is in.
         thread = event.get("thread_ts") or event.get("ts")
-        services.later(None, answer_in, client, services, event, thread)
+        services.later(None, answer_in, client, services, event, thread, context.team_id)
 
     # Bolt matches on type and subtype only ("subtype": None: none, so no edits, deletions
     # or joins); the conversation's kind is checked below.
     @app.event({"type": "message", "subtype": None})
-    def direct_message(event: dict[str, Any], client: WebClient) -> None:
+    def direct_message(event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
         # Only what a person typed in their DM with Paperboy: not our own replies, other bots.
         if event.get("channel_type") != "im" or event.get("bot_id") or not event.get("user"):
             return
-        services.later(None, answer_in, client, services, event, event.get("thread_ts"))
+        thread = event.get("thread_ts")
+        services.later(None, answer_in, client, services, event, thread, context.team_id)
 
     @app.event("app_uninstalled")
     def uninstalled(context: BoltContext) -> None:
@@ -122,22 +118,26 @@ def lookup_message(services: Services, query: str) -> dict[str, Any]:
 
 
 def answer_in(
-    client: WebClient, services: Services, event: dict[str, Any], thread_ts: str | None
+    client: WebClient,
+    services: Services,
+    event: dict[str, Any],
+    thread_ts: str | None,
+    team_id: str | None = None,
 ) -> None:
     """Post the answer where the question was asked (in ``thread_ts``'s thread if given).
     In the member's DM it shows their 👍/👎/Save; in a channel, everyone's buttons are blank.
     A subcommand typed as a message ("saved", "subscribe gnn") says how to run it."""
     query = message_query(event.get("text") or "")
-    first = query.split(maxsplit=1)[0].lower() if query else ""
-    if first in TYPED_COMMANDS:
+    word = subcommand(query) if query else ""
+    if word and word != "help":  # "/papers" would run it: say so rather than look it up
         text = TYPED_COMMAND_HINT.format(render.clip_escaped(query, 200))
         message = render.as_message(text, [render.section(text)])
-    elif event.get("channel_type") == "im" and query.lower() in HELP_WORDS:
+    elif event.get("channel_type") == "im" and word == "help":
         message = render.help_message()
     else:
         message = lookup_message(services, query)
     if event.get("channel_type") == "im":
-        team = str(event.get("team") or event.get("user_team") or "")
+        team = team_id or str(event.get("team") or "")
         message = feedback.marked(message, str(event.get("user") or ""), team, services)
     client.chat_postMessage(
         channel=event.get("channel") or "",
