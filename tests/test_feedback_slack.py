@@ -6,6 +6,7 @@ the saved papers in ``/papers saved``."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -16,6 +17,7 @@ from bot.slack import render
 from bot.state import state_for
 from tests.slack_harness import (
     BOT_TOKEN,
+    TEAM_ID,
     SlackHarness,
     assert_valid,
     block_actions,
@@ -227,3 +229,54 @@ def test_help_lists_the_reading_list_commands(slack: SlackHarness) -> None:
         assert f"`/papers {usage.args}`" in blocks_text(shown)
         assert f"/papers {usage.args}" in shown["text"]
     assert {u.args.split()[0] for u in READING_LIST_COMMANDS} == {"saved", "export"}
+
+
+def test_a_page_of_an_answer_the_channel_sees_shows_nobodys_choices(
+    slack: SlackHarness, state_backend: str
+) -> None:
+    """ "More results" under a mention's answer replaces it for the whole channel: the new
+    page must not show what the clicker liked or saved."""
+    client = WebClient(token=BOT_TOKEN, base_url=slack.fake.api_url)
+    query = "diffusion models"
+    second_page = slack.engine.search(query, limit=5, offset=5).hits
+    for hit in second_page:
+        store(slack).toggle_save("U1", hit.id, "2024-03-04T08:00:00+00:00", TEAM_ID)
+    answer = render.search_message(slack.engine.search(query, limit=5), query=query)
+    posted = client.chat_postMessage(channel="C1", **answer)["message"]
+    url = click_on(slack, "C1", posted, render.ACTION_MORE)
+    slack.reply(url)
+    [shown] = slack.fake.messages_in("C1")
+    saves = [b for a, b in buttons(shown).items() if a.startswith("save:")]
+    assert [b["value"] for b in saves] == [h.id for h in second_page]
+    assert all(b["text"]["text"] == "Save" and "style" not in b for b in saves)
+    # The same page of an answer only U1 sees shows their saves.
+    _, url = slack.click(render.ACTION_MORE, buttons(lookup(slack, query))["more"]["value"])
+    own = buttons(slack.reply(url))
+    assert all(b["text"]["text"] == "✓ Saved" for a, b in own.items() if a.startswith("save:"))
+
+
+def test_answers_go_without_the_members_choices_when_the_state_is_slow(
+    slack: SlackHarness, monkeypatch
+) -> None:
+    """A shared state that does not answer (a PostgreSQL host gone) must not hold up a
+    lookup: after ``CHOICES_WAIT_SECONDS`` the answer goes, its buttons unmarked."""
+    import threading
+
+    from bot.slack.listeners import feedback
+
+    release = threading.Event()
+
+    class Stuck:
+        def feedback_on(self, *args, **kwargs):
+            release.wait(10)
+            return {}
+
+    monkeypatch.setattr(feedback, "CHOICES_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(feedback, "state_for", lambda path: Stuck())
+    try:
+        found = feedback.choices(["p1"], "U1", "T1", SimpleNamespace(engine=slack.engine))
+        assert found == {}
+        reply = lookup(slack)  # the whole lookup through Slack, answered without them
+        assert buttons(reply)["save:1"]["text"]["text"] == "Save"
+    finally:
+        release.set()

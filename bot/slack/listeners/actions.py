@@ -118,7 +118,10 @@ def show_page(
         last = (result.total - 1) // render.PAGE_SIZE * render.PAGE_SIZE
         result = services.engine.search(query, limit=render.PAGE_SIZE, offset=last)
     message = render.search_message(result, query=query)
-    reply(respond, _marked(message, body, services), replace_original=True)
+    if _seen_by_others(body or {}):  # a mention's answer in a channel: nobody's choices
+        reply(respond, message, replace_original=True)
+    else:
+        reply(respond, _marked(message, body, services), replace_original=True)
 
 
 def show_similar(
@@ -134,10 +137,18 @@ def show_similar(
     reply(respond, _marked(message, body, services), **EPHEMERAL_BELOW)
 
 
+def _seen_by_others(body: dict[str, Any]) -> bool:
+    """Whether the clicked message is one others see too (not ephemeral, not in the
+    member's own DM): a page replacing it must show nobody's 👍/👎/Save."""
+    ephemeral = bool((body.get("container") or {}).get("is_ephemeral"))
+    return not ephemeral and not feedback.own_conversation(body)
+
+
 def _marked(
     message: dict[str, Any], body: dict[str, Any] | None, services: Services
 ) -> dict[str, Any]:
-    """An answer only the clicker sees (pages, similar papers), showing their 👍/👎/Save."""
+    """An answer only the clicker sees (a page of their own answer, similar papers),
+    showing their 👍/👎/Save."""
     user_id = ((body or {}).get("user") or {}).get("id") or ""
     return feedback.marked(message, user_id, request_team(body or {}), services)
 

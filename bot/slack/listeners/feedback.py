@@ -20,6 +20,8 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import UTC, datetime
 from typing import Any
 
@@ -99,7 +101,7 @@ def record_click(
         return
     choice, had, want = clicked
     message = body.get("message") or {}
-    if message.get("blocks") and _own_conversation(body):
+    if message.get("blocks") and own_conversation(body):
         redrawn = {
             "text": message.get("text") or render.clip_escaped(paper.get("title") or paper_id, 200),
             "blocks": render.with_choice(message["blocks"], paper_id, choice),
@@ -159,8 +161,10 @@ def record_click_in_view(
     action: dict[str, Any], body: dict[str, Any], client: WebClient, services: Services
 ) -> None:
     """👍/👎/Save in the search modal: stored as anywhere, then the modal redrawn with the
-    paper's buttons showing the choice (``views.update``; the view's hash makes Slack refuse
-    it when the member searched again meanwhile, and that newer page shows the choice)."""
+    paper's buttons showing the choice (``views.update``). The view's hash makes Slack refuse
+    it when the modal changed meanwhile: a newer search (which shows the choice), or a second
+    click faster than the first redraw (whose choice is stored, and shown by the next page or
+    search; until then its button offers what it did before, which never undoes it)."""
     paper_id = str(action.get("value") or "")
     if services.engine.paper(paper_id) is None:
         return  # gone from the corpus since the page was drawn: nothing to store
@@ -175,23 +179,42 @@ def record_click_in_view(
     except SlackApiError as error:
         if error_code(error) != "hash_conflict":
             raise
+        log.info("the search modal changed before its buttons were redrawn; the choice is stored")
+
+
+#: How long an answer waits for the member's choices before going without them: lookups
+#: need no shared state, and a PostgreSQL that does not answer (its connect timeout is 5 s)
+#: must not hold them up, nor the search modal's answer, which Slack wants within 3 s.
+CHOICES_WAIT_SECONDS = 1.0
+_choice_readers = ThreadPoolExecutor(2, thread_name_prefix="paperboy-choices")
 
 
 def choices(
     paper_ids: list[str], user_id: str, team_id: str | None, services: Services
 ) -> dict[str, dict[str, Any]]:
     """The member's 👍/👎/Save on these papers; none when the shared state cannot be read
-    (an answer must not fail for want of the buttons' colours)."""
+    within ``CHOICES_WAIT_SECONDS`` (an answer must not fail or wait for the buttons'
+    colours)."""
     if not paper_ids or not user_id:
         return {}
+    db_path = services.engine.db_path
+
+    def read() -> dict[str, dict[str, Any]]:
+        return state_for(db_path).feedback_on(user_id, paper_ids, team_id)
+
     try:
-        return state_for(services.engine.db_path).feedback_on(user_id, paper_ids, team_id)
+        return _choice_readers.submit(read).result(timeout=CHOICES_WAIT_SECONDS)
+    except FutureTimeout:
+        log.warning(
+            "the shared state did not say a member's choices within %s s; answering without",
+            CHOICES_WAIT_SECONDS,
+        )
     except StateError as error:
         log.warning("showing a member's choices: %s", error)
-        return {}
+    return {}
 
 
-def _own_conversation(body: dict[str, Any]) -> bool:
+def own_conversation(body: dict[str, Any]) -> bool:
     """Whether the clicked message is in a one-to-one DM (only the member sees it)."""
     channel = body.get("channel") or {}
     channel_id = channel.get("id") or (body.get("container") or {}).get("channel_id") or ""
