@@ -178,11 +178,15 @@ def test_a_digest_posted_in_a_channel_recommends_nothing(engine) -> None:
     for n, paper in enumerate(("protein-0", "protein-1", "protein-4")):
         click(engine, "U1", paper, "like", n)
     assert recommended_ids(select_digests(engine, ["U1"])["U1"])
+    dm_plan = select_digests(engine, ["U1"])["U1"]
     Subscriptions(engine.db).set_channel("U1", "C1", NOW, team_id="T1")
     plan = select_digests(engine, ["U1"])["U1"]
     assert plan.size and not recommended_ids(plan)
-    message, _ = digest_message(engine, plan, "2024-03-04", owner="U1")
-    assert "Recommended" not in blocks_text(message) and "👍" not in message["text"]
+    # A plan chosen for the DM, then sent to the channel (a retry after the member moved
+    # their digest): the renderer leaves its recommendations out too, and does not claim them.
+    message, kept = digest_message(engine, dm_plan, "2024-03-04", owner="U1")
+    assert "Recommended" not in blocks_text(message) and "you 👍" not in blocks_text(message)
+    assert not recommended_ids(kept) and kept.size == dm_plan.size - len(recommended_ids(dm_plan))
     Subscriptions(engine.db).set_channel("U1", None, NOW, team_id="T1")  # back in the DM
     assert recommended_ids(select_digests(engine, ["U1"])["U1"])
 

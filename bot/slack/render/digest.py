@@ -170,6 +170,11 @@ def _compose(
     kept: list[str] = []
     number = 0
     for section in plan.sections:
+        if section.recommended and owner:
+            # What the member likes is theirs alone. Selection leaves the section out of a
+            # channel digest; a plan claimed for the DM and sent to a channel chosen since
+            # (a retry) drops it here.
+            continue
         fitted: list[dict[str, Any]] = []
         shown: set[str] = set()
         for paper_id in (i.paper_id for i in section.items if i.paper_id in papers):
