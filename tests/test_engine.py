@@ -267,6 +267,8 @@ def test_words_no_paper_mentions_are_named(engine):
         "No paper mentions any of “zyzzyva”, “qwxjk”."
     ]
     assert engine.search("zyzzyva").notices == []
+    # Nothing found at all: no "results match the other words" under "No papers match".
+    assert engine.search("protein zyzzyva year:2030").notices[0] == "No paper mentions “zyzzyva”."
 
 
 def test_an_author_filter_on_a_corpus_without_authors_says_so(engine, seeded):

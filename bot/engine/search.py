@@ -870,10 +870,12 @@ class Engine:
         notices = []
         missing = _unmentioned(query, index)
         quoted = ", ".join(f"“{w}”" for w in missing)
-        if missing and (found or len(missing) < len(query.words)):
+        if missing and found:
             notices.append(f"No paper mentions {quoted}; results match the other words.")
-        elif len(missing) > 1:  # (one word: "No papers match" names it already)
+        elif len(missing) > 1:
             notices.append(f"No paper mentions any of {quoted}.")
+        elif missing and len(query.words) > 1:  # (the only word: "No papers match" names it)
+            notices.append(f"No paper mentions {quoted}.")
         if not found and (query.year_from or query.year_to):
             years = np.asarray(index.years)
             years = years[years > 0]
