@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import shlex
 import shutil
 import sys
@@ -213,10 +214,23 @@ class _Commands(click.Group):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
+            if not _stdout_closed():  # another pipe (a socket, a child): a real failure
+                raise
             # Python's advice (the signal module's docs): stdout to devnull, so that the
             # flush at exit does not fail on the closed pipe again.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise SystemExit(0) from None
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on it)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a file at all (tests' CliRunner)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})

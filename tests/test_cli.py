@@ -532,3 +532,18 @@ def test_a_reader_that_stops_early_ends_the_command_quietly_with_0(tmp_path: Pat
     process.stdout.close()
     errors = process.stderr.read()
     assert process.wait(timeout=60) == 0 and errors == b""
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_an_error(monkeypatch) -> None:
+    """Only a reader of stdout going away ends a command quietly: the same error from a
+    socket or a child's pipe is a failure (a supervisor must see it)."""
+
+    @main.command("fail-pipe")
+    def fail_pipe() -> None:
+        raise BrokenPipeError("a socket's peer went away")
+
+    try:
+        result = CliRunner().invoke(main, ["fail-pipe"])
+        assert isinstance(result.exception, BrokenPipeError) and result.exit_code != 0
+    finally:
+        main.commands.pop("fail-pipe")
