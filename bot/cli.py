@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from .engine.latex import readable, readable_pieces
 from .engine.query import QueryError
 from .english import count, empty_corpus
 from .help_text import QUERY_EXAMPLES, QUERY_SUMMARY
@@ -458,7 +459,9 @@ def similar(ctx, paper_id: str, limit: int, as_json: bool, db_path) -> None:
         return
     if not as_json and not result.error:
         # Which paper these are like: the id alone says nothing to a reader.
-        title = (engine.paper(paper_id) or {}).get("title") or paper_id  # (derived: clipped)
+        title = readable(
+            (engine.paper(paper_id) or {}).get("title") or paper_id
+        )  # (derived: clipped)
         click.echo(f"Papers similar to “{title}” ({paper_id}):")  # (as Slack says it)
     _show(result, as_json)
 
@@ -678,7 +681,7 @@ def _print_result(result) -> None:
     )
     for rank, hit in enumerate(result.hits, start=result.offset + 1):
         paper = hit.paper
-        title = paper["title"] + (
+        title = readable(paper["title"]) + (
             "  (title derived from the abstract)" if paper["title_derived"] else ""
         )
         click.echo("")
@@ -694,7 +697,8 @@ def _print_result(result) -> None:
         click.echo(f"{'':11}{meta}")
         click.echo(f"{'':11}id {paper['id']}" + (f"  {paper['url']}" if paper["url"] else ""))
         snippet = "".join(
-            click.style(t, bold=True, fg="yellow") if m else t for t, m in hit.snippet
+            click.style(t, bold=True, fg="yellow") if m else t
+            for t, m in readable_pieces(hit.snippet)
         )
         click.echo(f"{'':11}{snippet}")
         if hit.why:
@@ -858,7 +862,7 @@ def preview(
         for item in section.items:
             paper = papers.get(item.paper_id, {})
             new = click.style(" new", fg="green") if item.new else ""
-            click.echo(f"  {item.score:.3f}{new}  {paper.get('title', item.paper_id)}")
+            click.echo(f"  {item.score:.3f}{new}  {readable(paper.get('title', item.paper_id))}")
             venue = f"{paper.get('venue') or ''} {paper.get('year') or ''}".strip()
             click.echo(f"         {venue}  id {item.paper_id}  why: {', '.join(item.why)}")
 
@@ -1035,7 +1039,7 @@ def saved(
     click.echo(f"{count(total, 'saved paper')} for {user_id}, newest first")
     for paper in papers:
         venue = f"{paper.get('venue') or ''} {paper.get('year') or ''}".strip()
-        title = paper.get("title") or "(no longer in the corpus)"
+        title = readable(paper.get("title") or "(no longer in the corpus)")
         click.echo(f"  {paper['saved_at'][:10]}  {title}")
         click.echo(f"              {venue}  id {paper['id']}".rstrip())
 

@@ -13,6 +13,7 @@ import re
 import unicodedata
 from typing import Any
 
+from bot.engine.latex import formulas
 from bot.engine.search import Engine
 from bot.state import StateStore
 
@@ -102,7 +103,34 @@ _SPECIAL = re.compile("|".join(re.escape(c) for c in _LATEX))
 def latex_escape(text: str) -> str:
     """Text made literal in a BibTeX field (accents and other Unicode kept as they are: BibTeX
     files are UTF-8 today, biber and bibtexparser read them)."""
-    return _SPECIAL.sub(lambda m: _LATEX[m.group()], " ".join(str(text).split()))
+    return _escaped(" ".join(str(text).split()))
+
+
+def _escaped(text: str) -> str:
+    return _SPECIAL.sub(lambda m: _LATEX[m.group()], text)
+
+
+def _latex_title(title: str) -> str:
+    """A title for BibTeX: its formulas (``Top-$k$``) kept as the authors wrote them, which
+    LaTeX typesets as math, and the rest escaped (a "$5" stays a dollar). A formula whose
+    braces do not balance is escaped whole: it would end the field early."""
+    title = " ".join(str(title).split())
+    out, at = [], 0
+    for start, end in formulas(title):
+        formula = title[start:end]
+        if _balanced(formula):
+            out += [_escaped(title[at:start]), formula]
+            at = end
+    return "".join(out) + _escaped(title[at:])
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for char in re.sub(r"\\[{}]", "", text):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def to_bibtex(papers: list[dict[str, Any]]) -> str:
@@ -115,7 +143,7 @@ def to_bibtex(papers: list[dict[str, Any]]) -> str:
         key = _unique(_key(paper), used)
         fields: list[tuple[str, str]] = []
         if paper.get("title"):
-            fields.append(("title", "{" + latex_escape(paper["title"]) + "}"))
+            fields.append(("title", "{" + _latex_title(paper["title"]) + "}"))
         authors = [latex_escape(a) for a in paper.get("authors") or [] if str(a).strip()]
         if authors:
             fields.append(("author", " and ".join(authors)))

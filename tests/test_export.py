@@ -1,6 +1,6 @@
 """The reading list's export formats (digest/export.py), read back by real parsers, and
 ``paperboy saved``: every saved paper in each format, BibTeX keys unique, LaTeX's special
-characters escaped and accents kept."""
+characters escaped and accents kept (a title's formulas kept as math: tests/test_latex.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tests.slack_harness import seeded_engine
 
 TRICKY = {
     "id": "t-1",
-    "title": "Costs & benefits: 100% of $x$ in #tags_and {braces} ~ ^ \\ for Schrödinger",
+    "title": "Costs & benefits: 100% of $5 in #tags_and {braces} ~ ^ \\ for Schrödinger",
     "authors": ["José Müller", "Zoë O'Brien-Øster", "Li Wei"],
     "venue": "ICLR",
     "year": 2024,
@@ -53,7 +53,7 @@ def test_bibtex_escapes_latex_specials_keeps_accents_and_joins_authors_with_and(
     assert raw.fields_dict["url"].value == TRICKY["url"]
     # As written: each special character escaped, so LaTeX prints it rather than obeys it.
     assert raw.fields_dict["title"].value == (
-        r"{Costs \& benefits: 100\% of \$x\$ in \#tags\_and \{braces\} \textasciitilde{} "
+        r"{Costs \& benefits: 100\% of \$5 in \#tags\_and \{braces\} \textasciitilde{} "
         r"\textasciicircum{} \textbackslash{} for Schrödinger}"
     )
 

@@ -103,7 +103,7 @@ def record_click(
     message = body.get("message") or {}
     if message.get("blocks") and own_conversation(body):
         redrawn = {
-            "text": message.get("text") or render.clip_escaped(paper.get("title") or paper_id, 200),
+            "text": message.get("text") or render.plain_title(paper),
             "blocks": render.with_choice(message["blocks"], paper_id, choice),
         }
         reply(respond, redrawn, replace_original=True)

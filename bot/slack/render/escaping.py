@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 from urllib.parse import quote
+
+from bot.engine.latex import readable
 
 SHOWN_AUTHORS = 3
 MAX_URL_CHARS = 1000
@@ -172,3 +175,10 @@ def mention(user_id: str, fallback: str = "Someone") -> str:
     """``<@U123>`` (Slack shows the member's name), or ``fallback`` for anything that is not
     a user id (so a forged id cannot inject markup)."""
     return f"<@{user_id}>" if re.fullmatch(r"[UW][A-Z0-9]{1,20}", user_id or "") else fallback
+
+
+def plain_title(paper: dict[str, Any] | None, limit: int = 200, default: str = "") -> str:
+    """The title as plain escaped text (a notification's ``text``, a sentence), its LaTeX
+    made readable; the id, else ``default``, when it has none."""
+    paper = paper or {}
+    return clip_escaped(readable(paper.get("title") or paper.get("id") or default), limit)

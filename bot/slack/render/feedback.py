@@ -17,7 +17,7 @@ from typing import Any
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement
 
 from .blocks import as_message, button, context
-from .escaping import clip_escaped
+from .escaping import plain_title
 
 ACTION_LIKE = "like"  # like:<n>
 ACTION_DISLIKE = "dislike"  # dislike:<n>
@@ -126,7 +126,7 @@ def feedback_note(
     paper's three buttons showing it (a click there redraws the note: ``FEEDBACK_NOTE_BLOCK``).
     ``changed``: False when the paper already was as the click asked (a 👍 on a paper the
     member liked before, from a message that could not show it)."""
-    title = clip_escaped((paper or {}).get("title") or (paper or {}).get("id") or "this paper", 200)
+    title = plain_title(paper, default="this paper")
     chosen = _chosen(choice)
     if action == ACTION_SAVE:
         if ACTION_SAVE in chosen:

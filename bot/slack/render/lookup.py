@@ -9,6 +9,7 @@ from typing import Any
 
 from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement, DividerBlock
 
+from bot.engine.latex import readable, readable_pieces
 from bot.engine.search import Hit, SearchResult, make_snippet
 from bot.english import noun_for
 
@@ -19,6 +20,7 @@ from .escaping import (
     link,
     mention,
     one_line,
+    plain_title,
     short_authors,
     snippet_mrkdwn,
 )
@@ -43,7 +45,7 @@ ACTION_SUGGEST = "suggest"  # suggest:<n>
 
 def paper_title(paper: dict[str, Any]) -> str:
     """The title in bold, linked to the paper when it has a URL, derived titles marked."""
-    title = clip_escaped(paper.get("title") or paper.get("id") or "Untitled", TITLE_CHARS)
+    title = clip_escaped(readable(paper.get("title") or paper.get("id") or "Untitled"), TITLE_CHARS)
     text = f"*{link(paper.get('url') or '', title)}*"
     if paper.get("title_derived"):
         text += " _(title derived from abstract)_"
@@ -120,7 +122,7 @@ def paper_texts(
     head = f"{index}. {title}" if numbered else title
     lines = [head] + ([meta] if meta else [])
     used = sum(len(line) + 1 for line in lines)
-    pieces = hit.snippet or ([(paper.get("abstract") or "", False)])
+    pieces = readable_pieces(hit.snippet or [(paper.get("abstract") or "", False)])
     snippet = snippet_mrkdwn(pieces, MAX_SECTION_TEXT - used)
     if snippet:
         lines.append(snippet)
@@ -253,7 +255,7 @@ def similar_message(result: SearchResult, *, paper: dict[str, Any] | None) -> di
         )
     blocks: list[Block] = [section(f":books: Papers similar to {title}")]
     blocks += _hits_blocks(result.hits, 1, MAX_BLOCKS - 1)
-    plain = clip_escaped(paper.get("title") or "", 200) if paper else "this paper"
+    plain = plain_title(paper) if paper else "this paper"
     return as_message(f"Papers similar to {plain}", blocks)
 
 
@@ -271,7 +273,7 @@ def shared_message(paper: dict[str, Any], *, user_id: str, comment: str = "") ->
         blocks.append(section("\n".join(f"> {line}" for line in note.splitlines())))
     hit = Hit(paper=paper, score=0.0)
     blocks += paper_blocks(hit, index=1, share=False, similar=True, numbered=False)
-    title = clip_escaped(paper.get("title") or paper.get("id") or "", 200)
+    title = plain_title(paper)
     text = f"{who} shared a paper: {title}"
     if note:
         text += f" · “{clip_escaped(comment, 300)}”"

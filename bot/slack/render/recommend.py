@@ -9,6 +9,7 @@ from typing import Any
 from slack_sdk.models.blocks import Block, ContextBlock, DividerBlock
 from slack_sdk.models.blocks.basic_components import MarkdownTextObject
 
+from bot.engine.latex import readable
 from bot.english import count
 
 from .blocks import MAX_CONTEXT_ELEMENTS, as_message, context, section
@@ -39,9 +40,9 @@ def liked_note(liked_count: int, example_title: str | None) -> str:
     liked = "the paper" if liked_count <= 1 else f"the {liked_count} papers"
     note = f":sparkles: like {liked} you 👍"
     if example_title and liked_count > 1:
-        note += f", e.g. “{clip_escaped(example_title, 120)}”"
+        note += f", e.g. “{clip_escaped(readable(example_title), 120)}”"
     elif example_title:
-        note += f": “{clip_escaped(example_title, 120)}”"
+        note += f": “{clip_escaped(readable(example_title), 120)}”"
     return note
 
 
