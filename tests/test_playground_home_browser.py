@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bot.playground.playground import USER_ID, Playground
+from bot.state import state_for
 from digest.subscriptions import Subscriptions
 from tests.playground_page import needs_chromium, send
 
@@ -66,6 +67,29 @@ def test_search_papers_opens_the_modal_which_answers_and_pages_in_itself(
     page.locator(".room", has_text="Home").click()
     page.locator(".home-view button", has_text="Search papers").click()
     page.locator(".modal h2", has_text="Search papers").wait_for()
+
+
+def test_save_in_the_search_modal_marks_the_paper_and_a_second_click_unsaves_it(
+    page, playground: Playground
+) -> None:
+    """The modal as Slack keeps it after a submit's ``response_action: update``: a click on
+    a result's Save is stored, the modal redrawn with its results and "✓ Saved", and a
+    click on "✓ Saved" (its label sent with the click, as Slack does) takes the save back."""
+    store = state_for(playground.engine.db_path)
+    first = playground.engine.search("language models", limit=5).hits[0].paper["id"]
+    page.locator("#shortcuts").click()
+    page.locator("[data-shortcut=search_papers]").click()
+    modal = page.locator(".modal")
+    modal.locator("input").fill("language models")
+    modal.locator("button.submit").click()
+    modal.locator("text=showing 1–5").wait_for()
+    modal.locator("button", has_text="Save").first.click()
+    page.locator(".modal button", has_text="✓ Saved").wait_for()
+    page.locator(".modal", has_text="showing 1–5").wait_for()  # the results are still there
+    assert [p["paper_id"] for p in store.saved_papers(USER_ID)[0]] == [first]
+    page.locator(".modal button", has_text="✓ Saved").click()
+    page.locator(".modal button", has_text="✓ Saved").wait_for(state="detached")
+    assert store.saved_papers(USER_ID)[1] == 0
 
 
 def test_find_papers_about_a_message_mentions_and_the_dm(page) -> None:

@@ -816,6 +816,20 @@ class FakeSlack:
             return _error("invalid_arguments", response_metadata={"messages": errors})
         if errors := validate_blocks(view.get("blocks", []), MAX_VIEW_BLOCKS):
             return _error("invalid_blocks", errors=errors)
+        return _ok(view=self._replaced(current, view))
+
+    def replace_modal(self, view_id: str, view: dict[str, Any]) -> dict[str, Any] | None:
+        """What Slack does with a ``view_submission``'s ``response_action: update``: the open
+        modal shows ``view`` (checked as views.update checks it; None when refused)."""
+        with self._lock:
+            current = self._modals.get(view_id)
+            if current is None or not isinstance(view, dict) or view.get("type") != "modal":
+                return None
+            if _check_modal(view) or validate_blocks(view.get("blocks", []), MAX_VIEW_BLOCKS):
+                return None
+            return self._replaced(current, view)
+
+    def _replaced(self, current: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:
         updated = {
             **view,
             **{k: current[k] for k in ("id", "team_id", "app_id", "bot_id")},
@@ -826,7 +840,7 @@ class FakeSlack:
         }
         self._modals[current["id"]] = updated
         self._emit("view", None, {}, view=updated)
-        return _ok(view=copy.deepcopy(updated))
+        return copy.deepcopy(updated)
 
     # files upload v2 (slack_sdk's files_upload_v2: get a URL, POST the bytes, complete)
 

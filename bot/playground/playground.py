@@ -198,6 +198,7 @@ class Playground:
             "text": {"type": "plain_text", "text": str(data.get("label") or "button")},
             "value": str(data.get("value") or ""),
             "action_ts": f"{time.time():.6f}",
+            **_style(data),
         }
         payload: dict[str, Any] = {
             "type": "block_actions",
@@ -260,7 +261,18 @@ class Playground:
             "is_enterprise_install": False,
             "enterprise": None,
         }
-        return self._forward(urlencode({"payload": json.dumps(payload)}).encode(), whole=True)
+        answer = self._forward(urlencode({"payload": json.dumps(payload)}).encode(), whole=True)
+        try:
+            ack = json.loads(answer["body"]) if answer["ok"] and answer["body"] else {}
+        except ValueError:
+            ack = {}
+        if isinstance(ack, dict) and ack.get("response_action") == "update":
+            # Slack shows the ack's view in the open modal, as views.update would: later
+            # clicks in it carry that view.
+            shown = self.fake.replace_modal(view["id"], ack.get("view") or {})
+            if shown is not None:
+                answer["body"] = json.dumps({**ack, "view": shown})
+        return answer
 
     def view_action(self, data: dict[str, Any]) -> dict[str, Any]:
         """A control used in a modal or on the Home tab: ``block_actions`` with the view."""
@@ -276,8 +288,10 @@ class Playground:
             "block_id": str(data.get("block_id") or ""),
             "action_ts": f"{time.time():.6f}",
         }
-        if action["type"] == "button":
+        if action["type"] == "button":  # with its label and style, as Slack sends a button
             action["value"] = str(data.get("value") or "")
+            action["text"] = {"type": "plain_text", "text": str(data.get("label") or "button")}
+            action.update(_style(data))
         for picked in ("selected_time", "selected_conversation"):
             if data.get(picked):
                 action[picked] = str(data[picked])
@@ -480,3 +494,9 @@ def run(settings: Settings, engine: Engine) -> None:
         pass
     finally:
         playground.stop()
+
+
+def _style(data: dict[str, Any]) -> dict[str, str]:
+    """A button's ``style`` as Slack sends it in the action: only when it has one."""
+    style = str(data.get("style") or "")
+    return {"style": style} if style in ("primary", "danger") else {}
