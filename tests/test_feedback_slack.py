@@ -259,24 +259,47 @@ def test_answers_go_without_the_members_choices_when_the_state_is_slow(
     slack: SlackHarness, monkeypatch
 ) -> None:
     """A shared state that does not answer (a PostgreSQL host gone) must not hold up a
-    lookup: after ``CHOICES_WAIT_SECONDS`` the answer goes, its buttons unmarked."""
+    lookup: after ``CHOICES_WAIT_SECONDS`` the answer goes, its buttons unmarked though the
+    state would say the paper is saved; and while the readers are stuck, further answers
+    start no reads (no backlog to outlive the outage)."""
     import threading
 
     from bot.slack.listeners import feedback
 
     release = threading.Event()
+    reads: list[str] = []
+    first = slack.engine.search("diffusion models", limit=5).hits[0].id
 
     class Stuck:
-        def feedback_on(self, *args, **kwargs):
-            release.wait(10)
-            return {}
+        def feedback_on(self, user_id, paper_ids, team_id=None):
+            reads.append(user_id)
+            release.wait(30)
+            return {first: {"kind": None, "saved": True}}
 
     monkeypatch.setattr(feedback, "CHOICES_WAIT_SECONDS", 0.2)
     monkeypatch.setattr(feedback, "state_for", lambda path: Stuck())
     try:
-        found = feedback.choices(["p1"], "U1", "T1", SimpleNamespace(engine=slack.engine))
-        assert found == {}
         reply = lookup(slack)  # the whole lookup through Slack, answered without them
+        assert buttons(reply)["save:1"]["value"] == first
         assert buttons(reply)["save:1"]["text"]["text"] == "Save"
+        services = SimpleNamespace(engine=slack.engine)
+        for _ in range(6):
+            assert feedback.choices([first], "U1", "T1", services) == {}
+        assert len(reads) == feedback.CHOICE_READERS  # the lookup's read and one more
     finally:
         release.set()
+    # Once the state answers again, answers show the choices again.
+    slack.fake.wait_for(lambda: feedback.choices([first], "U1", "T1", services) or None)
+
+
+def test_an_unreadable_sqlite_state_leaves_the_buttons_blank(slack: SlackHarness, monkeypatch):
+    import sqlite3
+
+    from bot.slack.listeners import feedback
+
+    class Locked:
+        def feedback_on(self, *args, **kwargs):
+            raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(feedback, "state_for", lambda path: Locked())
+    assert buttons(lookup(slack))["save:1"]["text"]["text"] == "Save"

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import logging
 import re
+import sqlite3
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -186,30 +188,46 @@ def record_click_in_view(
 #: need no shared state, and a PostgreSQL that does not answer (its connect timeout is 5 s)
 #: must not hold them up, nor the search modal's answer, which Slack wants within 3 s.
 CHOICES_WAIT_SECONDS = 1.0
-_choice_readers = ThreadPoolExecutor(2, thread_name_prefix="paperboy-choices")
+CHOICE_READERS = 2
+_choice_readers = ThreadPoolExecutor(CHOICE_READERS, thread_name_prefix="paperboy-choices")
+# Reads started and not yet finished: while the readers are all stuck (a state that does not
+# answer), answers go without the choices at once and queue nothing behind them, so no
+# backlog outlives the outage or holds up the process's exit.
+_reading = threading.BoundedSemaphore(CHOICE_READERS)
 
 
 def choices(
     paper_ids: list[str], user_id: str, team_id: str | None, services: Services
 ) -> dict[str, dict[str, Any]]:
     """The member's 👍/👎/Save on these papers; none when the shared state cannot be read
-    within ``CHOICES_WAIT_SECONDS`` (an answer must not fail or wait for the buttons'
-    colours)."""
+    within ``CHOICES_WAIT_SECONDS``, or its readers are still stuck on earlier answers (an
+    answer must not fail or wait for the buttons' colours)."""
     if not paper_ids or not user_id:
         return {}
     db_path = services.engine.db_path
+    if not _reading.acquire(blocking=False):
+        log.warning("the shared state is still reading earlier choices; answering without")
+        return {}
 
     def read() -> dict[str, dict[str, Any]]:
-        return state_for(db_path).feedback_on(user_id, paper_ids, team_id)
+        try:
+            return state_for(db_path).feedback_on(user_id, paper_ids, team_id)
+        finally:
+            _reading.release()
 
     try:
-        return _choice_readers.submit(read).result(timeout=CHOICES_WAIT_SECONDS)
+        future = _choice_readers.submit(read)
+    except RuntimeError:  # the process is stopping: the pool takes no more work
+        _reading.release()
+        return {}
+    try:
+        return future.result(timeout=CHOICES_WAIT_SECONDS)
     except FutureTimeout:
         log.warning(
             "the shared state did not say a member's choices within %s s; answering without",
             CHOICES_WAIT_SECONDS,
         )
-    except StateError as error:
+    except (StateError, sqlite3.Error) as error:  # (SQLite's own errors pass untranslated)
         log.warning("showing a member's choices: %s", error)
     return {}
 
