@@ -119,12 +119,14 @@ class Ledger:
     def taken(self, user_id: str, team_id: str | None = None) -> Callable[[date], bool]:
         """Whether the member's scheduled digest of a local date has a row, whatever its
         status (``Dispatcher.run_due`` then sends none that day): ``next_digest``'s ``taken``.
-        As ``claim`` does, a digest of that day with an id from before s040 (no team) counts."""
+        The row is found as ``claim`` finds it (by member and date, whatever its id), so the
+        two never disagree about a day."""
+        team = self.store.team_for(user_id, team_id)
 
         def taken(day: date) -> bool:
-            local = day.isoformat()
-            ids = {self.scheduled_id(user_id, local, team_id), self.scheduled_id(user_id, local)}
-            return bool(self.existing(ids))
+            with self.store.read() as conn:
+                found = self.store.scheduled_digest(conn, team, user_id, day.isoformat())
+            return found is not None
 
         return taken
 

@@ -242,9 +242,12 @@ def test_a_released_claim_is_retaken_at_once_and_forgets_a_channel_only_if_its_o
 
 def test_a_days_digest_from_before_member_keys_counts_as_taken(engine) -> None:
     """A digest claimed under the id of before s040 (``U1:2024-03-04``, no team) is that day's
-    digest for the member in their workspace too: "Next:" must not promise another one."""
+    digest for the member in their workspace too: "Next:" must not promise another one, and
+    none is sent (``taken`` and ``claim`` agree)."""
     ledger = Ledger(engine.db, worker="w")
     assert ledger.claim("U1:2024-03-04", "U1", "2024-03-04", plan("U1", "p1"), T0)
     assert ledger.taken("U1", "T1")(date(2024, 3, 4))
+    second = plan("U1", "p2")
+    assert ledger.claim("T1:U1:2024-03-04", "U1", "2024-03-04", second, T0, team_id="T1") is None
     assert not ledger.taken("U1", "T1")(date(2024, 3, 5))
     assert not ledger.taken("U2", "T1")(date(2024, 3, 4))

@@ -653,9 +653,17 @@ class StateStore:
         self, conn: Connection, team_id: str, user_id: str, local_date: str
     ) -> dict[str, Any] | None:
         """The member's digest of that local date (or on-demand slot), whatever its id (ids
-        from before s040 have no team: ``U1:2025-03-04``)."""
-        query = select(digests).where(
-            _mine(digests, team_id, user_id), digests.c.local_date == local_date
+        from before s040 have no team: ``U1:2025-03-04``), or the one of this user known
+        without a workspace (``""``, not yet adopted: ``add_member``), which was theirs: a day
+        has one digest either way."""
+        query = (
+            select(digests)
+            .where(
+                digests.c.user_id == user_id,
+                digests.c.team_id.in_(sorted({team_id, ""})),
+                digests.c.local_date == local_date,
+            )
+            .order_by(digests.c.team_id.desc())  # the workspace's own row first
         )
         row = conn.execute(query).mappings().first()
         return dict(row) if row else None
