@@ -13,6 +13,8 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from slack_bolt.request.internals import extract_team_id
+
 from bot.engine.search import Engine
 from bot.settings import Settings
 from bot.state import StateUnavailable
@@ -95,14 +97,10 @@ def is_read_only_error(error: BaseException) -> bool:
 
 
 def request_team(body: dict[str, Any]) -> str:
-    """The workspace a request came from (as Bolt's ``context.team_id``): the member's data
-    is theirs in that workspace, since one user id can be a member of several (Enterprise
-    Grid, or two installs). ``""`` when Slack did not say."""
-    team = body.get("team")
-    user = body.get("user")
-    return str(
-        (team.get("id") if isinstance(team, dict) else None)
-        or body.get("team_id")
-        or (user.get("team_id") if isinstance(user, dict) else None)
-        or ""
-    )
+    """The workspace a request came from: the member's data is theirs in that workspace,
+    since one user id can be a member of several (Enterprise Grid, or two installs). Read by
+    Bolt's own rule, the one that sets ``context.team_id`` (the installing workspace for a
+    modal opened over Slack Connect, ``authorizations`` for a shared channel's events), so
+    every listener stores and reads a member's data under the same workspace. ``""`` when
+    Slack did not say."""
+    return str(extract_team_id(body) or "")
