@@ -34,6 +34,16 @@ def test_a_mention_in_a_channel_answers_in_a_thread_under_it(slack: SlackHarness
     assert shared_ids(answer) == [h.id for h in slack.engine.search("diffusion models").hits]
 
 
+def test_a_mention_with_a_subcommand_says_where_to_send_it(slack: SlackHarness) -> None:
+    """In a channel's thread slash commands do not run and only mentions are read: the hint
+    says so (not the DM's "slash commands work here too")."""
+    event = {"type": "app_mention", "user": "U2", "ts": "1700000000.000700", "channel": "C5"}
+    slack.event({**event, "text": "<@UPAPERBOY> topics"})
+    (answer,) = slack.fake.wait_for(lambda: slack.fake.messages_in("C5"))
+    assert "send `/papers topics` in a channel's message box or in your DM" in answer["text"]
+    assert "work here too" not in answer["text"] and not buttons(answer)
+
+
 def test_a_mention_inside_a_thread_answers_in_that_thread(slack: SlackHarness) -> None:
     slack.event(
         {

@@ -33,9 +33,15 @@ log = logging.getLogger(__name__)
 MAX_QUERY_CHARS = 500
 # Links as Slack sends them: <https://x.org|label> (the label is kept) or <https://x.org>.
 _LINK = re.compile(r"<(?:https?|mailto):[^<>|]*(?:\|([^<>]*))?>")
+#: A subcommand typed in the DM, or with a mention (where slash commands do not run in a
+#: thread, and only a mention is read).
 TYPED_COMMAND_HINT = (
     "That is a command: send `/papers {}` (slash commands work here too). "
     "Anything else you type is looked up."
+)
+MENTIONED_COMMAND_HINT = (
+    "That is a command: send `/papers {}` in a channel's message box or in your DM with me "
+    "(slash commands do not run in threads). Mention me with anything else to look it up."
 )
 MENTION_HINT = (
     "Mention me with keywords to look papers up, like `@Paperboy diffusion models year:2024`. "
@@ -130,7 +136,8 @@ def answer_in(
     query = message_query(event.get("text") or "")
     word = subcommand(query) if query else ""
     if word and word != "help":  # "/papers" would run it: say so rather than look it up
-        text = TYPED_COMMAND_HINT.format(render.clip_escaped(query, 200))
+        hint = TYPED_COMMAND_HINT if event.get("channel_type") == "im" else MENTIONED_COMMAND_HINT
+        text = hint.format(render.clip_escaped(query, 200))
         message = render.as_message(text, [render.section(text)])
     elif event.get("channel_type") == "im" and word == "help":
         message = render.help_message()
