@@ -90,6 +90,20 @@ def test_remove_removes_the_topic_and_republishes(slack: SlackHarness) -> None:
     assert "(1 of at most 25)" in blocks_text(view)
 
 
+def test_a_home_tab_change_that_fails_is_apologised_for_by_dm(slack: SlackHarness) -> None:
+    """The Home tab has no conversation to answer in: a Remove or a setting whose work
+    fails afterwards (Slack refusing to republish) gets the apology in the member's DM."""
+    Subscriptions(slack.engine.db).add_topic("U1", "graph neural networks", NOW)
+    view = open_home(slack)
+    slack.fake.fail_next("views.publish", error="internal_error")
+    use(slack, view, {"type": "button", **element(view, "home_remove_topic:1")})
+    (apology,) = slack.fake.wait_for(lambda: slack.fake.messages_in("DU1"))
+    assert "Sorry, something went wrong on Paperboy's side" in apology["text"]
+    slack.fake.fail_next("views.publish", error="internal_error")
+    use(slack, view, {"type": "timepicker", "action_id": "home_time", "selected_time": "07:15"})
+    slack.fake.wait_for(lambda: slack.fake.messages_in("DU1")[1:])
+
+
 def test_the_time_picker_changes_the_next_digest_time_shown(slack: SlackHarness) -> None:
     slack.fake.set_user("U1", tz="Asia/Tokyo")
     Subscriptions(slack.engine.db).add_topic("U1", "graph neural networks", NOW)

@@ -102,6 +102,23 @@ def test_the_modals_papers_take_likes_and_saves_in_place(slack: SlackHarness) ->
     assert store.saved_papers("U1")[1] == 0
 
 
+def test_a_click_in_the_modal_that_fails_is_apologised_for_by_dm(slack: SlackHarness) -> None:
+    """The modal has no conversation to answer in: a click whose work fails afterwards (here
+    Slack refusing views.update) gets the apology in the member's DM, not only a log line."""
+    modal = open_search(slack)
+    _, ack = slack.submit_view(modal, {"search_query": "diffusion models"})
+    first = {**ack["view"], "id": modal["id"], "hash": slack.fake.modal(modal["id"])["hash"]}
+    slack.fake.fail_next("views.update", error="internal_error")
+    post_payload(slack, view_action(first, {"type": "button", **element(first, "save:1")}))
+    (apology,) = slack.fake.wait_for(lambda: slack.fake.messages_in("DU1"))
+    assert "Sorry, something went wrong on Paperboy's side" in apology["text"]
+    slack.fake.fail_next("views.update", error="internal_error")
+    post_payload(
+        slack, view_action(first, {"type": "button", **element(first, "search_modal_next")})
+    )
+    slack.fake.wait_for(lambda: slack.fake.messages_in("DU1")[1:])
+
+
 def test_an_empty_search_is_refused_under_the_box(slack: SlackHarness) -> None:
     modal = open_search(slack)
     status, ack = slack.submit_view(modal, {"search_query": "   "})

@@ -104,3 +104,14 @@ def request_team(body: dict[str, Any]) -> str:
     every listener stores and reads a member's data under the same workspace. ``""`` when
     Slack did not say."""
     return str(extract_team_id(body) or "")
+
+
+def by_dm(client: Any, user_id: str) -> Callable[..., Any]:
+    """A ``respond`` for what a member did in a modal or on the Home tab, which have no
+    conversation to answer in: :meth:`Services.later`'s apology goes to their DM (as Bolt's
+    error handler sends it for those surfaces)."""
+
+    def respond(**message: Any) -> None:
+        client.chat_postMessage(channel=user_id, text=message["text"], blocks=message.get("blocks"))
+
+    return respond

@@ -35,7 +35,7 @@ from bot.english import count
 from bot.slack import render
 from bot.slack.client import error_code
 from bot.slack.replies import EPHEMERAL, EPHEMERAL_BELOW, reply
-from bot.slack.services import Services, request_team
+from bot.slack.services import Services, by_dm, request_team
 from bot.state import StateError, state_for
 from digest.export import EXTENSIONS, export, reading_list
 from digest.taste import recommendations_for
@@ -65,7 +65,8 @@ def register(app: App, services: Services) -> None:
     ) -> None:
         ack()
         if (body.get("container") or {}).get("type") == "view":  # the search modal
-            services.later(None, record_click_in_view, action, body, client, services)
+            apologise = by_dm(client, (body.get("user") or {}).get("id") or "")
+            services.later(apologise, record_click_in_view, action, body, client, services)
         else:
             services.later(respond, record_click, action, body, respond, services)
 

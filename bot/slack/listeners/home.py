@@ -21,7 +21,7 @@ from bot.engine.query import QueryError
 from bot.slack import render
 from bot.slack.home import publish_home
 from bot.slack.poster import SlackPoster
-from bot.slack.services import Services, request_team
+from bot.slack.services import Services, by_dm, request_team
 from bot.state import state_for
 from digest.delivery import refresh_time_zone
 from digest.poster import TokenRefused
@@ -55,13 +55,15 @@ def register(app: App, services: Services) -> None:
         ack()
         user_id = (body.get("user") or {}).get("id") or ""
         query = str(action.get("value") or "")
-        services.later(None, remove, user_id, request_team(body), query, client, services)
+        apologise = by_dm(client, user_id)
+        services.later(apologise, remove, user_id, request_team(body), query, client, services)
 
     @app.action(SETTINGS_ACTIONS)
     def change_setting(ack: Ack, action: dict[str, Any], body: dict[str, Any], client: WebClient):
         ack()
         user_id = (body.get("user") or {}).get("id") or ""
-        services.later(None, change, user_id, request_team(body), action, client, services)
+        apologise = by_dm(client, user_id)
+        services.later(apologise, change, user_id, request_team(body), action, client, services)
 
     @app.action(render.HOME_ADD_TOPIC)
     def add_topic(ack: Ack, body: dict[str, Any], client: WebClient) -> None:

@@ -17,7 +17,7 @@ from slack_sdk.errors import SlackApiError
 from bot.slack import render
 from bot.slack.client import error_code
 from bot.slack.replies import EPHEMERAL, reply
-from bot.slack.services import Services, request_team
+from bot.slack.services import Services, by_dm, request_team
 
 from . import feedback
 from .actions import MAX_OFFSET
@@ -50,7 +50,9 @@ def register(app: App, services: Services) -> None:
     @app.action(render.SEARCH_PREVIOUS)
     def page(ack: Ack, action: dict[str, Any], body: dict[str, Any], client: WebClient) -> None:
         ack()
-        services.later(None, show_page, action, body.get("view") or {}, client, services, body)
+        apologise = by_dm(client, (body.get("user") or {}).get("id") or "")
+        view = body.get("view") or {}
+        services.later(apologise, show_page, action, view, client, services, body)
 
     @app.message_shortcut(MESSAGE_SHORTCUT)
     def about_message(
