@@ -88,9 +88,16 @@ class DigestPlan:
 
     @classmethod
     def from_json(cls, text: str) -> DigestPlan:
+        """A stored plan. Fields this version does not know are left out: during a rolling
+        deploy an older host may retake a claim a newer one wrote."""
         data = json.loads(text)
+        known = set(_fields(DigestItem))
         sections = [
-            DigestSection(s["topic_id"], s["query"], [DigestItem(**i) for i in s["items"]])
+            DigestSection(
+                s["topic_id"],
+                s["query"],
+                [DigestItem(**{k: v for k, v in i.items() if k in known}) for i in s["items"]],
+            )
             for s in data.get("sections", [])
         ]
         return cls(data["user_id"], sections, data.get("since"))
