@@ -77,6 +77,50 @@ def recommended_ids(plan) -> list[str]:
     return [i.paper_id for s in plan.sections if s.recommended for i in s.items]
 
 
+def test_a_members_likes_survive_an_ingest_of_words_no_paper_had(engine, tmp_path) -> None:
+    """A 👍 then a feed's paper sharing no word with anything the member likes or follows:
+    its delta segment holds none of their terms, and their digest (and everyone's) is still
+    chosen (batch scoring gathered no posting lists there and failed: found in a trial)."""
+    subscribe(engine, "U1", "protein folding")
+    subscribe(engine, "U2", "graph neural networks")
+    click(engine, "U1", "protein-0", "like")
+    odd = {"id": "odd-1", "title": "Quokka", "abstract": "Quokka xylophone zebra marmalade."}
+    engine.ingest([write_corpus(tmp_path / "odd.jsonl", [odd])])
+    assert len(engine.index.segments) == 2
+    plans = select_digests(engine, [("T1", "U1"), ("T1", "U2")])
+    assert plans[("T1", "U1")].size and plans[("T1", "U2")].size
+
+
+def test_a_member_whose_digest_cannot_be_chosen_leaves_the_others_theirs(
+    engine, monkeypatch, caplog
+) -> None:
+    """The scheduler chooses digests apart when choosing them at once fails: the member whose
+    choice fails is logged and left out (the next tick tries again), the others get theirs;
+    an outage is raised as it is."""
+    from bot.state import StateUnavailable
+
+    subscribe(engine, "U1", "protein folding")
+    subscribe(engine, "U2", "graph neural networks")
+    real = selection._select
+
+    def poisoned(engine, members, limit, matcher):
+        if ("T1", "U1") in list(members):
+            raise ValueError("a bug U1's data trips")
+        return real(engine, members, limit, matcher)
+
+    monkeypatch.setattr(selection, "_select", poisoned)
+    plans = selection.select_digests_apart(engine, [("T1", "U1"), ("T1", "U2")])
+    assert list(plans) == [("T1", "U2")] and plans[("T1", "U2")].size
+    assert "choosing the digest of ('T1', 'U1') failed" in caplog.text
+
+    def down(*args):
+        raise StateUnavailable("The database is not answering.")
+
+    monkeypatch.setattr(selection, "_select", down)
+    with pytest.raises(StateUnavailable):
+        selection.select_digests_apart(engine, [("T1", "U2")])
+
+
 # --- the model -------------------------------------------------------------------------------
 
 

@@ -3043,6 +3043,8 @@ class Segment:
         """The posting lists of these terms (in this order) with their term frequencies, as a
         len(terms) x documents matrix: what a lookup multiplies, gathered in one copy."""
         terms = np.asarray(terms, dtype=np.int64)
+        if not len(terms):  # (no term of the queries in this segment: a delta of new words)
+            return sp.csr_matrix((0, self.n_docs), dtype=np.float32)
         starts = np.asarray(self.list_ptr[terms], dtype=np.int64)
         ends = np.asarray(self.list_ptr[terms + 1], dtype=np.int64)
         lengths = ends - starts
