@@ -41,7 +41,7 @@ from .ledger import STALE_CLAIM, Claim, ClaimRequest, Ledger, worker_name
 from .plan import DigestPlan
 from .poster import Poster, PostError, TokenRefused
 from .schedule import due
-from .selection import DIGEST_SIZE, select_digests
+from .selection import DIGEST_SIZE, select_digests, select_digests_apart
 from .selector import SelectionHelper, Selections
 from .subscriptions import Member, Subscriptions, from_iso
 
@@ -208,12 +208,13 @@ class Dispatcher:
         self, candidates: dict[str, tuple[Member, str]]
     ) -> list[list[tuple[str, Member, str, DigestPlan]]]:
         """Every candidate's plan chosen in one ``select_digests``, as ``CLAIM_BATCH`` chunks."""
-        plans = select_digests(
+        plans = select_digests_apart(
             self.engine, [m.key for m, _ in candidates.values()], limit=self.limit
         )
         jobs = [
             (digest_id, member, local_date, plans[member.key])
             for digest_id, (member, local_date) in candidates.items()
+            if member.key in plans  # (left out when choosing it failed: select_digests_apart)
         ]
         self.poster.prepare(plan for *_, plan in jobs)
         return [jobs[start : start + CLAIM_BATCH] for start in range(0, len(jobs), CLAIM_BATCH)]

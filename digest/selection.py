@@ -27,6 +27,7 @@ teammates (same workspace) saved says how many, unless the member turned that of
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from threadpoolctl import threadpool_limits
 
 from bot.engine.index import Index
 from bot.engine.search import Engine
-from bot.state import state_for
+from bot.state import StateError, state_for
 
 from .matching import Matcher, TopicMatch, _rowids_of_ids, match_topics
 from .plan import RECOMMENDED, RECOMMENDED_TITLE, DigestItem, DigestPlan, DigestSection
@@ -65,6 +66,8 @@ from .taste import (
     tastes,
     union,
 )
+
+log = logging.getLogger(__name__)
 
 DIGEST_SIZE = 10
 WHY_TERMS = 3
@@ -200,6 +203,30 @@ def select_digests(
     """
     with _OneBlasThread():
         return _select(engine, members, limit, matcher)
+
+
+def select_digests_apart(
+    engine: Engine, members: list[MemberKey], *, limit: int = DIGEST_SIZE
+) -> dict[MemberKey, DigestPlan]:
+    """``select_digests`` for the scheduler: when choosing them at once fails (a bug one
+    member's topics or 👍 trip), each member is chosen alone, and a member whose choice
+    still fails is logged with the traceback and left out (their digest is not claimed: the
+    next tick tries again), so that the others' digests go. An outage is raised as it is."""
+    try:
+        return select_digests(engine, members, limit=limit)
+    except StateError:
+        raise
+    except Exception:
+        log.exception("choosing %d digests at once failed; choosing them one by one", len(members))
+    plans: dict[MemberKey, DigestPlan] = {}
+    for member in members:
+        try:
+            plans.update(select_digests(engine, [member], limit=limit))
+        except StateError:
+            raise
+        except Exception:
+            log.exception("choosing the digest of %s failed: left out of this tick", member)
+    return plans
 
 
 def _select(

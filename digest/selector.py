@@ -33,7 +33,7 @@ from bot.engine.search import Engine
 from bot.state import configure, configured
 
 from .plan import DigestPlan
-from .selection import select_digests
+from .selection import select_digests_apart
 from .subscriptions import MemberKey
 
 log = logging.getLogger("digest.selector")  # its name when run as `python -m` too
@@ -223,7 +223,7 @@ class Selections:
     def _choose_here(self) -> None:
         while (keys := self._take(here=True)) is not None:
             try:
-                plans = select_digests(self.engine, keys, limit=self.limit)
+                plans = select_digests_apart(self.engine, keys, limit=self.limit)
             except BaseException as error:
                 self.error = error
                 with self._cond:
@@ -294,7 +294,7 @@ def _serve(fd: int) -> None:
         except (EOFError, OSError):
             return
         try:
-            answer = ("ok", select_digests(engine, keys, limit=limit))
+            answer = ("ok", select_digests_apart(engine, keys, limit=limit))
         except Exception as error:
             log.exception("choosing digests failed in the helper")
             answer = ("error", repr(error))
