@@ -267,6 +267,9 @@ def test_words_no_paper_mentions_are_named(engine):
         "No paper mentions any of “zyzzyva”, “qwxjk”."
     ]
     assert engine.search("zyzzyva").notices == []
+    assert engine.search("zyzzyva zyzzyva protein zyzzyva").notices == [
+        "No paper mentions “zyzzyva”; results match the other words."
+    ]
     # Nothing found at all: no "results match the other words" under "No papers match".
     assert engine.search("protein zyzzyva year:2030").notices[0] == "No paper mentions “zyzzyva”."
 

@@ -1194,5 +1194,6 @@ def _richest_window(hits: list[int], norms: list[str], width: int) -> int:
 
 
 def _unmentioned(query: Query, index: Index) -> list[str]:
-    """The query's words that are in no paper (not in the index's vocabulary)."""
-    return [w for w in query.words if (t := words(w)) and index.vocab.id_of(t[0]) < 0]
+    """The query's words that are in no paper (not in the index's vocabulary), each once."""
+    missing = [w for w in query.words if (t := words(w)) and index.vocab.id_of(t[0]) < 0]
+    return list(dict.fromkeys(missing))
