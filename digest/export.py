@@ -136,11 +136,17 @@ def _balanced(text: str) -> bool:
 def to_bibtex(papers: list[dict[str, Any]]) -> str:
     """One ``@misc`` entry per paper (``@inproceedings`` when a venue is known), keys
     unique: first author's surname, year, first title word (``vaswani2017attention``), with
-    ``b``, ``c``... on collisions."""
+    ``b``, ``c``... on collisions, given in the order the papers were saved (``saved_at``),
+    so that saving another paper never changes the key an earlier export gave (a ``\\cite``
+    in someone's draft)."""
     used: set[str] = set()
+    keys: dict[int, str] = {}
+    by_saving = sorted(range(len(papers)), key=lambda n: str(papers[n].get("saved_at") or ""))
+    for n in by_saving:  # (a stable sort: papers not saved keep their order)
+        keys[n] = _unique(_key(papers[n]), used)
     entries = []
-    for paper in papers:
-        key = _unique(_key(paper), used)
+    for n, paper in enumerate(papers):
+        key = keys[n]
         fields: list[tuple[str, str]] = []
         if paper.get("title"):
             fields.append(("title", "{" + _latex_title(paper["title"]) + "}"))

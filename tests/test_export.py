@@ -73,6 +73,21 @@ def test_bibtex_keys_are_unique_and_every_paper_is_there() -> None:
     }
 
 
+def test_saving_another_paper_never_changes_an_earlier_papers_key() -> None:
+    """The reading list is newest first; keys are given oldest first, so the paper saved
+    first keeps ``vaswani2017attention`` whatever is saved after it."""
+    first = {"id": "p1", "title": "Attention is all you need", "authors": ["A. Vaswani"]}
+    first |= {"year": 2017, "saved_at": "2024-03-01T00:00:00+00:00"}
+    later = {**first, "id": "p2", "title": "Attention again", "saved_at": "2024-03-05T00:00:00"}
+    [alone] = parse(to_bibtex([first])).entries
+    newest_first = parse(to_bibtex([later, first])).entries
+    assert alone.key == "vaswani2017attention"
+    assert [(e.key, e.fields_dict["note"].value) for e in newest_first] == [
+        ("vaswani2017attentionb", "Paperboy id: p2"),
+        ("vaswani2017attention", "Paperboy id: p1"),
+    ]
+
+
 def test_csv_and_json_hold_every_field() -> None:
     rows = list(csv.DictReader(io.StringIO(export([TRICKY], "csv"))))
     assert rows == [
