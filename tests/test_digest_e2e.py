@@ -145,6 +145,13 @@ def test_digest_settings(slack) -> None:
     assert "Mon, Wed, Fri" in ask(slack, "digest on")["text"]
     assert "<#CPAPERS>" in ask(slack, "digest channel <#CPAPERS|papers>")["text"]
     assert "by a direct message" in ask(slack, "digest channel dm")["text"]
+    # A setting named without a value shows it and how to change it, and changes nothing.
+    ask(slack, "digest channel <#CPAPERS|papers>")
+    shown = ask(slack, "digest channel")["text"]
+    assert "<#CPAPERS>" in shown and "To change it: `/papers digest channel #papers`" in shown
+    assert Subscriptions(slack.engine.db).member("U1").digest_channel == "CPAPERS"
+    assert "To change it: `/papers digest time 08:30`" in ask(slack, "digest time")["text"]
+    assert "Mon, Wed, Fri at 08:30" in ask(slack, "digest days")["text"]
 
 
 def test_preview_is_private_and_sends_nothing_now_sends_once(slack) -> None:

@@ -241,6 +241,16 @@ def topics(
     return _message(head + " " + "; ".join(lines), blocks)
 
 
+#: ``/papers digest <setting>`` without a value: the setting is shown, with how to change it
+#: (an empty channel used to mean "back to my DMs", a change nobody asked for).
+SETTING_EXAMPLES = {
+    "time": "`/papers digest time 08:30` (your local time)",
+    "days": "`/papers digest days mon-fri` (or `weekdays`, `daily`, `mon,wed,fri`)",
+    "channel": "`/papers digest channel #papers`, or `/papers digest channel dm` for direct "
+    "messages",
+}
+
+
 def digest(
     services: Services,
     subscriptions: Subscriptions,
@@ -254,6 +264,9 @@ def digest(
     user_id = member.user_id
     if action in ("", "status"):
         return _message(f"{_schedule_line(services, member, now)}\n{render.DIGEST_USAGE}")
+    if action in SETTING_EXAMPLES and not value:  # what it is now, and how to change it
+        example = SETTING_EXAMPLES[action]
+        return _message(f"{_schedule_line(services, member, now)}\nTo change it: {example}.")
     if action in ("on", "off"):
         member = subscriptions.set_enabled(user_id, action == "on", now, team_id=member.team_id)
         if action == "on" and not member.topic_count:
