@@ -18,7 +18,9 @@ from bot.engine.search import Engine
 from bot.state import StateStore
 
 FORMATS = ("bibtex", "csv", "json")
-CSV_COLUMNS = ("id", "title", "authors", "venue", "year", "url", "saved_at")
+CSV_COLUMNS = ("id", "title", "title_derived", "authors", "venue", "year", "url", "saved_at")
+#: What a spreadsheet would run as a formula when a cell starts with it (OWASP's list).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 #: File names and MIME-ish kinds, for uploads.
 EXTENSIONS = {"bibtex": "bib", "csv": "csv", "json": "json"}
 
@@ -60,20 +62,27 @@ def to_json(papers: list[dict[str, Any]]) -> str:
 
 
 def to_csv(papers: list[dict[str, Any]]) -> str:
-    """One row per paper; authors joined by "; "."""
+    """One row per paper; authors joined by "; ". A text cell a spreadsheet would run as a
+    formula (a title ``=HYPERLINK(...)``) gets a leading ``'``, which shows it as text."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for paper in papers:
-        row = _fields(paper)
-        writer.writerow({**row, "authors": "; ".join(row["authors"])})
+        row = {**_fields(paper)}
+        row["authors"] = "; ".join(row["authors"])
+        writer.writerow({k: _inert(v) if isinstance(v, str) else v for k, v in row.items()})
     return out.getvalue()
+
+
+def _inert(cell: str) -> str:
+    return "'" + cell if cell.startswith(_FORMULA_STARTS) else cell
 
 
 def _fields(paper: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(paper.get("id") or ""),
         "title": paper.get("title") or "",
+        "title_derived": bool(paper.get("title_derived")),  # (seed abstracts have no title)
         "authors": [str(a) for a in paper.get("authors") or []],
         "venue": paper.get("venue") or "",
         "year": paper.get("year") or "",
@@ -162,6 +171,8 @@ def to_bibtex(papers: list[dict[str, Any]]) -> str:
             url = " ".join(str(paper["url"]).split()).replace("{", "%7B").replace("}", "%7D")
             fields.append(("url", url))
         fields.append(("note", "Paperboy id: " + latex_escape(str(paper.get("id") or ""))))
+        if paper.get("title_derived"):  # (annote: BibTeX's field that styles do not print)
+            fields.append(("annote", "Title derived from the abstract by Paperboy"))
         kind = "inproceedings" if paper.get("venue") else "misc"
         body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields)
         entries.append(f"@{kind}{{{key},\n{body}\n}}\n")

@@ -94,6 +94,7 @@ def test_csv_and_json_hold_every_field() -> None:
         {
             "id": "t-1",
             "title": TRICKY["title"],
+            "title_derived": "False",
             "authors": "José Müller; Zoë O'Brien-Øster; Li Wei",
             "venue": "ICLR",
             "year": "2024",
@@ -105,6 +106,19 @@ def test_csv_and_json_hold_every_field() -> None:
     assert back["authors"] == TRICKY["authors"] and back["title"] == TRICKY["title"]
     with pytest.raises(ValueError):
         export([TRICKY], "ris")
+
+
+def test_exports_mark_derived_titles_and_csv_cells_cannot_be_formulas() -> None:
+    derived = {"id": "s-1", "title": "Flow matching for proteins", "title_derived": True}
+    evil = {"id": "e-1", "title": '=HYPERLINK("http://evil","x")', "authors": ["-Anon", "@bob"]}
+    rows = list(csv.DictReader(io.StringIO(export([derived, evil], "csv"))))
+    assert rows[0]["title_derived"] == "True" and rows[1]["title_derived"] == "False"
+    assert rows[1]["title"] == "'" + evil["title"] and rows[1]["authors"] == "'-Anon; @bob"
+    assert json.loads(export([derived], "json"))[0]["title_derived"] is True
+    [entry] = parse(to_bibtex([derived])).entries
+    assert entry.fields_dict["annote"].value == "Title derived from the abstract by Paperboy"
+    [plain] = parse(to_bibtex([evil])).entries
+    assert "annote" not in plain.fields_dict
 
 
 def test_paperboy_saved_prints_the_reading_list_in_each_format(
