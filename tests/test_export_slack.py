@@ -66,7 +66,7 @@ def test_export_csv_has_every_saved_paper(slack: SlackHarness) -> None:
     ("command", "expected"),
     [
         ("export", "Say which format"),
-        ("export json", "Say which format"),
+        ("export json", "BibTeX or CSV, not `json`"),
         ("export csv", "reading list is empty"),
     ],
 )
@@ -81,6 +81,14 @@ def test_export_without_a_format_or_papers_says_so_and_uploads_nothing(
 def test_export_followed_by_other_words_is_a_lookup(slack: SlackHarness) -> None:
     _, url = slack.slash("export control policy")
     assert "Say which format" not in slack.reply(url)["text"]
+
+
+def test_export_in_a_format_it_does_not_make_names_the_formats(slack: SlackHarness) -> None:
+    """``/papers export pdf`` was looked up ("No papers match ... Try: expert pdf")."""
+    _, url = slack.slash("export pdf")
+    text = slack.reply(url)["text"]
+    assert "BibTeX or CSV, not `pdf`" in text and '`/papers "export pdf"`' in text
+    assert slack.fake.messages_in("DU1") == []
 
 
 def test_the_stand_in_refuses_uploads_out_of_order(slack: SlackHarness) -> None:

@@ -86,8 +86,8 @@ def answer(
 def subcommand(text: str) -> str:
     """The subcommand ``/papers <text>`` runs, by its first word ("help" for no text), or
     "" for a lookup. Words that are also search terms count only where they cannot be one:
-    "topics" and "saved" alone, "export" alone or with a format; so "/papers topic models"
-    is a lookup."""
+    "topics" and "saved" alone, "export" alone or with one word (a format: an unknown one
+    is told the formats); so "/papers topic models" is a lookup."""
     words = text.split(maxsplit=1)
     word, alone = (words[0].lower() if words else ""), len(words) < 2
     rest = "" if alone else words[1].strip().lower()
@@ -97,7 +97,7 @@ def subcommand(text: str) -> str:
         return word
     if word == "teammates" and (alone or rest in feedback.TOGGLE_WORDS):
         return word
-    if word == "export" and (alone or rest in feedback.EXPORT_WORDS):
+    if word == "export" and len(rest.split()) < 2:  # one word: a format, known or not
         return word
     return word if word in SUBSCRIPTION_WORDS else ""
 

@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 #: What ``/papers export`` offers in Slack (``paperboy saved --format`` also has json).
 EXPORT_FORMATS = ("bibtex", "csv")
 #: ``/papers export <one of these>`` (or alone) exports; other words after "export" are a lookup.
-EXPORT_WORDS = frozenset({*EXPORT_FORMATS, "bib", "json"})
 FEEDBACK_ACTIONS = re.compile(
     rf"^(?:{render.ACTION_LIKE}|{render.ACTION_DISLIKE}|{render.ACTION_SAVE}):\d+$"
 )
@@ -287,7 +286,14 @@ def export_saved(
     fmt = words[1].lower() if len(words) == 2 else ""
     fmt = {"bib": "bibtex"}.get(fmt, fmt)
     if fmt not in EXPORT_FORMATS:
-        reply(respond, render.error_message(EXPORT_USAGE), **EPHEMERAL)
+        usage = EXPORT_USAGE
+        if fmt:  # "/papers export pdf": a format asked for, or perhaps a lookup
+            usage = (
+                f"I export the reading list as BibTeX or CSV, not `{fmt}`: "
+                "`/papers export bibtex` or `/papers export csv`. To look up "
+                f'“{" ".join(words)}” instead, send `/papers "{" ".join(words)}"`.'
+            )
+        reply(respond, render.error_message(usage), **EPHEMERAL)
         return
     user_id = command.get("user_id") or ""
     store = state_for(services.engine.db_path)
