@@ -686,3 +686,29 @@ def test_a_slash_command_mentioning_payload_is_answered(slack: SlackHarness, tex
     reply = slack.reply(url)
     assert f"“{text}”" in blocks_text(reply)  # answered as the lookup it is
     assert reply["response_type"] == "ephemeral"
+
+
+def test_requests_no_listener_takes_are_one_log_line_and_events_are_acknowledged(
+    slack: SlackHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An event Paperboy does not act on (a DM edited: ``message_changed``) gets 200, since
+    Slack retries any other answer and turns off the events of an app that keeps failing;
+    a command that is not Paperboy's gets 404. Either is one log line, not Bolt's
+    multi-line "[Suggestion] @app.command..." advice."""
+    caplog.set_level("DEBUG", logger="bot")
+    edited = {
+        "type": "message",
+        "subtype": "message_changed",
+        "channel": "DU1",
+        "channel_type": "im",
+        "message": {"type": "message", "user": "U1", "text": "diffusion", "ts": "1.0"},
+        "ts": "2.0",
+    }
+    assert slack.event(edited)[0] == 200
+    status, _ = slack.slash("hello", command="/weather")
+    assert status == 404
+    assert "Suggestion" not in caplog.text and "@app." not in caplog.text
+    unhandled = [r.getMessage() for r in caplog.records if "no listener takes" in r.getMessage()]
+    assert len(unhandled) == 2 and "/weather" in unhandled[1]
+    assert all(len(line.splitlines()) == 1 for line in unhandled)
+    assert slack.fake.calls_to("chat.postMessage") == []

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from slack_bolt import Ack, App, BoltContext, BoltResponse, Respond
-from slack_bolt.error import BoltError
+from slack_bolt.error import BoltError, BoltUnhandledRequestError
 from slack_bolt.logger.messages import error_auth_test_failure
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -119,6 +119,8 @@ def build_app(
         signing_secret=settings.slack_signing_secret or "",  # Socket Mode needs none
         process_before_response=False,
         token_verification_enabled=False,
+        # To tell_user_of_failure, for one log line instead of Bolt's multi-line suggestion.
+        raise_error_for_unhandled_request=True,
         listener_executor=ThreadPoolExecutor(ACK_THREADS, thread_name_prefix="paperboy-ack"),
         name="paperboy",
     )
@@ -222,8 +224,19 @@ def tell_user_of_failure(
     """Bolt's global error handler: a listener that raised is logged with its traceback, the
     member gets a short private apology (in the conversation, or in a direct message when
     the request came from a modal or the Home tab), and Slack gets a 200, so no one ever sees
-    ``dispatch_failed``."""
+    ``dispatch_failed``.
+
+    A request no listener takes is one log line: an event (a DM edited, a message from
+    another bot) is acknowledged with 200, which is what Slack wants of every event it
+    delivers (anything else is retried, and an app that keeps failing has its events turned
+    off); anything else (a command or button of another app's) gets 404."""
     fields = request_fields(context, body)
+    if isinstance(error, BoltUnhandledRequestError):
+        if body.get("type") == "event_callback":
+            log.debug("an event no listener takes, acknowledged: %s", fields)
+            return BoltResponse(status=200, body="")
+        log.warning("a request no listener takes: %s", fields)
+        return BoltResponse(status=404, body="")
     log.error("a listener failed: %s", fields, exc_info=error)
     message = apology_message()
     user = context.user_id
