@@ -17,6 +17,7 @@ from typing import Any
 import click
 from sqlite_utils import Database
 
+from .formats.arxiv_atom import ArxivPaper, is_older, parse_arxiv_id
 from .formats.common import printable
 from .paper import Paper
 from .schema import migrate, migrations
@@ -303,7 +304,8 @@ class Corpus:
         added_at: Mapping[str, str | None] | None = None,
         hashed: Callable[[list[Paper], list[str]], None] | None = None,
     ) -> UpsertCounts:
-        """Add new papers, update changed ones, leave identical ones alone.
+        """Add new papers, update changed ones, leave identical ones alone, and an arXiv
+        paper's older version too (v2 read after v3 was stored: see ``arxiv_version``).
 
         Runs in the caller's transaction when there is one (see ``Engine.ingest``); bumps
         ``corpus_version`` only when something changed so an unchanged re-ingest is free.
@@ -339,12 +341,35 @@ class Corpus:
             if hashed is not None:
                 hashed(batch, digests)
             rows = []
-            for paper, digest in zip(batch, digests, strict=True):
+            # arXiv versions: the incoming papers', the stored ones' (of arXiv ids only, the
+            # only ones recorded: those read with a version, and those about to change), and
+            # what to record (None: forget it, the stored paper's version no longer known).
+            incoming = [arxiv_version(paper) for paper in batch]
+            stored = self._arxiv_versions(
+                [
+                    p.id
+                    for p, d, v in zip(batch, digests, incoming, strict=True)
+                    if p.id.startswith("arxiv:")
+                    and p.id in known
+                    and (v is not None or known[p.id] != d)
+                ]
+            )
+            record: dict[str, tuple[int, str] | None] = {}
+            for paper, digest, version in zip(batch, digests, incoming, strict=True):
+                if version is not None:
+                    kept = stored.get(paper.id)
+                    if kept is not None and paper.id in known and is_older(*version, *kept):
+                        counts.unchanged += 1  # an older version: the stored one stays
+                        continue
+                    if kept != version:
+                        stored[paper.id] = record[paper.id] = version
                 if known.get(paper.id) == digest:
                     counts.unchanged += 1
                     continue
                 if paper.id in known:
                     counts.updated += 1
+                    if version is None and stored.pop(paper.id, None) is not None:
+                        record[paper.id] = None
                 else:
                     counts.added += 1
                 known[paper.id] = digest  # a duplicate id later in the same input is unchanged
@@ -352,6 +377,8 @@ class Corpus:
                 rows.append(_values(paper, digest, now, added or now, stamp))
             if rows:
                 self.db.conn.executemany(_UPSERT, rows)
+            if record:
+                self._record_arxiv_versions(record)
             batch.clear()
 
         with write_transaction(self.db):
@@ -371,6 +398,32 @@ class Corpus:
                     "where key = 'corpus_version'"
                 )
         return counts
+
+    def _arxiv_versions(self, ids: list[str]) -> dict[str, tuple[int, str]]:
+        """The stored arXiv ``(version, updated)`` of those of these papers that have one
+        (``papers.arxiv_version``, migration m080)."""
+        found = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = self.db.conn.execute(
+                "select id, arxiv_version, arxiv_updated from papers "
+                f"where arxiv_version is not null and id in ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+            for paper_id, version, updated in rows:
+                found[paper_id] = (int(version), updated or "")
+        return found
+
+    def _record_arxiv_versions(self, versions: Mapping[str, tuple[int, str] | None]) -> None:
+        """Store (or, for None, forget) the arXiv version of each of these papers, whose
+        rows are written already."""
+        self.db.conn.executemany(
+            "update papers set arxiv_version = ?, arxiv_updated = ? where id = ?",
+            [
+                (v[0], v[1] or None, i) if v is not None else (None, None, i)
+                for i, v in versions.items()
+            ],
+        )
 
     def get_meta(self, key: str) -> str | None:
         row = self.db.execute("select value from meta where key = ?", [key]).fetchone()
@@ -513,6 +566,19 @@ class Corpus:
             "corpus_version": self.version,
             "by_venue_year": [{"venue": v, "year": y, "papers": n} for v, y, n in by_venue],
         }
+
+
+def arxiv_version(paper: Paper) -> tuple[int, str] | None:
+    """An arXiv paper's ``(version, updated)`` as read (see ``is_older``), or None when not
+    known: from an Atom entry (``ArxivPaper``), or from a record whose id is "arxiv:<id>" and
+    whose url names a version of that id ("https://arxiv.org/abs/2501.01234v2")."""
+    if isinstance(paper, ArxivPaper):
+        return (paper.version, paper.updated) if paper.version or paper.updated else None
+    if paper.id.startswith("arxiv:") and "arxiv.org/abs/" in paper.url:
+        parsed = parse_arxiv_id(paper.url)
+        if parsed and parsed[1] and paper.id == f"arxiv:{parsed[0]}":
+            return parsed[1], ""
+    return None
 
 
 _DOCUMENT_COLUMNS = "rowid, title, abstract, authors, keywords, venue, year, added_at"

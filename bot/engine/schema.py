@@ -231,3 +231,13 @@ def m070_member_taste(db: Database) -> None:
         {"user_id": str, "team_id": str, "team_saves": int, "updated_at": str},
         pk="user_id",
     )
+
+
+@migrations()
+def m080_papers_arxiv_version(db: Database) -> None:
+    """The arXiv version each paper was last stored from (``arxiv_version``: 3 for
+    2501.01234v3, 0 when unknown) and that entry's ``<updated>`` (UTC), so an ingest of an
+    older version (a static dump beside a live ``arxiv:`` feed) never overwrites a newer one
+    (``Corpus.upsert``). Null for papers that are not from arXiv or were read without one."""
+    db["papers"].add_column("arxiv_version", int)
+    db["papers"].add_column("arxiv_updated", str)

@@ -4,6 +4,8 @@ newest version of each."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from xml.etree import ElementTree
 
 from bot.engine.paper import Paper, Rejected
@@ -28,6 +30,41 @@ def parse_arxiv_id(raw: str) -> tuple[str, int] | None:
     if not match:
         return None
     return match["base"], int(match["version"] or 0)
+
+
+@dataclass(eq=False)
+class ArxivPaper(Paper):
+    """A paper read from an arXiv entry, with what ``Paper`` does not keep: which version the
+    entry is (2 for ``2501.01234v2``, 0 when its id names none) and its ``<updated>`` (UTC,
+    ISO 8601; "" when missing or unreadable). Neither is part of the paper's content (its
+    hash, its row); ``Corpus.upsert`` compares them with the stored paper's, so that an older
+    version read later (a saved dump beside a live feed) never overwrites a newer one."""
+
+    version: int = 0
+    updated: str = ""
+
+
+def utc_timestamp(text: str) -> str:
+    """An Atom timestamp as UTC ISO 8601 (comparable as text); "" when it is not one."""
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return ""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def is_older(version: int, updated: str, than_version: int, than_updated: str) -> bool:
+    """Whether arXiv version ``(version, updated)`` is older than ``(than_version,
+    than_updated)``: by version number when both are known (v2 < v3), else by ``<updated>``
+    when both are known; when neither tells, it is not (the caller goes on as for any paper).
+    """
+    if version and than_version:
+        return version < than_version
+    if updated and than_updated:
+        return updated < than_updated
+    return False
 
 
 def feed_root(text: str | bytes, name: str) -> ElementTree.Element:
@@ -61,7 +98,7 @@ def atom_items(text: str, shown: str, name: str) -> list[Paper | Rejected]:
     root = feed_root(text, name)
 
     items: list[Paper | Rejected] = []
-    best: dict[str, tuple[int, int]] = {}  # base id -> (version, index in items)
+    best: dict[str, tuple[ArxivPaper, int]] = {}  # base id -> newest version, its index
     for number, entry in enumerate(root.iter(f"{ATOM}entry"), start=1):
         location = f"entry {number}"
         raw_id = collapse(entry.findtext(f"{ATOM}id") or "")
@@ -90,9 +127,9 @@ def atom_items(text: str, shown: str, name: str) -> list[Paper | Rejected]:
             term = collapse(category.get("term") or "")
             if term and term not in keywords:
                 keywords.append(term)
-        published = entry.findtext(f"{ATOM}published") or entry.findtext(f"{ATOM}updated") or ""
-        published = published.strip()
-        paper = Paper(
+        updated = (entry.findtext(f"{ATOM}updated") or "").strip()
+        published = (entry.findtext(f"{ATOM}published") or updated).strip()
+        paper = ArxivPaper(
             id=f"arxiv:{base}",
             title=title,
             abstract=summary,
@@ -101,17 +138,19 @@ def atom_items(text: str, shown: str, name: str) -> list[Paper | Rejected]:
             authors=[a for a in authors if a],
             keywords=keywords,
             url=f"https://arxiv.org/abs/{base}",
+            version=version,
+            updated=utc_timestamp(updated),
         )
         too_big = check_sizes(paper)
         if too_big:
             items.append(Rejected(shown, location, too_big))
             continue
         if base in best:
-            kept_version, index = best[base]
-            if version > kept_version:  # a newer version replaces the older in place
-                items[index] = paper
-                best[base] = (version, index)
+            kept, index = best[base]
+            if is_older(kept.version, kept.updated, version, paper.updated):
+                items[index] = paper  # a newer version replaces the older in place
+                best[base] = (paper, index)
             continue
-        best[base] = (version, len(items))
+        best[base] = (paper, len(items))
         items.append(paper)
     return items
