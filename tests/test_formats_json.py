@@ -232,3 +232,17 @@ def test_collapse_leaves_single_spaces_and_no_control_characters(text, expected)
     ASCII is checked printable byte by byte (DEL and the unit separator are not)."""
     assert collapse(text) == expected
     assert printable(text) == text.isprintable()
+
+
+def test_a_year_no_paper_can_have_rejects_the_record_by_number(tmp_path) -> None:
+    """``year: 99999`` or ``-5`` (found in a trial: ``stats`` then listed a year 99999)."""
+    path = tmp_path / "years.jsonl"
+    rows = [{"title": f"Paper {y}", "year": y} for y in (2024, 99999, -5, "1999", "20225", 0)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result = read_corpus_file(path)
+    assert [p.year for p in result.papers] == [2024, 1999, None]  # 0: "unknown"
+    assert locations(result) == [
+        ("line 2", "year 99999 is not a year a paper can have (1000-2199)"),
+        ("line 3", "year -5 is not a year a paper can have (1000-2199)"),
+        ("line 5", "year 20225 is not a year a paper can have (1000-2199)"),
+    ]

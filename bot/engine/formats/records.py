@@ -110,18 +110,29 @@ def _text(value: Any, what: str) -> str:
     raise ValueError(f"{what} is a {kind(value)}, not text")
 
 
+#: Years a paper can have: ``year:`` filters start at 1000 too (``query.MIN_YEAR``), and a
+#: year far in the future is a typo (``20225``), not a paper.
+YEARS = range(1000, 2200)
+
+
 def _year(value: Any) -> int | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool):
         raise ValueError(f"year is not a number ({value!r})")
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    raise ValueError(f"year is not a number ({value!r})")
+        year = value
+    elif isinstance(value, float) and value.is_integer():
+        year = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        year = int(value.strip())
+    else:
+        raise ValueError(f"year is not a number ({value!r})")
+    if year == 0:  # what some exports write for "unknown"
+        return None
+    if year not in YEARS:
+        raise ValueError(f"year {year} is not a year a paper can have ({YEARS[0]}-{YEARS[-1]})")
+    return year
 
 
 _NAME_SEPARATORS = re.compile(r",\s+|\s+and\s+")
