@@ -77,15 +77,19 @@ def is_writable(path: str | Path) -> bool:
     return os.access(folder, os.W_OK)
 
 
-def connect(path: str | Path, *, read_only: bool = False) -> Database:
-    """One connection. Read-only ones go through SQLite's ``mode=ro`` and never write.
+def connect(path: str | Path, *, read_only: bool = False, create: bool = True) -> Database:
+    """One connection. Read-only ones go through SQLite's ``mode=ro`` and never write;
+    ``create=False`` ones through ``mode=rw``, which never creates the file (a database moved
+    away or on a disk since unmounted is not recreated empty: SQLite refuses instead).
 
     A WAL database whose folder we may not write cannot be opened ``mode=ro`` when its
     ``-shm`` file is gone (SQLite would have to create it); with no ``-wal`` file either,
     there is nothing uncheckpointed, so it is read as ``immutable`` instead.
     """
-    if not read_only:
+    if not read_only and create:
         db = Database(path)
+    elif not read_only:
+        db = Database(sqlite3.connect(Path(path).absolute().as_uri() + "?mode=rw", uri=True))
     else:
         uri = Path(path).absolute().as_uri() + "?mode=ro"
         try:

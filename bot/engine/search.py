@@ -29,6 +29,7 @@ from sqlite_utils import Database
 
 from .corpus import (
     Corpus,
+    NoDatabase,
     UpsertCounts,
     checkpoint_later,
     connect,
@@ -175,6 +176,42 @@ def _private_index_dir(db_path: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"paperboy-{os.getuid()}" / f"{key}.index"
 
 
+def _connect_existing(path: Path, *, read_only: bool) -> Database:
+    """A connection to the database ``Engine.__init__`` created or found, never creating it
+    again: a file moved away, deleted or on a disk since unmounted is not recreated empty
+    (SQLite's ``mode=rw``) by the next thread's first lookup; that lookup fails instead."""
+    try:
+        return connect(path, read_only=read_only, create=False)
+    except sqlite3.OperationalError:
+        if path.exists():
+            raise
+        raise NoDatabase(
+            f"The database at {path} is gone (moved, deleted, or its disk unmounted), "
+            "so nothing was looked up or saved."
+        ) from None
+
+
+def _holds_no_database(path: Path) -> bool:
+    """Whether ``path`` is a file with no database in it: empty (0 bytes), or a SQLite file
+    with no schema at all. Read without writing anything (``mode=ro``); a file SQLite cannot
+    read is left to ``open_database`` to name."""
+    try:
+        if not path.is_file():
+            return False
+        if path.stat().st_size == 0 and not Path(f"{path}-wal").exists():
+            return True
+        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
+    except (OSError, sqlite3.Error):
+        return False
+    try:
+        ((tables,),) = conn.execute("select count(*) from sqlite_master").fetchall()
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    return tables == 0
+
+
 class Engine:
     """Open with ``Engine.open(db_path, seed_dir=...)``; safe to share between threads."""
 
@@ -201,6 +238,10 @@ class Engine:
         self._known_version: tuple[bytes, int] | None = None  # (WAL index header, version)
         self.clock: Callable[[], float] = time.time  # tests inject their own
         self.read_only = self.db_path.exists() and not is_writable(self.db_path)
+        if not create and _holds_no_database(self.db_path):
+            # An empty file (``touch``, or a failed copy) is no database either: a command
+            # that only reads gives it no schema (it is left byte-identical).
+            raise NoDatabase(f"There is no database at {self.db_path}.")
         # Create and migrate once, up front (read-only: only check that no migration is due).
         open_database(self.db_path, read_only=self.read_only, create=create).close()
         if self.read_only and not is_writable(self.index_dir):
@@ -238,7 +279,7 @@ class Engine:
         """This thread's connection (sqlite3 connections must stay on their thread)."""
         db = getattr(self._local, "db", None)
         if db is None:
-            db = self._local.db = connect(self.db_path, read_only=self.read_only)
+            db = self._local.db = _connect_existing(self.db_path, read_only=self.read_only)
         return db
 
     @property

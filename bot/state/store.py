@@ -175,12 +175,22 @@ class Heartbeat:
 
 
 def _sqlite_creator(path: str, read_only: bool) -> Callable[[], sqlite3.Connection]:
-    """Connections to the corpus file; read-only ones never write (as ``corpus.connect``)."""
+    """Connections to the corpus file; read-only ones never write (as ``corpus.connect``),
+    and once the file exists, none creates it again: a file moved away or on a disk since
+    unmounted is refused (``mode=rw``), not recreated empty under the members' settings."""
+    existed = Path(path).exists()
 
     def connect() -> sqlite3.Connection:
         if not read_only:
+            target, uri = (
+                (Path(path).absolute().as_uri() + "?mode=rw", True) if existed else (path, False)
+            )
             return sqlite3.connect(
-                path, timeout=SQLITE_WAIT_SECONDS, check_same_thread=False, isolation_level=None
+                target,
+                uri=uri,
+                timeout=SQLITE_WAIT_SECONDS,
+                check_same_thread=False,
+                isolation_level=None,
             )
         uri = Path(path).absolute().as_uri() + "?mode=ro"
         try:
@@ -1476,17 +1486,20 @@ def open_state(target: str | Path, *, pool_size: int = 20) -> StateStore:
 
 
 def _sqlite_store(path: Path) -> StateStore:
+    """The state kept in the corpus file at ``path``, which the engine has created: a file
+    gone since (moved, deleted, its disk unmounted) is refused, not recreated empty."""
     path = path.absolute()
     try:
         inode = path.stat().st_ino  # a file replaced at the same path is a new database
     except OSError:
-        inode = 0
+        raise StateError(
+            f"The database at {path} is gone (moved, deleted, or its disk unmounted), so "
+            "nothing was looked up or saved."
+        ) from None
     with _lock:
         store = _by_file.get((str(path), inode))
         if store is None:
             store = StateStore(path)
-            if inode == 0:
-                inode = path.stat().st_ino
             _by_file[(str(path), inode)] = store
         return store
 
