@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bot.engine.index import Index
-from bot.engine.query import Query, QueryError, parse_query
+from bot.engine.query import Query, QueryError, parse_topic
 from bot.engine.search import Engine, Hit
 from bot.engine.text import analyze
 from bot.english import count
@@ -118,7 +118,7 @@ def _engine_error(engine: Engine, text: str) -> str | None:
 
 def _prepare(engine: Engine, index: Index, text: str) -> _Prepared:
     try:
-        query = parse_query(text)
+        query = parse_topic(text)
     except QueryError as error:
         return _Prepared(text, None, _empty(), _no_scores(), str(error))
     terms = analyze(query.ranked_text)

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlite_utils import Database
 
-from bot.engine.query import parse_query
+from bot.engine.query import parse_topic
 from bot.engine.text import words
 from bot.state import StateStore, state_of
 from bot.state.store import ByMember
@@ -141,7 +141,7 @@ def normalize_topic(text: str) -> str:
     (it decides the bigrams); exclusions and filters are sorted because their order does not
     matter.
     """
-    query = parse_query(text)
+    query = parse_topic(text)
     parts = [" ".join(words(w)) for w in query.words]
     parts += ['"' + " ".join(words(p)) + '"' for p in query.phrases]
     parts += sorted("-" + " ".join(words(e)) for e in query.excluded)

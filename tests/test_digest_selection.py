@@ -112,9 +112,12 @@ def test_phrases_exclusions_and_filters_work_as_in_lookups(engine: Engine) -> No
 
 
 def test_unusable_topics_carry_the_lookup_error(engine: Engine) -> None:
-    unknown, common = match_topics(engine, ["venue:Nowhere graph", "the of"])
-    assert "No papers from venue `Nowhere`" in unknown.error
+    unknown, common, waiting = match_topics(
+        engine, ["colour:blue graph", "the of", "venue:Nowhere graph"]
+    )
+    assert "I don't know the filter `colour:`" in unknown.error
     assert common.error and not common.count
+    assert not waiting.error and not waiting.count  # its venue's papers are not here yet
 
 
 # --- one member's digest -------------------------------------------------------------------------
@@ -237,8 +240,11 @@ def test_check_topic_reports_too_broad_and_too_narrow(engine: Engine) -> None:
         partly.verdict == "partly" and partly.matches and partly.unmentioned == ["chromodynamics"]
     )
     assert "No paper mentions “chromodynamics”" in partly.advice
-    bad = check_topic(engine, "venue:Nowhere graph")
-    assert bad.verdict == "error" and "Nowhere" in bad.error
+    bad = check_topic(engine, "venu:ICML graph")  # a typo: a topic does not make it words
+    assert bad.verdict == "error" and "I don't know the filter `venu:`" in bad.error
+    # A venue with no paper yet is a topic that waits for its papers (a lookup says so).
+    waiting = check_topic(engine, "venue:NeurIPS graph")
+    assert not waiting.error and waiting.matches == 0
 
 
 def test_common_words_that_match_nothing_are_called_too_general() -> None:

@@ -1,6 +1,6 @@
 import pytest
 
-from bot.engine.query import MAX_QUERY_CHARS, QueryError, parse_query
+from bot.engine.query import MAX_QUERY_CHARS, QueryError, parse_query, parse_topic
 
 
 def test_words_phrases_exclusions_and_filters():
@@ -32,7 +32,7 @@ def test_year_forms(text, expected):
 
 @pytest.mark.parametrize(
     "text",
-    ["foo:bar", "venue:", "author: x", "year:last", "-venue:ICLR", "x" * (MAX_QUERY_CHARS + 1)],
+    ["venue:", "author: x", "year:last", "-venue:ICLR", "x" * (MAX_QUERY_CHARS + 1)],
 )
 def test_unusable_queries_raise_a_friendly_error(text):
     with pytest.raises(QueryError) as info:
@@ -42,6 +42,15 @@ def test_unusable_queries_raise_a_friendly_error(text):
 
 def test_urls_are_words_not_filters():
     assert parse_query("https://arxiv.org/abs/1234").words == ["https://arxiv.org/abs/1234"]
+
+
+def test_a_name_that_is_no_filter_is_words_in_a_lookup_and_refused_in_a_topic():
+    q = parse_query('cf. arXiv:2501.01234 -re:old note:"two words"')
+    assert q.words == ["cf.", "arXiv:2501.01234", "note"] and q.phrases == ["two words"]
+    assert q.excluded == ["re:old"] and q.not_filters == ["arXiv", "re", "note"]
+    with pytest.raises(QueryError, match="I don't know the filter `arXiv:`"):
+        parse_topic("arXiv:2501.01234 diffusion")
+    assert parse_topic("diffusion venue:ICLR").venues == ["ICLR"]
 
 
 def test_unterminated_quote_is_a_phrase():

@@ -37,6 +37,8 @@ class Query:
     year_from: int | None = None
     year_to: int | None = None
     authors: list[str] = field(default_factory=list)  # all of these
+    # "arXiv:2501.01234", "re:diffusion": not filters, so looked up as words (a notice says so)
+    not_filters: list[str] = field(default_factory=list)
 
     @property
     def ranked_text(self) -> str:
@@ -83,13 +85,20 @@ def _read_tokens(query: Query, text: str) -> None:
                 query.words.append(name)  # "QLASS: Q-guided ..." - a pasted title, not a filter
                 continue
             if key not in FILTERS:
-                if bare and bare.startswith("//"):  # a URL: search its words, not a filter
+                # A URL, an id ("arXiv:2501.01234"), "re:" or "cf.": text pasted from
+                # somewhere (the message shortcut), so looked up as words. A topic, which
+                # is kept, refuses it instead (``parse_topic``).
+                if not (bare and bare.startswith("//")):
+                    query.not_filters.append(name)
+                if neg:
+                    query.excluded.append(f"{name}:{value}")
+                elif quoted is not None:
+                    query.words.append(name)
+                    if value:
+                        query.phrases.append(value)
+                else:
                     query.words.append(f"{name}:{bare}")
-                    continue
-                raise QueryError(
-                    f"I don't know the filter `{name}:`. Filters are `venue:ICLR`, "
-                    f'`year:2025` or `year:2023-2025`, and `author:"Jane Doe"`.'
-                )
+                continue
             if neg:
                 raise QueryError(f"`-{name}:` is not supported; use `{name}:` to narrow instead.")
             if not value:
@@ -105,6 +114,18 @@ def _read_tokens(query: Query, text: str) -> None:
 
 
 _EXAMPLE = {"venue": "venue:ICLR", "year": "year:2023-2025", "author": 'author:"Jane Doe"'}
+
+
+def parse_topic(text: str) -> Query:
+    """``parse_query`` for a topic, which is kept for months: a ``name:`` that is no filter
+    (a typo, ``venu:ICLR``) raises QueryError rather than becoming words, as in a lookup."""
+    query = parse_query(text)
+    if query.not_filters:
+        raise QueryError(
+            f"I don't know the filter `{query.not_filters[0]}:`. Filters are `venue:ICLR`, "
+            f'`year:2025` or `year:2023-2025`, and `author:"Jane Doe"`.'
+        )
+    return query
 
 
 def _apply_filter(query: Query, key: str, value: str) -> None:

@@ -837,7 +837,8 @@ class Engine:
     def _passes(self, index: Index, query: Query) -> Callable[[np.ndarray], np.ndarray]:
         """Which of some documents pass the query's phrases, exclusions and venue, year and
         author filters: a function (the pruned lookup asks for a few documents at a time),
-        whose document sets are looked up once. An unknown venue raises QueryError now."""
+        whose document sets are looked up once. A venue no paper is from passes none (a
+        notice names the venues there are; a topic on it waits for its papers)."""
         if not (query.phrases or query.excluded or query.has_filters):
             return _keep_all
         codes = None
@@ -845,11 +846,7 @@ class Engine:
             wanted = {v.lower() for v in query.venues}
             codes = [i for i, name in enumerate(index.venues) if name.lower() in wanted]
             if not codes:
-                known = ", ".join(v for v in index.venues if v) or "none"
-                raise QueryError(
-                    f"No papers from venue `{', '.join(query.venues)}` in this corpus. "
-                    f"Venues here: {known}."
-                )
+                return _keep_none
         sets: list[tuple[np.ndarray, bool]] | None = None
 
         def doc_sets() -> list[tuple[np.ndarray, bool]]:
@@ -909,6 +906,11 @@ class Engine:
     def _notices(query: Query, index: Index, found: bool) -> list[str]:
         """What the user should know about how the query was read ("Missing: ...")."""
         notices = []
+        for name in dict.fromkeys(query.not_filters):
+            notices.append(
+                f"`{name}:` is not a filter, so it was looked up as words (filters are "
+                "`venue:`, `year:` and `author:`)."
+            )
         missing = _unmentioned(query, index)
         quoted = ", ".join(f"“{w}”" for w in missing)
         if missing and found:
@@ -917,6 +919,13 @@ class Engine:
             notices.append(f"No paper mentions any of {quoted}.")
         elif missing and len(query.words) > 1:  # (the only word: "No papers match" names it)
             notices.append(f"No paper mentions {quoted}.")
+        wanted = {v.lower() for v in query.venues}
+        if wanted and not any(v.lower() in wanted for v in index.venues):
+            known = ", ".join(v for v in index.venues if v) or "none"
+            notices.append(
+                f"No paper here is from venue `{', '.join(query.venues)}` (yet). "
+                f"Venues here: {known}."
+            )
         if not found and (query.year_from or query.year_to):
             years = np.asarray(index.years)
             years = years[years > 0]
@@ -1129,6 +1138,11 @@ def _best(scores: np.ndarray, k: int, docs: np.ndarray) -> np.ndarray:
 def _keep_all(candidates: np.ndarray) -> np.ndarray:
     """``Engine._passes`` of a query without phrases, exclusions or filters."""
     return np.ones(len(candidates), dtype=bool)
+
+
+def _keep_none(candidates: np.ndarray) -> np.ndarray:
+    """``Engine._passes`` of a query on a venue no paper is from."""
+    return np.zeros(len(candidates), dtype=bool)
 
 
 #: Nothing to filter: callers may skip the call (and its array of True).
