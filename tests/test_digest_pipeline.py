@@ -52,7 +52,8 @@ def team(engine, fake) -> dict:
 
 @pytest.fixture
 def chosen_here(monkeypatch: pytest.MonkeyPatch) -> list[list]:
-    """The chunks this process chose itself (``select_digests`` as ``Selections`` calls it)."""
+    """The chunks this process chose itself (``select_digests_apart`` as ``Selections``
+    calls it)."""
     calls: list[list] = []
     lock = threading.Lock()
 
@@ -61,7 +62,7 @@ def chosen_here(monkeypatch: pytest.MonkeyPatch) -> list[list]:
             calls.append(sorted(user for _, user in keys))
         return select_digests(engine, keys, limit=limit)
 
-    monkeypatch.setattr(selector, "select_digests", spy)
+    monkeypatch.setattr(selector, "select_digests_apart", spy)
     return calls
 
 
@@ -117,8 +118,9 @@ def test_the_chunks_of_a_helper_gone_mid_batch_are_chosen_here(
 def test_an_error_choosing_stops_the_batch_after_the_digests_chosen_before_it(
     engine, fake, waits, team, monkeypatch
 ) -> None:
-    """Without a helper every chunk is chosen here, one after another: the second one fails,
-    so the first chunk's digests go (once), the run raises, and the next run sends the rest."""
+    """Without a helper every chunk is chosen here, one after another: the second one fails
+    (an error ``select_digests_apart`` lets through, as an outage), so the first chunk's
+    digests go (once), the run raises, and the next run sends the rest."""
     calls = []
 
     def second_fails(engine, keys, limit):
@@ -127,7 +129,7 @@ def test_an_error_choosing_stops_the_batch_after_the_digests_chosen_before_it(
             raise RuntimeError("a bug in choosing")
         return select_digests(engine, keys, limit=limit)
 
-    monkeypatch.setattr(selector, "select_digests", second_fails)
+    monkeypatch.setattr(selector, "select_digests_apart", second_fails)
     send = dispatcher(engine, fake, waits, workers=3, pipeline=True, select_helper=False)
     with pytest.raises(RuntimeError, match="a bug in choosing"):
         send.run_due(BERLIN_0900)
@@ -151,7 +153,7 @@ def test_without_a_spare_core_the_batch_is_chosen_at_once_here(
         calls.append(sorted(user for _, user in keys))
         return select_digests(engine, keys, limit=limit)
 
-    monkeypatch.setattr(delivery, "select_digests", at_once)
+    monkeypatch.setattr(delivery, "select_digests_apart", at_once)
     send = dispatcher(engine, fake, waits, workers=3)
     assert not send.pipeline
     send.run_due(BERLIN_0900)

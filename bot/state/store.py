@@ -1476,7 +1476,7 @@ def open_state(target: str | Path, *, pool_size: int = 20) -> StateStore:
     process and then shared."""
     url = database_url(target)
     if url.get_backend_name() == "sqlite":
-        return _sqlite_store(Path(str(url.database)))
+        return _sqlite_store(Path(str(url.database)), create=True)
     with _lock:
         key = (url.render_as_string(hide_password=False), 0)
         store = _by_file.get(key)
@@ -1485,21 +1485,26 @@ def open_state(target: str | Path, *, pool_size: int = 20) -> StateStore:
         return store
 
 
-def _sqlite_store(path: Path) -> StateStore:
-    """The state kept in the corpus file at ``path``, which the engine has created: a file
-    gone since (moved, deleted, its disk unmounted) is refused, not recreated empty."""
+def _sqlite_store(path: Path, *, create: bool = False) -> StateStore:
+    """The state kept in the SQLite file at ``path``: a corpus file, which the engine has
+    created, so one gone since (moved, deleted, its disk unmounted) is refused rather than
+    recreated empty; or (``create``) a ``DATABASE_URL`` of ``sqlite:///``, made if new."""
     path = path.absolute()
     try:
         inode = path.stat().st_ino  # a file replaced at the same path is a new database
     except OSError:
-        raise StateError(
-            f"The database at {path} is gone (moved, deleted, or its disk unmounted), so "
-            "nothing was looked up or saved."
-        ) from None
+        if not create:
+            raise StateError(
+                f"The database at {path} is gone (moved, deleted, or its disk unmounted), so "
+                "nothing was looked up or saved."
+            ) from None
+        inode = 0
     with _lock:
         store = _by_file.get((str(path), inode))
         if store is None:
             store = StateStore(path)
+            if inode == 0:
+                inode = path.stat().st_ino
             _by_file[(str(path), inode)] = store
         return store
 
