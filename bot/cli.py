@@ -223,6 +223,27 @@ class _Commands(click.Group):
             raise SystemExit(0) from None
 
 
+def _title(paper: dict) -> str:
+    """A paper's title as the terminal shows it: its LaTeX readable, a derived one marked."""
+    title = readable(paper.get("title") or "")
+    if title and paper.get("title_derived"):
+        title += "  (title derived from the abstract)"
+    return title
+
+
+def _liked(item) -> str:
+    """Why a recommendation is in a digest preview (Slack: "like the paper you 👍")."""
+    liked = "the paper" if item.liked_count <= 1 else f"the {item.liked_count} papers"
+    return f"like {liked} you 👍" if item.liked_count else ""
+
+
+def _check_user(user_id: str) -> None:
+    if not user_id.strip():
+        raise click.BadParameter(
+            "give a member's Slack user id, like U0123ABCD.", param_hint="--user"
+        )
+
+
 def _stdout_closed() -> bool:
     """Whether stdout is a pipe whose reader has gone (poll reports an error on it)."""
     try:
@@ -246,16 +267,25 @@ def main(ctx: click.Context, db_path: Path | None) -> None:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("sources", nargs=-1, required=True, metavar="PATHS...")
 @db_option
 @click.pass_context
-def ingest(ctx: click.Context, paths: tuple[Path, ...], db_path: Path | None) -> None:
+def ingest(ctx: click.Context, sources: tuple[str, ...], db_path: Path | None) -> None:
     """Add or update papers from files (seed text, JSON, JSON Lines, CSV, arXiv Atom; .gz too).
 
     Re-ingesting a file changes nothing; a changed paper is updated in place. Rejected
     records are listed with their file and line; the exit status is 1 when nothing at all
     could be read.
     """
+    for source in sources:
+        if "://" in source or source.startswith("arxiv:"):
+            raise click.BadParameter(
+                f"{source} is not a file: ingest reads files. Download it first (curl -o "
+                "papers.xml URL), or list it in PAPERBOY_FEEDS, which the scheduler fetches "
+                "daily (arXiv categories too).",
+                param_hint="PATHS",
+            )
+    paths = tuple(Path(source) for source in sources)
     context = _ctx(ctx, db_path)
     fresh = not context.db_path.exists()
     engine = context.engine(write=True, seed=False)
@@ -681,9 +711,7 @@ def _print_result(result) -> None:
     )
     for rank, hit in enumerate(result.hits, start=result.offset + 1):
         paper = hit.paper
-        title = readable(paper["title"]) + (
-            "  (title derived from the abstract)" if paper["title_derived"] else ""
-        )
+        title = _title(paper)
         click.echo("")
         click.echo(f"{rank:>3}. {hit.score:.3f}  " + click.style(title, bold=True))
         meta = " · ".join(
@@ -833,10 +861,7 @@ def preview(
     from digest.selection import select_digests
     from digest.subscriptions import Subscriptions
 
-    if not user_id.strip():
-        raise click.BadParameter(
-            "give a member's Slack user id, like U0123ABCD.", param_hint="--user"
-        )
+    _check_user(user_id)
     settings = load_settings()
     engine = _engine(ctx, db_path, settings, write=False)
     team_id = _team_of(engine, user_id, team_id)
@@ -862,9 +887,10 @@ def preview(
         for item in section.items:
             paper = papers.get(item.paper_id, {})
             new = click.style(" new", fg="green") if item.new else ""
-            click.echo(f"  {item.score:.3f}{new}  {readable(paper.get('title', item.paper_id))}")
+            click.echo(f"  {item.score:.3f}{new}  {_title(paper) or item.paper_id}")
             venue = f"{paper.get('venue') or ''} {paper.get('year') or ''}".strip()
-            click.echo(f"         {venue}  id {item.paper_id}  why: {', '.join(item.why)}")
+            why = ", ".join(item.why) or _liked(item)  # (a recommendation: like what was 👍)
+            click.echo(f"         {venue}  id {item.paper_id}  why: {why}")
 
 
 @digest.command()
@@ -1027,6 +1053,7 @@ def saved(
 
     from .state import state_for
 
+    _check_user(user_id)
     engine = _ctx(ctx, db_path).engine()
     team_id = _team_of(engine, user_id, team_id)
     papers, total = reading_list(state_for(engine.db_path), engine, user_id, team_id=team_id)
@@ -1039,7 +1066,7 @@ def saved(
     click.echo(f"{count(total, 'saved paper')} for {user_id}, newest first")
     for paper in papers:
         venue = f"{paper.get('venue') or ''} {paper.get('year') or ''}".strip()
-        title = readable(paper.get("title") or "(no longer in the corpus)")
+        title = _title(paper) if paper.get("title") else "(no longer in the corpus)"
         click.echo(f"  {paper['saved_at'][:10]}  {title}")
         click.echo(f"              {venue}  id {paper['id']}".rstrip())
 

@@ -547,3 +547,14 @@ def test_a_broken_pipe_that_is_not_stdout_is_an_error(monkeypatch) -> None:
         assert isinstance(result.exception, BrokenPipeError) and result.exit_code != 0
     finally:
         main.commands.pop("fail-pipe")
+
+
+def test_ingest_of_a_url_or_an_arxiv_category_says_where_those_go(invoke, tmp_path):
+    """``paperboy ingest http://...`` said "http:/host/feed.xml does not exist" (the URL made
+    a path): it says ingest reads files, and how a URL or a category gets in."""
+    db = tmp_path / "u.db"
+    for source in ("http://127.0.0.1:3204/feed.xml", "arxiv:cs.LG"):
+        result = invoke("--db", str(db), "ingest", source)
+        assert result.exit_code == 2 and f"{source} is not a file" in result.output
+        assert "PAPERBOY_FEEDS" in result.output
+    assert not db.exists()

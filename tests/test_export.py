@@ -139,6 +139,9 @@ def test_paperboy_saved_prints_the_reading_list_in_each_format(
     assert text.exit_code == 0, text.output
     assert text.output.startswith("5 saved papers for U1, newest first")
     assert "(no longer in the corpus)" in text.output
+    assert "(title derived from the abstract)" in text.output  # seed abstracts have no title
+    nameless = run(main, ["--db", str(engine.db_path), "saved", "--user", " "])
+    assert nameless.exit_code == 2 and "give a member's Slack user id" in nameless.output
 
     bib = run(main, ["--db", str(engine.db_path), "saved", "--user", "U1", "--format", "bibtex"])
     entries = parse(bib.output).entries

@@ -216,6 +216,28 @@ def test_recommendations_match_no_topic_say_why_and_exclude_sent_papers(engine) 
     assert set(recommended) <= set(sent)
 
 
+def test_the_cli_preview_says_why_a_paper_is_recommended(engine) -> None:
+    """``paperboy digest preview`` printed an empty ``why:`` under recommendations."""
+    from click.testing import CliRunner
+
+    from bot.cli import main
+    from tests.postgres import state_env
+
+    subscribe(engine, "U1", "diffusion models")
+    for n, paper in enumerate(("protein-0", "protein-1", "protein-4")):
+        click(engine, "U1", paper, "like", n)
+    recommended = recommended_ids(select_digests(engine, ["U1"])["U1"])
+    args = ["--db", str(engine.db_path), "digest", "preview", "--user", "U1", "--team", "T1"]
+    result = CliRunner(env=state_env()).invoke(main, args)
+    assert result.exit_code == 0, result.output
+    whys = [
+        line for line in result.output.splitlines() if any(f"id {p} " in line for p in recommended)
+    ]
+    assert len(whys) == len(recommended)
+    assert all(line.endswith("why: like the 3 papers you 👍") for line in whys)
+    assert "why: \n" not in result.output + "\n"
+
+
 def test_a_digest_posted_in_a_channel_recommends_nothing(engine) -> None:
     """What a member 👍 is theirs alone: the channel reads neither the picks nor their why."""
     subscribe(engine, "U1", "diffusion models")
