@@ -59,3 +59,18 @@ def test_unterminated_quote_is_a_phrase():
 
 def test_a_pasted_title_with_a_colon_is_text_not_a_filter():
     assert parse_query("QLASS: Q-guided Search").words == ["QLASS", "Q-guided", "Search"]
+
+
+def test_control_characters_and_colour_codes_are_not_searched() -> None:
+    """A line copied from a coloured terminal: the words, not ``[31mdiffusion``."""
+    q = parse_query("\x1b[31mdiffusion\x1b[0m models\x07")
+    assert q.words == ["diffusion", "models"] and q.text == "diffusion  models"
+
+
+def test_two_year_filters_are_refused_rather_than_one_silently_kept() -> None:
+    with pytest.raises(QueryError, match="Give one `year:` filter"):
+        parse_query("gnn year:2024 year:2023")
+    assert (parse_query("gnn year:2023-2024").year_from, parse_query("year:2023-").year_to) == (
+        2023,
+        None,
+    )

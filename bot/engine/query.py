@@ -55,8 +55,13 @@ class Query:
         return " ".join(parts)
 
 
+#: Terminal colour codes (ESC [ ... m, as a copied coloured line carries them), then any other
+#: control character: not part of any word, so never searched for (nor shown).
+_CONTROLS = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def parse_query(text: str) -> Query:
-    text = (text or "").strip()
+    text = _CONTROLS.sub(" ", text or "").strip()
     if len(text) > MAX_QUERY_CHARS:
         raise QueryError(
             f"That query is {len(text):,} characters long; please keep it to "
@@ -150,6 +155,11 @@ def _apply_filter(query: Query, key: str, value: str) -> None:
             raise QueryError(
                 f"`year:{value}` is not a year I understand; use `year:2025`, "
                 f"`year:2023-2025`, `year:2023-` or `year:-2020`."
+            )
+        if query.year_from is not None or query.year_to is not None:
+            raise QueryError(
+                "Give one `year:` filter (a range is one: `year:2023-2025`); with two, "
+                "I cannot tell which you mean."
             )
         start, dash, end = match.group(1), match.group(2), match.group(3)
         query.year_from = int(start) if start else None
