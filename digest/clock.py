@@ -18,10 +18,12 @@ is logged and tried again next tick.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -204,12 +206,28 @@ class Clock:
         self._build(BackgroundScheduler(timezone=UTC)).start()
 
     def run_forever(self) -> None:
-        """Tick in this thread until stopped (SIGTERM/SIGINT raise in it) or the token is
-        refused, which raises ``ClockError``."""
+        """Tick in this thread until SIGTERM or SIGINT, or until the token is refused, which
+        raises ``ClockError``.
+
+        The signals stop the scheduler rather than raise in this thread: APScheduler's loop
+        catches every exception around a job's submission (``BaseException``: it logs "Error
+        submitting job"), so a ``SystemExit`` that landed there was swallowed and the process
+        ran on, until the platform killed it."""
         scheduler = self._build(BlockingScheduler(timezone=UTC))
+        stoppers: list[threading.Thread] = []
+
+        def stop(signum: int, frame: object) -> None:
+            if not stoppers:
+                stoppers.append(threading.Thread(target=_stop_when_running, args=(scheduler,)))
+                stoppers[0].start()
+
         try:
-            scheduler.start()
+            with _signals_call(stop):
+                if not stoppers:
+                    scheduler.start()  # returns once stopped
         finally:
+            for stopper in stoppers:  # (the loop can end before a tick in progress does)
+                stopper.join()
             if scheduler.running:
                 scheduler.shutdown(wait=True)  # let a tick in progress finish its digest
         if self.fatal is not None:
@@ -218,6 +236,31 @@ class Clock:
     def shutdown(self) -> None:
         if self.scheduler is not None and self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+
+
+@contextlib.contextmanager
+def _signals_call(handler: Callable[[int, object], None]) -> Iterator[None]:
+    """SIGTERM and SIGINT call ``handler`` inside the block (the main thread only; elsewhere,
+    as in tests running a clock on a thread, nothing changes); the old handlers after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
+def _stop_when_running(scheduler: BlockingScheduler, timeout: float = 30.0) -> None:
+    """Shut ``scheduler`` down (a tick in progress finishes its digest first), once it has
+    started: a signal can come before ``start`` has set it running."""
+    deadline = time.monotonic() + timeout
+    while not scheduler.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if scheduler.running:
+        scheduler.shutdown(wait=True)
 
 
 # -- heartbeat ------------------------------------------------------------------------------
