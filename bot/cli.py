@@ -40,7 +40,7 @@ from .engine.latex import readable, readable_pieces
 from .engine.query import QueryError
 from .english import count, empty_corpus
 from .help_text import QUERY_EXAMPLES, QUERY_SUMMARY
-from .logs import configure_logging
+from .logs import configure_logging, say
 from .settings import DEFAULT_DB, Settings, SettingsError
 
 if TYPE_CHECKING:  # the engine (and numpy) load only in the commands that use them
@@ -805,7 +805,7 @@ def scheduler(ctx: click.Context, db_path: Path | None, tick: int) -> None:
     follow(engine, settings.corpus_sync_seconds)  # with DATABASE_URL: the shared corpus
     clock = _clock(engine, settings, tick_seconds=tick)
     feeds = f", {len(settings.feeds)} feed(s) daily" if settings.feeds else ""
-    click.echo(f"paperboy scheduler: {engine.db_path}, every {tick}s{feeds}", err=True)
+    say(settings, f"paperboy scheduler: {engine.db_path}, every {tick}s{feeds}")
     try:
         clock.run_forever()
     except (KeyboardInterrupt, SystemExit):

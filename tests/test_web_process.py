@@ -708,3 +708,38 @@ def test_the_playground_checks_its_port_before_it_creates_a_database(
     said = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(said) == 1 and said[0].startswith("paperboy serve: ") and sentence in said[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_json_logs_cover_the_playground_and_the_scheduler_start_lines(
+    tmp_path: Path, seeded_db_template: Path
+) -> None:
+    """Their start lines were printed as text among the JSON lines (found in a trial): with
+    ``PAPERBOY_LOG_FORMAT=json`` every line either process says parses."""
+    db = tmp_path / "j.db"
+    copy_db_without_index(seeded_db_template, db)
+    with FakeSlack() as fake:
+        env = {**serve_env(tmp_path, fake, db, free_port()), "PAPERBOY_LOG_FORMAT": "json"}
+        clock = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "scheduler"],
+            env=env,
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert clock.stderr is not None
+            first = clock.stderr.readline()  # its start line, once the engine is open
+        finally:
+            clock.send_signal(signal.SIGTERM)
+            _, rest = clock.communicate(timeout=60)
+        playground_env = {k: v for k, v in env.items() if not k.startswith("SLACK_")}
+        with serve(playground_env) as playground:
+            playground.wait_for_line("local playground")
+            assert playground.stop() == 0
+    start = json.loads(first)
+    assert start["message"].startswith("paperboy scheduler: ") and start["level"] == "INFO"
+    for line in [*rest.splitlines(), *playground.seen]:
+        if line.strip():
+            json.loads(line)  # every line one JSON object
+    said = [json.loads(line)["message"] for line in playground.seen if line.strip()]
+    assert any(m.startswith("No Slack credentials set") for m in said)

@@ -27,7 +27,6 @@ import json
 import logging
 import re
 import secrets
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -40,6 +39,7 @@ from urllib.parse import parse_qs, urlencode
 from slack_sdk.signature import SignatureVerifier
 
 from bot.engine.search import Engine
+from bot.logs import say
 from bot.playground.fake_slack import APP_ID, BOT_USER_ID, TEAM_ID, FakeSlack
 from bot.settings import Settings
 from bot.slack.app import build_app
@@ -478,7 +478,8 @@ def run(settings: Settings, engine: Engine) -> None:
         if papers
         else f"first add papers: the corpus in {engine.db_path} is empty (paperboy ingest FILE)"
     )
-    print(
+    say(
+        settings,
         "No Slack credentials set, so Paperboy runs as a local playground:\n"
         f"    open {playground.url} and {first}\n"
         "Digests are sent on schedule to the page's Paperboy direct messages "
@@ -486,7 +487,6 @@ def run(settings: Settings, engine: Engine) -> None:
         "To connect a real workspace, create the app from its manifest "
         "(paperboy manifest --host YOUR-HOST prints it) and set "
         "SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN for Socket Mode).",
-        file=sys.stderr,
     )
     try:
         playground.serve_forever()
