@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.engine.paper import Paper
 from bot.engine.search import Engine
 
 FEED = """<?xml version="1.0" encoding="UTF-8"?>
@@ -143,3 +144,32 @@ def test_a_record_whose_url_names_an_older_version_is_unchanged(engine, tmp_path
 
     assert counts(engine.ingest([tmp_path / "papers.jsonl"])) == (0, 0, 1)
     assert abstract(engine) == ABSTRACTS[3]
+
+
+def test_a_paper_read_without_a_version_forgets_the_stored_one(engine, tmp_path) -> None:
+    # Its row is written with no version (a changed paper whose version is not known), so the
+    # next version read is newer than nothing.
+    engine.ingest([feed(tmp_path, "feed3.xml", 3)])
+    record = {"id": "arxiv:2501.01234", "title": "Stepwise", "abstract": "Elsewhere."}
+    (tmp_path / "papers.jsonl").write_text(json.dumps(record) + "\n")
+    assert counts(engine.ingest([tmp_path / "papers.jsonl"])) == (0, 1, 0)
+    assert engine.corpus.get("arxiv:2501.01234")["arxiv_version"] is None
+
+    assert counts(engine.ingest([feed(tmp_path, "feed.xml", 2)])) == (0, 1, 0)
+    assert engine.corpus.get("arxiv:2501.01234")["arxiv_version"] == 2
+
+
+def test_a_version_noted_for_an_unchanged_paper_gives_way_to_a_change_after_it(engine) -> None:
+    # In one batch: the stored paper again with its version (noted, the row as it is), then a
+    # change read without a version: the row's version is not known, not the one noted.
+    fields = {"id": "arxiv:2501.01234", "title": "Stepwise"}
+    v3 = Paper(**fields, abstract=ABSTRACTS[3], url="https://arxiv.org/abs/2501.01234v3")
+    changed = Paper(**fields, abstract="Rewritten.", url="https://arxiv.org/abs/2501.01234")
+    engine.corpus.upsert([v3])
+    engine.db.execute("update papers set arxiv_version = null")  # stored before versions were
+
+    counted = engine.corpus.upsert([v3, changed])
+
+    assert (counted.updated, counted.unchanged) == (1, 1)
+    row = engine.corpus.get("arxiv:2501.01234")
+    assert (row["abstract"], row["arxiv_version"]) == ("Rewritten.", None)

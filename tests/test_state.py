@@ -236,7 +236,7 @@ def test_a_sqlite_file_from_before_the_store_is_adopted_as_it_is(tmp_path: Path)
     shutil.copy(BEFORE_STORE, path)
     store = StateStore(path)
     # Adopted, and brought up to date by the corpus migrations (m029 adds the feedback tables).
-    assert store.revision() == HEAD == "s040_member_keys"
+    assert store.revision() == HEAD == "s050_corpus_arxiv_version"
     subs = Subscriptions(store)
     u1, u2 = subs.members(enabled_only=False)
     assert (u1.tz, u1.dm_channel, u1.team_id, u1.topic_count) == ("Europe/Berlin", "DU1", "T1", 2)

@@ -345,20 +345,19 @@ class Corpus:
             if hashed is not None:
                 hashed(batch, digests)
             rows = []
-            # arXiv versions: the incoming papers', the stored ones' (of arXiv ids only, the
-            # only ones recorded: those read with a version, and those about to change), and
-            # what to record (None: forget it, the stored paper's version no longer known).
+            # arXiv versions: the incoming papers', and the stored ones' of those read with a
+            # version (the only ones compared). A row written carries its paper's version
+            # (None: not known, a stored one forgotten); ``record`` has those of unchanged
+            # papers whose version is new.
             incoming = [arxiv_version(paper) for paper in batch]
             stored = self._arxiv_versions(
                 [
                     p.id
-                    for p, d, v in zip(batch, digests, incoming, strict=True)
-                    if p.id.startswith("arxiv:")
-                    and p.id in known
-                    and (v is not None or known[p.id] != d)
+                    for p, v in zip(batch, incoming, strict=True)
+                    if v is not None and p.id in known
                 ]
             )
-            record: dict[str, tuple[int, str] | None] = {}
+            record: dict[str, tuple[int, str]] = {}
             for paper, digest, version in zip(batch, digests, incoming, strict=True):
                 if version is not None:
                     kept = stored.get(paper.id)
@@ -372,13 +371,14 @@ class Corpus:
                     continue
                 if paper.id in known:
                     counts.updated += 1
-                    if version is None and stored.pop(paper.id, None) is not None:
-                        record[paper.id] = None
+                    if version is None:
+                        stored.pop(paper.id, None)
                 else:
                     counts.added += 1
+                record.pop(paper.id, None)  # its row says it
                 known[paper.id] = digest  # a duplicate id later in the same input is unchanged
                 added = added_at.get(paper.id) if added_at is not None else None
-                rows.append(_values(paper, digest, now, added or now, stamp))
+                rows.append(_values(paper, digest, now, added or now, stamp, version))
             if rows:
                 self.db.conn.executemany(_UPSERT, rows)
             if record:
@@ -418,15 +418,12 @@ class Corpus:
                 found[paper_id] = (int(version), updated or "")
         return found
 
-    def _record_arxiv_versions(self, versions: Mapping[str, tuple[int, str] | None]) -> None:
-        """Store (or, for None, forget) the arXiv version of each of these papers, whose
-        rows are written already."""
+    def _record_arxiv_versions(self, versions: Mapping[str, tuple[int, str]]) -> None:
+        """Store the arXiv version of each of these papers, whose rows are as they were
+        (the same paper, its version known now)."""
         self.db.conn.executemany(
             "update papers set arxiv_version = ?, arxiv_updated = ? where id = ?",
-            [
-                (v[0], v[1] or None, i) if v is not None else (None, None, i)
-                for i, v in versions.items()
-            ],
+            [(v[0], v[1] or None, i) for i, v in versions.items()],
         )
 
     def get_meta(self, key: str) -> str | None:
@@ -442,26 +439,32 @@ class Corpus:
 
     def papers_changed_since(self, version: int) -> Iterator[tuple[Paper, str | None]]:
         """Papers added or changed after corpus version ``version``, in rowid order, each with
-        when it was added (what an ingest publishes to the shared corpus)."""
+        when it was added (what an ingest publishes to the shared corpus); an ``ArxivPaper``
+        when its arXiv version is stored, so the version is published with it."""
         cursor = self.db.execute(
             "select id, title, abstract, venue, year, authors, keywords, url, title_derived, "
-            "added_at from papers where changed_at_version > ? order by rowid",
+            "added_at, arxiv_version, arxiv_updated from papers where changed_at_version > ? "
+            "order by rowid",
             [version],
         )
         for row in cursor:
-            paper_id, title, abstract, venue, year, authors, keywords, url, derived, added = row
-            paper = Paper(
-                id=paper_id,
-                title=title,
-                abstract=abstract or "",
-                venue=venue or "",
-                year=year,
-                authors=json.loads(authors or "[]"),
-                keywords=json.loads(keywords or "[]"),
-                url=url or "",
-                title_derived=bool(derived),
-            )
-            yield paper, added
+            paper_id, title, abstract, venue, year, authors, keywords, url, derived, *rest = row
+            added, arxiv, updated = rest
+            fields = {
+                "id": paper_id,
+                "title": title,
+                "abstract": abstract or "",
+                "venue": venue or "",
+                "year": year,
+                "authors": json.loads(authors or "[]"),
+                "keywords": json.loads(keywords or "[]"),
+                "url": url or "",
+                "title_derived": bool(derived),
+            }
+            if arxiv is None:
+                yield Paper(**fields), added
+            else:
+                yield ArxivPaper(**fields, version=int(arxiv), updated=updated or ""), added
 
     def rowids_by_author(self, name: str) -> list[int]:
         """Papers one of whose authors has every token of ``name`` (case and accents folded).
@@ -620,6 +623,8 @@ _COLUMNS = (
     "added_at",
     "updated_at",
     "changed_at_version",
+    "arxiv_version",
+    "arxiv_updated",
 )
 #: One statement for new and changed papers alike, run with ``executemany`` (sqlite-utils'
 #: ``upsert_all`` spent longer building its SQL than SQLite took to run it). A changed paper
@@ -650,8 +655,11 @@ def _json_names(names: list[str]) -> str:
     return f'["{joined}"]'
 
 
-def _values(paper: Paper, digest: str, now: str, added_at: str, stamp: int) -> tuple:
-    """A paper's row for ``_UPSERT``."""
+def _values(
+    paper: Paper, digest: str, now: str, added_at: str, stamp: int, version: tuple[int, str] | None
+) -> tuple:
+    """A paper's row for ``_UPSERT``, with its arXiv ``version`` (``arxiv_version``; None:
+    not known)."""
     authors = paper.authors
     return (
         paper.id,
@@ -668,6 +676,8 @@ def _values(paper: Paper, digest: str, now: str, added_at: str, stamp: int) -> t
         added_at,
         now,
         stamp,
+        version[0] if version is not None else None,
+        (version[1] or None) if version is not None else None,
     )
 
 

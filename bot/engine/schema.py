@@ -241,3 +241,12 @@ def m080_papers_arxiv_version(db: Database) -> None:
     (``Corpus.upsert``). Null for papers that are not from arXiv or were read without one."""
     db["papers"].add_column("arxiv_version", int)
     db["papers"].add_column("arxiv_updated", str)
+
+
+@migrations()
+def m090_corpus_papers_arxiv_version(db: Database) -> None:
+    """The shared corpus's table gets the arXiv version of each paper (``bot.state`` revision
+    s050_corpus_arxiv_version), as ``papers`` did in m080, so a SQLite state file keeps the
+    shape PostgreSQL has (empty in a corpus file, as m050 says)."""
+    db["corpus_papers"].add_column("arxiv_version", int)
+    db["corpus_papers"].add_column("arxiv_updated", str)

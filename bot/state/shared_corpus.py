@@ -12,6 +12,13 @@ highest ``seq`` committed, so rows become visible in ``seq`` order; a reader tha
 ``seq`` N will never later find a committed row below N. Unchanged papers (same content hash)
 keep their ``seq``, so re-publishing a corpus costs a comparison and bumps nothing. The
 corpus has no deletions (a changed paper is updated in place), so neither does this table.
+
+An arXiv paper's version travels with it (``arxiv_version``, ``arxiv_updated``: revision
+``s050_corpus_arxiv_version``, as ``papers`` keeps them locally since corpus migration m080):
+a publish of an older version than the row's (a host that read a v2 dump after v3 was
+shared) leaves the row as it is, and a replica's ``Corpus.upsert`` compares the version it
+receives with its own in the same way, so a newer version replaces an older everywhere and
+an older one nowhere.
 """
 
 from __future__ import annotations
@@ -29,12 +36,14 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    bindparam,
     func,
     select,
     text,
 )
 
-from bot.engine.corpus import UpsertCounts, utcnow
+from bot.engine.corpus import UpsertCounts, arxiv_version, utcnow
+from bot.engine.formats.arxiv_atom import ArxivPaper, is_older
 from bot.engine.paper import Paper
 
 from .store import StateStore
@@ -57,6 +66,10 @@ corpus_papers = Table(
     Column("content_hash", Text),
     Column("added_at", Text),  # when the paper first reached the shared corpus (digests)
     Column("updated_at", Text),
+    # The arXiv version the row was published from and its <updated> (revision s050); NULL
+    # when not known (not from arXiv, or read without one). Not part of the content hash.
+    Column("arxiv_version", Integer),
+    Column("arxiv_updated", Text),
     Index("idx_corpus_papers_seq", "seq", unique=True),
 )
 
@@ -98,8 +111,10 @@ class SharedCorpus:
         self, papers: Iterable[tuple[Paper, str | None]], *, only_if_empty: bool = False
     ) -> UpsertCounts | None:
         """Upsert ``(paper, added_at)`` pairs by id, in one transaction; a changed paper gets
-        a new ``seq``, an unchanged one keeps its row as it is. The counts are the corpus
-        file's own (papers new to the shared corpus, changed ones, unchanged ones).
+        a new ``seq``, an unchanged one keeps its row as it is, and so does an older arXiv
+        version than the row's (``is_older``; the same paper with a version not known before
+        keeps its ``seq`` too, its version noted). The counts are the corpus file's own
+        (papers new to the shared corpus, changed ones, unchanged ones).
 
         ``only_if_empty``: seeding the shared corpus from a host's own papers, which happens
         once: None (and nothing written) when it has papers already, also when another
@@ -123,27 +138,59 @@ class SharedCorpus:
             def flush() -> None:
                 nonlocal seq
                 ids = [p.id for p, _ in batch]
-                known = dict(
-                    conn.execute(
-                        select(corpus_papers.c.id, corpus_papers.c.content_hash).where(
-                            corpus_papers.c.id.in_(ids)
-                        )
+                columns = corpus_papers.c
+                # id -> (content hash, arXiv version and <updated>, or None when not known)
+                known: dict[str, tuple[str, tuple[int, str] | None]] = {
+                    i: (digest, (int(v), u or "") if v is not None else None)
+                    for i, digest, v, u in conn.execute(
+                        select(
+                            columns.id,
+                            columns.content_hash,
+                            columns.arxiv_version,
+                            columns.arxiv_updated,
+                        ).where(columns.id.in_(ids))
                     ).all()
-                )
+                }
                 rows = []
+                versions: dict[str, tuple[int, str]] = {}  # of unchanged rows, newly known
                 for paper, added_at in batch:
                     digest = paper.content_hash()
-                    if known.get(paper.id) == digest:
+                    version = arxiv_version(paper)
+                    stored = known.get(paper.id)
+                    if stored is not None and version is not None:
+                        kept = stored[1]
+                        if kept is not None and is_older(*version, *kept):
+                            counts.unchanged += 1  # an older version: the row stays as it is
+                            continue
+                        if stored[0] == digest and kept != version:
+                            versions[paper.id] = version  # same paper: keeps its seq
+                            known[paper.id] = (digest, version)
+                    if stored is not None and stored[0] == digest:
                         counts.unchanged += 1
                         continue
-                    if paper.id in known:
+                    if stored is not None:
                         counts.updated += 1
                     else:
                         counts.added += 1
-                    known[paper.id] = digest  # a duplicate id later in the input is unchanged
+                    # A duplicate id later in the input is compared with this one.
+                    known[paper.id] = (digest, version)
+                    versions.pop(paper.id, None)
                     seq += 1
-                    rows.append(_row(paper, digest, seq, added_at or now, now))
+                    rows.append(_row(paper, digest, seq, added_at or now, now, version))
                 batch.clear()
+                if versions:
+                    conn.execute(
+                        corpus_papers.update()
+                        .where(columns.id == bindparam("paper_id"))
+                        .values(
+                            arxiv_version=bindparam("version"),
+                            arxiv_updated=bindparam("updated"),
+                        ),
+                        [
+                            {"paper_id": i, "version": v, "updated": u or None}
+                            for i, (v, u) in versions.items()
+                        ],
+                    )
                 if not rows:
                     return
                 statement = self.store._insert(corpus_papers)
@@ -186,7 +233,14 @@ class SharedCorpus:
             after = int(rows[-1]["seq"])
 
 
-def _row(paper: Paper, digest: str, seq: int, added_at: str, now: str) -> dict[str, Any]:
+def _row(
+    paper: Paper,
+    digest: str,
+    seq: int,
+    added_at: str,
+    now: str,
+    version: tuple[int, str] | None,
+) -> dict[str, Any]:
     return {
         "id": paper.id,
         "seq": seq,
@@ -201,18 +255,26 @@ def _row(paper: Paper, digest: str, seq: int, added_at: str, now: str) -> dict[s
         "content_hash": digest,
         "added_at": added_at,
         "updated_at": now,
+        "arxiv_version": version[0] if version is not None else None,
+        "arxiv_updated": (version[1] or None) if version is not None else None,
     }
 
 
 def _paper(row: dict[str, Any]) -> Paper:
-    return Paper(
-        id=row["id"],
-        title=row["title"],
-        abstract=row["abstract"] or "",
-        venue=row["venue"] or "",
-        year=row["year"],
-        authors=json.loads(row["authors"] or "[]"),
-        keywords=json.loads(row["keywords"] or "[]"),
-        url=row["url"] or "",
-        title_derived=bool(row["title_derived"]),
-    )
+    """The row's paper; an ``ArxivPaper`` when its arXiv version is known, so the replica's
+    ``Corpus.upsert`` compares it with its own and keeps it (``bot/replica.py``)."""
+    fields = {
+        "id": row["id"],
+        "title": row["title"],
+        "abstract": row["abstract"] or "",
+        "venue": row["venue"] or "",
+        "year": row["year"],
+        "authors": json.loads(row["authors"] or "[]"),
+        "keywords": json.loads(row["keywords"] or "[]"),
+        "url": row["url"] or "",
+        "title_derived": bool(row["title_derived"]),
+    }
+    version = row["arxiv_version"]
+    if version is None:
+        return Paper(**fields)
+    return ArxivPaper(**fields, version=int(version), updated=row["arxiv_updated"] or "")

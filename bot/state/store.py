@@ -241,7 +241,7 @@ def _member_key_views(conn: sqlite3.Connection) -> None:
 
 #: The latest migration in ``migrations/versions`` (a test checks they agree): knowing it, a
 #: process whose database is up to date never loads Alembic, which takes a third of a second.
-HEAD = "s040_member_keys"
+HEAD = "s050_corpus_arxiv_version"
 #: Revisions a read-only store can serve as they are: s002 only added the feedback tables, and
 #: without them a member simply has no 👍/👎 or saved papers yet (``_has_feedback``); s010_taste
 #: only ``member_taste``, without which every member has the default choices (``_has_taste``);
@@ -249,7 +249,11 @@ HEAD = "s040_member_keys"
 #: s020 the workspace tables, without which every workspace is installed (``_has_workspaces``).
 #: Before s040_member_keys no table had the member key, which every query now uses: a
 #: read-only file from before it is read through views that add it (``_member_key_views``).
-READABLE = frozenset({"s001", "s002", "s010_taste", "s030_corpus", "s020_workspaces", HEAD})
+#: s050_corpus_arxiv_version only added columns to the shared corpus (as s030_corpus, empty in
+#: a SQLite state).
+READABLE = frozenset(
+    {"s001", "s002", "s010_taste", "s030_corpus", "s020_workspaces", "s040_member_keys", HEAD}
+)
 
 
 def _upgrade(connection: Connection) -> None:
