@@ -119,23 +119,50 @@ def _escaped(text: str) -> str:
     return _SPECIAL.sub(lambda m: _LATEX[m.group()], text)
 
 
+#: The macros a title's formula may use to be kept as math in BibTeX. Titles come from feeds
+#: and files nobody checked: a formula with any other macro (``\\write18``, ``\\input``,
+#: ``\\def``, an author's own) is escaped like the rest, printed as written.
+_MATH_MACRO_NAMES = """
+    alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu
+    nu xi pi varpi rho varrho sigma varsigma tau upsilon phi varphi chi psi omega Gamma Delta
+    Theta Lambda Xi Pi Sigma Upsilon Phi Psi Omega mathcal mathbb mathbf mathrm mathit mathsf
+    mathtt mathfrak boldsymbol bm text textrm textit textbf operatorname frac dfrac tfrac sqrt
+    sum prod int oint log ln exp sin cos tan min max arg argmin argmax lim inf sup det dim
+    le leq ge geq neq ne approx sim simeq cong equiv propto ll gg times cdot cdots ldots dots
+    infty partial nabla in notin subset subseteq supset supseteq cup cap setminus emptyset
+    to rightarrow leftarrow Rightarrow Leftarrow leftrightarrow mapsto pm mp ell hat tilde bar
+    vec dot ddot widetilde widehat overline underline left right big Big bigg Bigg mid lvert
+    rvert lVert rVert langle rangle top bot prime star ast circ forall exists neg land lor
+    oplus otimes odot wedge vee perp parallel quad qquad"""
+MATH_MACROS = frozenset(_MATH_MACRO_NAMES.split())
+
+
 def _latex_title(title: str) -> str:
     """A title for BibTeX: its formulas (``Top-$k$``) kept as the authors wrote them, which
-    LaTeX typesets as math, and the rest escaped (a "$5" stays a dollar). A formula whose
-    braces do not balance is escaped whole: it would end the field early."""
+    LaTeX typesets as math, and the rest escaped (a "$5" stays a dollar). A formula is kept
+    only when LaTeX can only typeset it: math macros alone (``MATH_MACROS``), its braces
+    balanced (else it would end the field), no ``%``, ``#`` or ``&`` (a comment, a
+    parameter, an alignment); otherwise it is escaped whole, as every title was before."""
     title = " ".join(str(title).split())
     out, at = [], 0
     for start, end in formulas(title):
         formula = title[start:end]
-        if _balanced(formula):
+        if _typeset_only(formula):
             out += [_escaped(title[at:start]), formula]
             at = end
     return "".join(out) + _escaped(title[at:])
 
 
-def _balanced(text: str) -> bool:
+def _typeset_only(formula: str) -> bool:
+    plain = re.sub(r"\\\\|\\[{}%#&$|,;:! ]", "", formula)  # escaped marks and spacing
+    if any(char in plain for char in "%#&"):
+        return False
+    if any(m not in MATH_MACROS for m in re.findall(r"\\([A-Za-z]+)", plain)):
+        return False
+    if "\\" in re.sub(r"\\[A-Za-z]+", "", plain):  # a backslash before anything else
+        return False
     depth = 0
-    for char in re.sub(r"\\[{}]", "", text):
+    for char in plain:
         depth += {"{": 1, "}": -1}.get(char, 0)
         if depth < 0:
             return False

