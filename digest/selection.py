@@ -28,6 +28,7 @@ teammates (same workspace) saved says how many, unless the member turned that of
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,9 +37,10 @@ from datetime import datetime
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from bot.engine.corpus import DatabaseError
 from bot.engine.index import Index
 from bot.engine.search import Engine
-from bot.state import StateError, state_for
+from bot.state import state_for
 
 from .matching import Matcher, TopicMatch, _rowids_of_ids, match_topics
 from .plan import RECOMMENDED, RECOMMENDED_TITLE, DigestItem, DigestPlan, DigestSection
@@ -205,16 +207,22 @@ def select_digests(
         return _select(engine, members, limit, matcher)
 
 
+#: Failures of the place the data lives, not of a member's data (``select_digests_apart``).
+_OUTAGES = (DatabaseError, sqlite3.Error, MemoryError)
+
+
 def select_digests_apart(
     engine: Engine, members: list[MemberKey], *, limit: int = DIGEST_SIZE
 ) -> dict[MemberKey, DigestPlan]:
     """``select_digests`` for the scheduler: when choosing them at once fails (a bug one
     member's topics or 👍 trip), each member is chosen alone, and a member whose choice
     still fails is logged with the traceback and left out (their digest is not claimed: the
-    next tick tries again), so that the others' digests go. An outage is raised as it is."""
+    next tick tries again), so that the others' digests go. An outage (the shared state or
+    the corpus file not answering, locked, gone; memory) is raised as it is: it is no one
+    member's, and choosing them one by one would only repeat it."""
     try:
         return select_digests(engine, members, limit=limit)
-    except StateError:
+    except _OUTAGES:
         raise
     except Exception:
         log.exception("choosing %d digests at once failed; choosing them one by one", len(members))
@@ -222,7 +230,7 @@ def select_digests_apart(
     for member in members:
         try:
             plans.update(select_digests(engine, [member], limit=limit))
-        except StateError:
+        except _OUTAGES:
             raise
         except Exception:
             log.exception("choosing the digest of %s failed: left out of this tick", member)

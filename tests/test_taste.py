@@ -5,6 +5,7 @@ counted (never named), ``/papers recommend`` and the App Home. State on SQLite a
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -119,6 +120,18 @@ def test_a_member_whose_digest_cannot_be_chosen_leaves_the_others_theirs(
     monkeypatch.setattr(selection, "_select", down)
     with pytest.raises(StateUnavailable):
         selection.select_digests_apart(engine, [("T1", "U2")])
+    # The corpus file locked by an ingest is no one member's failure either: raised once,
+    # not retried (and logged) for every member due.
+    calls: list[object] = []
+
+    def locked(*args):
+        calls.append(args)
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(selection, "_select", locked)
+    with pytest.raises(sqlite3.OperationalError):
+        selection.select_digests_apart(engine, [("T1", "U1"), ("T1", "U2")])
+    assert len(calls) == 1
 
 
 # --- the model -------------------------------------------------------------------------------
