@@ -363,10 +363,11 @@ def test_sigterm_while_a_tick_is_submitted_stops_the_scheduler(engine, fake, mon
 
     timer = threading.Timer(20, watchdog)
     timer.start()
+    before = signal.getsignal(signal.SIGTERM)
     try:
         with sigterm_exits():  # as ``paperboy scheduler`` runs it (``stops_on_sigterm``)
             running.run_forever()
     finally:
         timer.cancel()
     assert not hung
-    assert signal.getsignal(signal.SIGTERM) is not None  # the previous handler is back
+    assert signal.getsignal(signal.SIGTERM) == before  # the handlers it replaced are back

@@ -283,13 +283,42 @@ def test_answers_go_without_the_members_choices_when_the_state_is_slow(
         assert buttons(reply)["save:1"]["value"] == first
         assert buttons(reply)["save:1"]["text"]["text"] == "Save"
         services = SimpleNamespace(engine=slack.engine)
-        for _ in range(6):
+        for _ in range(feedback.CHOICE_READERS + 3):
             assert feedback.choices([first], "U1", "T1", services) == {}
-        assert len(reads) == feedback.CHOICE_READERS  # the lookup's read and one more
+        assert len(reads) == feedback.CHOICE_READERS  # then none: all the readers are stuck
     finally:
         release.set()
     # Once the state answers again, answers show the choices again.
     slack.fake.wait_for(lambda: feedback.choices([first], "U1", "T1", services) or None)
+
+
+def test_answers_made_at_once_all_show_the_members_choices(slack: SlackHarness, monkeypatch):
+    """Three answers at the same moment, the state answering in 50 ms: none goes without
+    the member's choices (two readers once left the third's buttons blank)."""
+    import threading
+    import time
+
+    from bot.slack.listeners import feedback
+
+    class Slow:
+        def feedback_on(self, user_id, paper_ids, team_id=None):
+            time.sleep(0.05)
+            return {paper_ids[0]: {"kind": "like", "saved": False}}
+
+    monkeypatch.setattr(feedback, "state_for", lambda path: Slow())
+    services = SimpleNamespace(engine=slack.engine)
+    found: list[dict] = []
+    answers = [
+        threading.Thread(
+            target=lambda: found.append(feedback.choices(["p1"], "U1", "T1", services))
+        )
+        for _ in range(3)
+    ]
+    for answer in answers:
+        answer.start()
+    for answer in answers:
+        answer.join()
+    assert found == [{"p1": {"kind": "like", "saved": False}}] * 3
 
 
 def test_an_unreadable_sqlite_state_leaves_the_buttons_blank(slack: SlackHarness, monkeypatch):

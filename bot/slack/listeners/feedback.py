@@ -35,7 +35,7 @@ from bot.english import count
 from bot.slack import render
 from bot.slack.client import error_code
 from bot.slack.replies import EPHEMERAL, EPHEMERAL_BELOW, reply
-from bot.slack.services import Services, by_dm, request_team
+from bot.slack.services import WORK_THREADS, Services, by_dm, request_team
 from bot.state import StateError, state_for
 from digest.export import EXTENSIONS, export, reading_list
 from digest.taste import recommendations_for
@@ -188,7 +188,9 @@ def record_click_in_view(
 #: need no shared state, and a PostgreSQL that does not answer (its connect timeout is 5 s)
 #: must not hold them up, nor the search modal's answer, which Slack wants within 3 s.
 CHOICES_WAIT_SECONDS = 1.0
-CHOICE_READERS = 2
+#: As many as the answers being made at once (``WORK_THREADS``), so that none waits for
+#: another's read while the state answers.
+CHOICE_READERS = WORK_THREADS
 _choice_readers = ThreadPoolExecutor(CHOICE_READERS, thread_name_prefix="paperboy-choices")
 # Reads started and not yet finished: while the readers are all stuck (a state that does not
 # answer), answers go without the choices at once and queue nothing behind them, so no
