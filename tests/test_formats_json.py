@@ -237,7 +237,9 @@ def test_collapse_leaves_single_spaces_and_no_control_characters(text, expected)
 def test_a_year_no_paper_can_have_rejects_the_record_by_number(tmp_path) -> None:
     """``year: 99999`` or ``-5`` (found in a trial: ``stats`` then listed a year 99999)."""
     path = tmp_path / "years.jsonl"
-    rows = [{"title": f"Paper {y}", "year": y} for y in (2024, 99999, -5, "1999", "20225", 0)]
+    rows = [
+        {"title": f"Paper {y}", "year": y} for y in (2024, 99999, -5, "1999", "20225", 0, "--5")
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     result = read_corpus_file(path)
     assert [p.year for p in result.papers] == [2024, 1999, None]  # 0: "unknown"
@@ -245,4 +247,5 @@ def test_a_year_no_paper_can_have_rejects_the_record_by_number(tmp_path) -> None
         ("line 2", "year 99999 is not a year a paper can have (1000-2199)"),
         ("line 3", "year -5 is not a year a paper can have (1000-2199)"),
         ("line 5", "year 20225 is not a year a paper can have (1000-2199)"),
+        ("line 7", "year is not a number ('--5')"),
     ]

@@ -124,7 +124,7 @@ def _year(value: Any) -> int | None:
         year = value
     elif isinstance(value, float) and value.is_integer():
         year = int(value)
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    elif isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
         year = int(value.strip())
     else:
         raise ValueError(f"year is not a number ({value!r})")
