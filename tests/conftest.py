@@ -16,6 +16,7 @@ from bot.engine.search import Engine
 from bot.playground.playground import Playground
 from bot.settings import SEED_DIR, Settings
 from bot.state import StateStore, configure
+from bot.state.shared_corpus import SharedCorpus
 from tests.fake_slack import FakeSlack
 from tests.playground_page import CHROMIUM
 from tests.postgres import PostgresCluster, find_bin_dir
@@ -154,3 +155,20 @@ def state_backend(request: pytest.FixtureRequest) -> Iterator[str]:
         configure(None)
         assert store is not None
         store.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SharedCorpus]:
+    """The process's shared corpus (as ``DATABASE_URL`` sets it), on each backend: a
+    PostgreSQL database, or a SQLite file that is no host's corpus file."""
+
+    if request.param == "sqlite":
+        target = f"sqlite:///{tmp_path / 'shared-state.db'}"
+    else:
+        target = request.getfixturevalue("postgres_url")
+    store = configure(target)
+    assert store is not None
+    try:
+        yield SharedCorpus(store)
+    finally:
+        configure(None)

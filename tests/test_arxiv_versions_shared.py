@@ -9,7 +9,6 @@ The feeds are those of ``tests/test_arxiv_versions.py``: one entry, arXiv 2501.0
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,28 +19,11 @@ from bot.engine.corpus import open_database
 from bot.engine.formats.arxiv_atom import ArxivPaper
 from bot.engine.paper import Paper
 from bot.engine.search import Engine
-from bot.state import configure
 from bot.state.shared_corpus import SharedCorpus, corpus_papers
 from bot.state.store import HEAD, StateStore
 from tests.test_arxiv_versions import ABSTRACTS, feed
 
 ID = "arxiv:2501.01234"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SharedCorpus]:
-    """The process's shared state (as ``DATABASE_URL`` sets it): a PostgreSQL database, or a
-    SQLite file that is no host's corpus file."""
-    if request.param == "sqlite":
-        target = f"sqlite:///{tmp_path / 'shared-state.db'}"
-    else:
-        target = request.getfixturevalue("postgres_url")
-    store = configure(target)
-    assert store is not None
-    try:
-        yield SharedCorpus(store)
-    finally:
-        configure(None)
 
 
 def host(tmp_path: Path, name: str) -> Engine:

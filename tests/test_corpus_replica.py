@@ -44,22 +44,6 @@ def write_jsonl(path: Path, papers: list[dict]) -> Path:
     return path
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SharedCorpus]:
-    """The process's shared state (as ``DATABASE_URL`` sets it): a PostgreSQL database, or a
-    SQLite file that is no host's corpus file."""
-    if request.param == "sqlite":
-        target = f"sqlite:///{tmp_path / 'shared-state.db'}"
-    else:
-        target = request.getfixturevalue("postgres_url")
-    store = configure(target)
-    assert store is not None
-    try:
-        yield SharedCorpus(store)
-    finally:
-        configure(None)
-
-
 def host(tmp_path: Path, name: str, seeds: Path | None = None) -> Engine:
     """A host's engine: its own folder, its own corpus file."""
     folder = tmp_path / name
