@@ -38,7 +38,7 @@ import click
 
 from .engine.latex import readable, readable_pieces
 from .engine.query import QueryError
-from .english import count, empty_corpus
+from .english import count, empty_corpus, liked
 from .help_text import QUERY_EXAMPLES, QUERY_SUMMARY
 from .logs import configure_logging, say
 from .settings import DEFAULT_DB, Settings, SettingsError
@@ -229,12 +229,6 @@ def _title(paper: dict) -> str:
     if title and paper.get("title_derived"):
         title += "  (title derived from the abstract)"
     return title
-
-
-def _liked(item) -> str:
-    """Why a recommendation is in a digest preview (Slack: "like the paper you 👍")."""
-    liked = "the paper" if item.liked_count <= 1 else f"the {item.liked_count} papers"
-    return f"like {liked} you 👍" if item.liked_count else ""
 
 
 def _check_user(user_id: str) -> None:
@@ -889,7 +883,7 @@ def preview(
             new = click.style(" new", fg="green") if item.new else ""
             click.echo(f"  {item.score:.3f}{new}  {_title(paper) or item.paper_id}")
             venue = f"{paper.get('venue') or ''} {paper.get('year') or ''}".strip()
-            why = ", ".join(item.why) or _liked(item)  # (a recommendation: like what was 👍)
+            why = ", ".join(item.why) or (liked(item.liked_count) if item.liked_count else "")
             click.echo(f"         {venue}  id {item.paper_id}  why: {why}")
 
 

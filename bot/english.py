@@ -26,3 +26,9 @@ def day_and_time(when: datetime) -> str:
     """ "Thu 3 Dec 09:00": how every message names a day and time (the digest's own header
     says "Thu 3 Dec" too, so no zero-padded day)."""
     return f"{when:%a} {when.day} {when:%b %H:%M}"
+
+
+def liked(liked_count: int) -> str:
+    """Why a paper is recommended, in words: ``like the 3 papers you 👍`` (Slack's note and
+    the CLI's preview say it alike)."""
+    return f"like {'the paper' if liked_count <= 1 else f'the {liked_count} papers'} you 👍"

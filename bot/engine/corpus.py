@@ -17,7 +17,7 @@ from typing import Any
 import click
 from sqlite_utils import Database
 
-from .formats.arxiv_atom import ArxivPaper, is_older, parse_arxiv_id
+from .formats.arxiv_atom import ArxivPaper, is_older, parse_arxiv_id, stored_paper
 from .formats.common import printable
 from .paper import Paper
 from .schema import migrate, migrations
@@ -461,10 +461,7 @@ class Corpus:
                 "url": url or "",
                 "title_derived": bool(derived),
             }
-            if arxiv is None:
-                yield Paper(**fields), added
-            else:
-                yield ArxivPaper(**fields, version=int(arxiv), updated=updated or ""), added
+            yield stored_paper(fields, arxiv, updated), added
 
     def rowids_by_author(self, name: str) -> list[int]:
         """Papers one of whose authors has every token of ``name`` (case and accents folded).

@@ -43,7 +43,7 @@ from sqlalchemy import (
 )
 
 from bot.engine.corpus import UpsertCounts, arxiv_version, utcnow
-from bot.engine.formats.arxiv_atom import ArxivPaper, is_older
+from bot.engine.formats.arxiv_atom import is_older, stored_paper
 from bot.engine.paper import Paper
 
 from .store import StateStore
@@ -274,7 +274,4 @@ def _paper(row: dict[str, Any]) -> Paper:
         "url": row["url"] or "",
         "title_derived": bool(row["title_derived"]),
     }
-    version = row["arxiv_version"]
-    if version is None:
-        return Paper(**fields)
-    return ArxivPaper(**fields, version=int(version), updated=row["arxiv_updated"] or "")
+    return stored_paper(fields, row["arxiv_version"], row["arxiv_updated"])

@@ -36,12 +36,21 @@ def parse_arxiv_id(raw: str) -> tuple[str, int] | None:
 class ArxivPaper(Paper):
     """A paper read from an arXiv entry, with what ``Paper`` does not keep: which version the
     entry is (2 for ``2501.01234v2``, 0 when its id names none) and its ``<updated>`` (UTC,
-    ISO 8601; "" when missing or unreadable). Neither is part of the paper's content (its
-    hash, its row); ``Corpus.upsert`` compares them with the stored paper's, so that an older
-    version read later (a saved dump beside a live feed) never overwrites a newer one."""
+    ISO 8601; "" when missing or unreadable). Neither is part of the paper's content hash;
+    they are stored beside it (``papers.arxiv_version``, ``corpus_papers.arxiv_version``) and
+    ``Corpus.upsert`` compares them with the stored paper's, so that an older version read
+    later (a saved dump beside a live feed) never overwrites a newer one."""
 
     version: int = 0
     updated: str = ""
+
+
+def stored_paper(fields: dict, version: int | None, updated: str | None) -> Paper:
+    """A paper read back from a row (``Paper``'s fields), an ``ArxivPaper`` when the row
+    knows its arXiv version, so that it travels on with it (publish, replication)."""
+    if version is None:
+        return Paper(**fields)
+    return ArxivPaper(**fields, version=int(version), updated=updated or "")
 
 
 def utc_timestamp(text: str) -> str:

@@ -10,7 +10,7 @@ from slack_sdk.models.blocks import Block, ContextBlock, DividerBlock
 from slack_sdk.models.blocks.basic_components import MarkdownTextObject
 
 from bot.engine.latex import readable
-from bot.english import count
+from bot.english import count, liked
 
 from .blocks import MAX_CONTEXT_ELEMENTS, as_message, context, section
 from .escaping import clip_escaped
@@ -37,8 +37,7 @@ FEWER = (
 
 def liked_note(liked_count: int, example_title: str | None) -> str:
     """Why a paper is recommended: ``like the 3 papers you 👍, e.g. “…”`` (mrkdwn, escaped)."""
-    liked = "the paper" if liked_count <= 1 else f"the {liked_count} papers"
-    note = f":sparkles: like {liked} you 👍"
+    note = f":sparkles: {liked(liked_count)}"
     if example_title and liked_count > 1:
         note += f", e.g. “{clip_escaped(readable(example_title), 120)}”"
     elif example_title:
