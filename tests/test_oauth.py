@@ -126,6 +126,14 @@ def digest_run(harness: SlackHarness, user: str) -> list:
     return Dispatcher(harness.engine, poster, worker="clock").run_due(slot)
 
 
+def member_of(call) -> str:
+    """The member a Web API call is about: its user, or the DM it posts in (``DU1``); "" for
+    none (``auth.test``)."""
+    params = call.params
+    user = params.get("user") or params.get("user_id") or params.get("users")
+    return user or str(params.get("channel") or "")[1:]
+
+
 def test_a_second_workspace_installs_and_uses_its_own_token(oauth: SlackHarness) -> None:
     first = install(oauth, TEAM_ID, "Paperboy Lab")
     second = install(oauth, OTHER_TEAM, "Other Lab")
@@ -142,7 +150,12 @@ def test_a_second_workspace_installs_and_uses_its_own_token(oauth: SlackHarness)
     oauth.fake.wait_for(lambda: oauth.fake.messages_in("DU2"))
     made = oauth.fake.calls[before:]
     assert {c.token for c in made if c.method == "chat.postMessage"} == {second}
-    assert all(c.token != first for c in made)
+    # Each call with the token of the member it is about, U2's (and the command's own,
+    # about no member) with the second: U1's Home tab, republished after their last command,
+    # may land here, with the first.
+    for call in made:
+        assert call.token == {"U1": first, "U2": second, "": second}[member_of(call)], call
+    assert any(member_of(c) == "U2" for c in made)
 
     # The scheduler's digests: U1's with the first workspace's token, U2's with the second's.
     before = len(oauth.fake.calls)
@@ -150,9 +163,7 @@ def test_a_second_workspace_installs_and_uses_its_own_token(oauth: SlackHarness)
     assert outcomes["U1"] == "sent"
     made = oauth.fake.calls[before:]
     for call in made:
-        params = call.params
-        user = params.get("user") or params.get("user_id") or params.get("users")
-        assert call.token == {"U1": first, "U2": second}[user or params["channel"][1:]], call
+        assert call.token == {"U1": first, "U2": second}[member_of(call)], call
     assert first in {c.token for c in made}
     # App Home: each member's view is published with their workspace's token.
     for user, team, token in (("U1", TEAM_ID, first), ("U2", OTHER_TEAM, second)):
