@@ -86,6 +86,24 @@ class Services:
                 log.exception("could not send the apology either")
 
 
+def open_modal(client: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
+    """Open ``view`` for the member who clicked, on the listener's own thread right after its
+    ``ack()`` (the trigger_id expires 3 seconds after the click), telling a failure by direct
+    message through :meth:`Services.guarded` instead of raising it.
+
+    Raising is not an option there: when a listener that has already acknowledged raises,
+    Bolt's thread runner resets the acknowledgement it holds, and if that happens before its
+    10 ms poll has seen the ``ack()`` (a views.open refused at once), it waits out the
+    3-second timeout and answers Slack with a 404, which Slack shows as a failure."""
+    user_id = (body.get("user") or {}).get("id") or ""
+    trigger_id = body.get("trigger_id") or ""
+    Services.guarded(by_dm(client, user_id), _views_open, (client, trigger_id, view))
+
+
+def _views_open(client: Any, trigger_id: str, view: dict[str, Any]) -> None:
+    client.views_open(trigger_id=trigger_id, view=view)
+
+
 def is_read_only_error(error: BaseException) -> bool:
     """Whether SQLite refused a write because the database (or its folder) is read-only."""
     if not isinstance(error, sqlite3.OperationalError):

@@ -21,7 +21,7 @@ from bot.engine.query import QueryError
 from bot.slack import render
 from bot.slack.home import publish_home
 from bot.slack.poster import SlackPoster
-from bot.slack.services import Services, by_dm, request_team
+from bot.slack.services import Services, by_dm, open_modal, request_team
 from bot.state import state_for
 from digest.delivery import refresh_time_zone
 from digest.poster import TokenRefused
@@ -68,8 +68,7 @@ def register(app: App, services: Services) -> None:
     @app.action(render.HOME_ADD_TOPIC)
     def add_topic(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         ack()
-        # At once, on this thread: the trigger_id expires 3 seconds after the click.
-        client.views_open(trigger_id=body.get("trigger_id") or "", view=render.add_topic_view())
+        open_modal(client, body, render.add_topic_view())
 
     @app.view(render.ADD_TOPIC_VIEW)
     def topic_submitted(

@@ -17,7 +17,7 @@ from slack_sdk.errors import SlackApiError
 from bot.slack import render
 from bot.slack.client import error_code
 from bot.slack.replies import EPHEMERAL, reply
-from bot.slack.services import Services, by_dm, request_team
+from bot.slack.services import Services, by_dm, open_modal, request_team
 
 from . import feedback
 from .actions import MAX_OFFSET
@@ -34,8 +34,7 @@ def register(app: App, services: Services) -> None:
     @app.action(render.HOME_SEARCH)
     def open_search(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         ack()
-        # At once, on this thread: the trigger_id expires 3 seconds after the click.
-        client.views_open(trigger_id=body.get("trigger_id") or "", view=render.search_view())
+        open_modal(client, body, render.search_view())
 
     @app.view(render.SEARCH_VIEW)
     def search_submitted(ack: Ack, view: dict[str, Any], body: dict[str, Any]) -> None:
