@@ -340,6 +340,13 @@ def test_playground_draws_modals_and_submits_them_as_signed_view_submissions(
         playground.url + "playground/view", {"view_id": view_id, "values": {"share_channel": ""}}
     )
     assert status == 200 and json.loads(answer["body"])["response_action"] == "errors"
+    # Slack's channel picker cannot send a channel that does not exist; nor can the page.
+    made_up = {"share_channel": "C0MADEUP", "share_comment": ""}
+    status, answer = post_json(
+        playground.url + "playground/view", {"view_id": view_id, "values": made_up}
+    )
+    assert (status, answer["status"], answer["ok"]) == (200, 400, False)
+    assert "no such channel" in answer["body"] and not fake.messages_in("C0MADEUP")
     values = {"share_channel": "C0READING", "share_comment": "for <b>Thursday</b>"}
     status, answer = post_json(
         playground.url + "playground/view", {"view_id": view_id, "values": values}

@@ -247,6 +247,9 @@ class Playground:
             answer = answers.get(block["block_id"])
             answer = str(answer) if answer not in (None, "") else None
             kind = element.get("type")
+            if kind == "conversations_select" and answer and self._channel(answer) != answer:
+                # Slack's picker only offers conversations that exist.
+                return {"status": 400, "ok": False, "body": f"no such channel: {answer}"}
             key = "selected_conversation" if kind == "conversations_select" else "value"
             values[block["block_id"]] = {element.get("action_id"): {"type": kind, key: answer}}
         payload = {
