@@ -564,16 +564,25 @@ class HttpServer:
     def _wake(self, thunk: Callable[[], Any]) -> bool:
         """Run ``thunk`` on the server's loop; False when its trigger is broken. Waitress
         closes the trigger itself when its pipe reports a hang-up (its write end closed under
-        it by someone else): writing then would hit EBADF, or a file that reused the number."""
+        it by someone else): writing then would hit EBADF, or a file that reused the number.
+
+        Not ``trigger.pull_trigger(thunk)``, which appends the thunk under the trigger's lock
+        but writes the wake-up byte after releasing it: a byte already in the pipe (a finished
+        request's) let the loop run a closing thunk in between, and the write then went to a
+        closed descriptor, or to whatever file had just reused its number. The loop runs
+        thunks under the same lock, so holding it across both steps closes that gap."""
         trigger = self._server.trigger
-        if getattr(trigger, "_closed", False):
-            log.warning("the HTTP server's wake-up pipe was closed under it; closing directly")
-            return False
-        try:
-            trigger.pull_trigger(thunk)
-        except OSError as error:
-            log.warning("could not wake the HTTP server's loop (%s); closing directly", error)
-            return False
+        with trigger.lock:
+            if getattr(trigger, "_closed", False):
+                log.warning("the HTTP server's wake-up pipe was closed under it; closing directly")
+                return False
+            try:
+                trigger.thunks.append(thunk)
+                trigger._physical_pull()
+            except OSError as error:
+                trigger.thunks.remove(thunk)
+                log.warning("could not wake the HTTP server's loop (%s); closing directly", error)
+                return False
         return True
 
     def __enter__(self) -> HttpServer:
