@@ -19,7 +19,7 @@ from bot.engine.search import Engine
 from bot.settings import Settings
 from bot.state import StateUnavailable
 
-from .render import apology_message, read_only_message
+from .render import apology_message, read_only_message, stopping_message
 from .replies import EPHEMERAL_BELOW
 
 log = logging.getLogger(__name__)
@@ -49,14 +49,24 @@ class Services:
         """Run ``work(*args)`` on the pool; if it fails, log it and apologise via ``respond``.
 
         A request that carries no response_url (``respond`` cannot answer) is only logged:
-        there is nothing to answer through, and the work's reply would fail."""
+        there is nothing to answer through, and the work's reply would fail. One acknowledged
+        while the process stops (its pool shut down) is told to try again: raised here, after
+        the ``ack()``, it would have turned Slack's 200 into a 404 (see :func:`open_modal`)."""
         if respond is not None and getattr(respond, "response_url", "") is None:
             log.warning(
                 "%s not done: the request has no response_url to answer through",
                 getattr(work, "__name__", work),
             )
             return
-        self.executor.submit(self.guarded, respond, work, args)
+        try:
+            self.executor.submit(self.guarded, respond, work, args)
+        except RuntimeError:  # the pool is shut down: the process is stopping (SIGTERM)
+            log.warning("%s not done: Paperboy is stopping", getattr(work, "__name__", work))
+            if respond is not None:
+                try:
+                    respond(**stopping_message(), **EPHEMERAL_BELOW)
+                except Exception:
+                    log.exception("could not say so either")
 
     @staticmethod
     def guarded(respond: Callable[..., Any] | None, work: Callable[..., Any], args: tuple) -> None:

@@ -117,6 +117,7 @@ from .notices import (
     empty_corpus_message,
     error_message,
     read_only_message,
+    stopping_message,
 )
 from .recommend import liked_note, recommend_message, with_notes
 from .saved import (
@@ -233,6 +234,7 @@ __all__ = [
     "paper_title",
     "plain_title",
     "read_only_message",
+    "stopping_message",
     "search_message",
     "section",
     "sections",

@@ -30,6 +30,14 @@ def apology_message() -> dict[str, Any]:
     return as_message(text, [section(f":face_with_head_bandage: {text}")])
 
 
+#: A request acknowledged as the process stops, whose work could no longer start.
+STOPPING = "Paperboy is restarting and could not answer that; please try again in a minute."
+
+
+def stopping_message() -> dict[str, Any]:
+    return as_message(STOPPING, [section(f":arrows_counterclockwise: {STOPPING}")])
+
+
 #: A write (subscribe, digest settings, digest now) refused by a read-only database.
 READ_ONLY = (
     "Paperboy cannot save changes right now because its database is read-only; please ask "
