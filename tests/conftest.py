@@ -23,6 +23,18 @@ from tests.postgres import PostgresCluster, find_bin_dir
 from tests.slack_harness import SlackHarness, seeded_engine
 
 
+@pytest.fixture(autouse=True)
+def patient_short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's two short waits (1 s for a member's choices before an answer goes with its
+    buttons unmarked, 2 s for a shared post before its modal closes) are for a slow Slack or
+    database; on a loaded CI machine the fake and SQLite can be that slow too. Tests that are
+    not about those waits get 8 s; the tests of the waits set their own."""
+    from bot.slack.listeners import feedback, views
+
+    monkeypatch.setattr(feedback, "CHOICES_WAIT_SECONDS", 8.0)
+    monkeypatch.setattr(views, "ACK_WAIT_SECONDS", 8.0)
+
+
 @pytest.fixture(scope="session")
 def seeded_db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The seed corpus read and indexed once per test session; tests get copies."""

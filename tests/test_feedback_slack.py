@@ -263,6 +263,7 @@ def test_answers_go_without_the_members_choices_when_the_state_is_slow(
     state would say the paper is saved; and while the readers are stuck, further answers
     start no reads (no backlog to outlive the outage)."""
     import threading
+    import time
 
     from bot.slack.listeners import feedback
 
@@ -285,6 +286,10 @@ def test_answers_go_without_the_members_choices_when_the_state_is_slow(
         services = SimpleNamespace(engine=slack.engine)
         for _ in range(feedback.CHOICE_READERS + 3):
             assert feedback.choices([first], "U1", "T1", services) == {}
+        # The last reader may not have run yet: wait for it, then see that no more started.
+        deadline = time.monotonic() + 10
+        while len(reads) < feedback.CHOICE_READERS and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert len(reads) == feedback.CHOICE_READERS  # then none: all the readers are stuck
     finally:
         release.set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import signal
 import socket
@@ -638,6 +639,12 @@ def test_a_signed_but_malformed_body_is_a_400_and_one_log_line(
     assert not [r for r in caplog.records if r.exc_info], caplog.text
 
 
+def problems_in(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """Warnings and errors, without waitress's "Task queue depth is 1": a request sent just
+    after the server started, on a loaded machine, can find none of its threads idle yet."""
+    return [r for r in caplog.records if r.levelno >= 30 and r.name != "waitress.queue"]
+
+
 def test_a_slash_command_without_a_response_url_is_acked_and_logged_once(
     slack: SlackHarness, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -647,11 +654,11 @@ def test_a_slash_command_without_a_response_url_is_acked_and_logged_once(
         # The listener runs on after the ack: wait for its first word, then for any work
         # it queued.
         deadline = time.monotonic() + 10
-        while not [r for r in caplog.records if r.levelno >= 30] and time.monotonic() < deadline:
+        while not problems_in(caplog) and time.monotonic() < deadline:
             time.sleep(0.01)
         slack.executor.shutdown(wait=True)
     assert (status, answer) == (200, "")
-    problems = [r for r in caplog.records if r.levelno >= 30]
+    problems = problems_in(caplog)
     assert len(problems) == 1 and "no response_url" in problems[0].getMessage(), caplog.text
     assert not [r for r in caplog.records if r.exc_info], caplog.text
 

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,19 +21,24 @@ from bot.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A port where connections are refused for the whole test: bound but never listening,
+    so no other test's server (another xdist worker's) can take it meanwhile."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        yield holder.getsockname()[1]
 
 
-def test_sigterm_while_the_scheduler_waits_for_slack_exits_0(tmp_path: Path) -> None:
+def test_sigterm_while_the_scheduler_waits_for_slack_exits_0(
+    tmp_path: Path, closed_port: int
+) -> None:
     """Slack unreachable: the scheduler sits in its auth.test retries (after seeding a new
     database), and is stopped there."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERBOY_", "SLACK_"))}
     env |= {
         "SLACK_BOT_TOKEN": "xoxb-test",
-        "SLACK_API_URL": f"http://127.0.0.1:{closed_port()}/api/",
+        "SLACK_API_URL": f"http://127.0.0.1:{closed_port}/api/",
         "PYTHONPATH": str(ROOT),
     }
     process = subprocess.Popen(
@@ -99,7 +105,7 @@ def test_the_sigterm_handler_is_in_place_before_serve_or_worker_starts_up(
     ids=" ".join,
 )
 def test_a_command_run_in_process_puts_the_sigterm_handler_back(
-    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed_port: int
 ) -> None:
     """Tests (and anything embedding the CLI) run the commands in-process: the handler they
     install for their run is theirs only, and the one before is in place again after."""
@@ -110,7 +116,7 @@ def test_a_command_run_in_process_puts_the_sigterm_handler_back(
 
     monkeypatch.setenv("PAPERBOY_DB", str(tmp_path / "p.db"))
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("SLACK_API_URL", f"http://127.0.0.1:{closed_port()}/api/")
+    monkeypatch.setenv("SLACK_API_URL", f"http://127.0.0.1:{closed_port}/api/")
     monkeypatch.setattr("digest.clock.CHECK_BACKOFF", ())  # Slack is unreachable: no waiting
     seen: list[object] = []
     monkeypatch.setattr(

@@ -18,7 +18,9 @@ class Waiting:
     wait_timeout: float = 5.0
 
     def wait_for(self, predicate: Callable[[], T], timeout: float | None = None) -> T:
-        """Block until ``predicate()`` is truthy, re-checked on every recorded change."""
+        """Block until ``predicate()`` is truthy, re-checked on every recorded change and at
+        least every 50 ms (for predicates on what the stand-in does not record, such as a
+        database's rows)."""
         timeout = self.wait_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -26,7 +28,7 @@ class Waiting:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError(f"condition not met within {timeout}s; {self._describe()}")
-                self._cond.wait(remaining)
+                self._cond.wait(min(remaining, 0.05))
             return value
 
     def _describe(self) -> str:
