@@ -277,8 +277,17 @@ def test_answers_go_without_the_members_choices_when_the_state_is_slow(
             release.wait(30)
             return {first: {"kind": None, "saved": True}}
 
+    started: list[object] = []  # reads handed to the readers' pool, queued ones included
+    readers = feedback._choice_readers
+
+    class Counting:
+        def submit(self, read):
+            started.append(read)
+            return readers.submit(read)
+
     monkeypatch.setattr(feedback, "CHOICES_WAIT_SECONDS", 0.2)
     monkeypatch.setattr(feedback, "state_for", lambda path: Stuck())
+    monkeypatch.setattr(feedback, "_choice_readers", Counting())
     try:
         reply = lookup(slack)  # the whole lookup through Slack, answered without them
         assert buttons(reply)["save:1"]["value"] == first
@@ -291,6 +300,7 @@ def test_answers_go_without_the_members_choices_when_the_state_is_slow(
         while len(reads) < feedback.CHOICE_READERS and time.monotonic() < deadline:
             time.sleep(0.01)
         assert len(reads) == feedback.CHOICE_READERS  # then none: all the readers are stuck
+        assert len(started) == feedback.CHOICE_READERS  # nor any queued behind them
     finally:
         release.set()
     # Once the state answers again, answers show the choices again.

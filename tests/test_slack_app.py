@@ -652,3 +652,27 @@ def test_a_command_acked_while_the_process_stops_is_told_to_try_again(
     reply = slack.reply(url)
     assert "Paperboy is restarting and could not answer that" in reply["text"]
     assert reply["response_type"] == "ephemeral"
+
+
+def test_work_that_cannot_start_never_raises_after_the_ack() -> None:
+    """Only a pool shut down means the process is stopping; a thread that cannot start yet
+    leaves the work queued (it runs later), so the member is not told to try again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bot.slack.services import Services
+
+    told: list[str] = []
+
+    def respond(**message: Any) -> None:
+        told.append(message["text"])
+
+    class NoThreads:
+        def submit(self, *args: Any) -> None:
+            raise RuntimeError("can't start new thread")
+
+    Services.submit(NoThreads(), respond, print, ())  # type: ignore[arg-type]
+    assert told == []
+    stopped = ThreadPoolExecutor(1)
+    stopped.shutdown()
+    Services.submit(stopped, respond, print, ())
+    assert len(told) == 1 and "Paperboy is restarting" in told[0]

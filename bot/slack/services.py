@@ -58,10 +58,23 @@ class Services:
                 getattr(work, "__name__", work),
             )
             return
+        self.submit(self.executor, respond, work, args)
+
+    @staticmethod
+    def submit(
+        pool: Executor, respond: Callable[..., Any] | None, work: Callable[..., Any], args: tuple
+    ) -> None:
+        """Run ``work(*args)`` on ``pool`` through :meth:`guarded`, never raising: called
+        after ``ack()``, where a raise turns Slack's 200 into a 404 (see :func:`open_modal`).
+        A pool shut down (the process stopping) gets the member a "try again" instead."""
         try:
-            self.executor.submit(self.guarded, respond, work, args)
-        except RuntimeError:  # the pool is shut down: the process is stopping (SIGTERM)
-            log.warning("%s not done: Paperboy is stopping", getattr(work, "__name__", work))
+            pool.submit(Services.guarded, respond, work, args)
+        except RuntimeError as error:
+            name = getattr(work, "__name__", work)
+            if "shutdown" not in str(error):  # e.g. "can't start new thread": it is queued,
+                log.exception("%s is waiting for a free thread", name)  # and runs later
+                return
+            log.warning("%s not done: Paperboy is stopping", name)
             if respond is not None:
                 try:
                     respond(**stopping_message(), **EPHEMERAL_BELOW)

@@ -84,8 +84,8 @@ def register(app: App, services: Services) -> None:
             # acknowledgement of other requests), and not on the work pool either, where
             # slow lookups could make the 3-second trigger_id expire while it waits.
             clicked = time.monotonic()
-            pickers.submit(
-                services.guarded,
+            services.submit(
+                pickers,
                 respond,
                 open_share_picker,
                 (action, body, respond, client, services, clicked),
