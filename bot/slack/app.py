@@ -224,7 +224,9 @@ def tell_user_of_failure(
     """Bolt's global error handler: a listener that raised is logged with its traceback, the
     member gets a short private apology (in the conversation, or in a direct message when
     the request came from a modal or the Home tab), and Slack gets a 200, so no one ever sees
-    ``dispatch_failed``.
+    ``dispatch_failed``. That holds for a listener that raises before its ``ack()``; after it,
+    Bolt resets the acknowledgement (see ``services.open_modal``), so listeners hand all work
+    after ``ack()`` to ``Services.submit``/``later`` or ``open_modal``, which never raise.
 
     A request no listener takes is one log line: an event (a DM edited, a message from
     another bot) is acknowledged with 200, which is what Slack wants of every event it
